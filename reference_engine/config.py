@@ -1,0 +1,197 @@
+"""Typed configuration of a Hugging Face style model directory (config.json, generation_config.json,
+tokenizer_config.json). Only reads; never writes into the model directory."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelDirError, UnsupportedError
+
+SUPPORTED_ARCHITECTURES = (
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+)
+# model_type -> architecture, for configs that omit "architectures"
+MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+               "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+MAX_JSON_BYTES = 64 * 1024 * 1024  # a config bigger than this is not a config
+
+
+def read_json(path: str | Path) -> dict:
+    """Parse a JSON object file, turning every failure into a one-line ModelDirError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelDirError(path, "file not found")
+    if path.stat().st_size > MAX_JSON_BYTES:
+        raise ModelDirError(path, f"file is {path.stat().st_size} bytes, too large for a JSON config")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ModelDirError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ModelDirError(path, f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(data, dict):
+        raise ModelDirError(path, f"expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+@dataclass
+class ModelConfig:
+    architecture: str
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    qk_norm: bool = False  # Qwen3: per-head RMSNorm on q and k before RoPE
+    sliding_window: int | None = None
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = None
+    pad_token_id: int | None = None
+    torch_dtype: str | None = None
+    head_dim_explicit: bool = False  # head_dim came from config.json, not hidden/heads
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def eos_token_ids(self) -> list[int]:
+        return _as_id_list(self.eos_token_id)
+
+
+def _as_id_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int)]
+    return [value] if isinstance(value, int) else []
+
+
+def _require_int(raw: dict, key: str, path: Path, minimum: int = 1) -> int:
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelDirError(path, f"'{key}' must be an integer, found {value!r}")
+    if value < minimum:
+        raise ModelDirError(path, f"'{key}' must be >= {minimum}, found {value}")
+    return value
+
+
+def architecture_of(raw: dict, path: Path) -> str:
+    archs = raw.get("architectures")
+    if isinstance(archs, list) and archs:
+        arch = archs[0]
+    elif raw.get("model_type") in MODEL_TYPES:
+        arch = MODEL_TYPES[raw["model_type"]]
+    else:
+        raise ModelDirError(path, "no 'architectures' and no known 'model_type'")
+    if arch not in SUPPORTED_ARCHITECTURES:
+        raise UnsupportedError(path, f"unsupported architecture {arch!r} "
+                                     f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+    return arch
+
+
+def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
+    """Build a ModelConfig from a config.json dict; raise ModelDirError naming the bad field."""
+    path = Path(path)
+    arch = architecture_of(raw, path)
+    hidden = _require_int(raw, "hidden_size", path)
+    heads = _require_int(raw, "num_attention_heads", path)
+    kv_heads = raw.get("num_key_value_heads") or heads
+    if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1:
+        raise ModelDirError(path, f"'num_key_value_heads' must be a positive integer, found {kv_heads!r}")
+    explicit = isinstance(raw.get("head_dim"), int) and not isinstance(raw.get("head_dim"), bool)
+    head_dim = raw["head_dim"] if explicit else hidden // heads
+    model_type = raw.get("model_type") or {v: k for k, v in MODEL_TYPES.items()}[arch]
+    rope_scaling = raw.get("rope_scaling")
+    if rope_scaling is not None and not isinstance(rope_scaling, dict):
+        raise ModelDirError(path, f"'rope_scaling' must be an object or null, found {rope_scaling!r}")
+    return ModelConfig(
+        architecture=arch,
+        model_type=model_type,
+        vocab_size=_require_int(raw, "vocab_size", path),
+        hidden_size=hidden,
+        intermediate_size=_require_int(raw, "intermediate_size", path),
+        num_hidden_layers=_require_int(raw, "num_hidden_layers", path),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+        rope_theta=float(raw.get("rope_theta", 10000.0)),
+        rope_scaling=rope_scaling,
+        max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+        # Qwen2 always has q/k/v bias; Llama/Mistral/Qwen3 say so in attention_bias
+        attention_bias=arch == "Qwen2ForCausalLM" or bool(raw.get("attention_bias", False)),
+        qk_norm=arch == "Qwen3ForCausalLM",
+        sliding_window=raw.get("sliding_window") if raw.get("use_sliding_window", arch == "MistralForCausalLM") else None,
+        bos_token_id=raw.get("bos_token_id"),
+        eos_token_id=raw.get("eos_token_id"),
+        pad_token_id=raw.get("pad_token_id"),
+        torch_dtype=raw.get("torch_dtype") or raw.get("dtype"),
+        head_dim_explicit=explicit,
+        raw=raw,
+    )
+
+
+def model_dir_path(model_dir: str | Path) -> Path:
+    path = Path(model_dir)
+    if not path.exists():
+        raise ModelDirError(path, "no such directory")
+    if not path.is_dir():
+        raise ModelDirError(path, "not a directory")
+    return path
+
+
+def load_config(model_dir: str | Path) -> ModelConfig:
+    path = model_dir_path(model_dir) / "config.json"
+    return parse_config(read_json(path), path)
+
+
+@dataclass
+class GenerationConfig:
+    bos_token_id: int | None = None
+    eos_token_ids: list[int] = field(default_factory=list)
+    pad_token_id: int | None = None
+    max_new_tokens: int | None = None
+    do_sample: bool = False
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+
+def load_generation_config(model_dir: str | Path) -> GenerationConfig | None:
+    path = model_dir_path(model_dir) / "generation_config.json"
+    if not path.exists():
+        return None
+    raw = read_json(path)
+    return GenerationConfig(
+        bos_token_id=raw.get("bos_token_id"),
+        eos_token_ids=_as_id_list(raw.get("eos_token_id")),
+        pad_token_id=raw.get("pad_token_id"),
+        max_new_tokens=raw.get("max_new_tokens"),
+        do_sample=bool(raw.get("do_sample", False)),
+        temperature=raw.get("temperature"),
+        top_k=raw.get("top_k"),
+        top_p=raw.get("top_p"),
+        repetition_penalty=raw.get("repetition_penalty"),
+        raw=raw,
+    )
+
+
+def load_tokenizer_config(model_dir: str | Path) -> dict:
+    """tokenizer_config.json as a dict ({} when absent)."""
+    path = model_dir_path(model_dir) / "tokenizer_config.json"
+    return read_json(path) if path.exists() else {}
