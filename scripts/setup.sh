@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install llmdoctor into the current Python; `--test` adds the test extras (the Hugging Face oracles, hypothesis, ...).
+#
+# torch: on a machine without an NVIDIA GPU we install the CPU build first (`torch==2.13.0` is a local CPU wheel on our
+# build machines; elsewhere set TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu to get the CPU build from PyTorch).
+# With a GPU, or when torch is already installed, pip resolves torch normally, so GPU users keep their CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+extras=""
+if [ "${1:-}" = "--test" ]; then extras="[test]"; fi
+
+has_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+if ! "$PYTHON" -c "import torch" >/dev/null 2>&1 && ! has_gpu; then
+    echo "setup: no NVIDIA GPU found, installing the CPU build of torch" >&2
+    "$PYTHON" -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+fi
+"$PYTHON" -m pip install -q -e ".$extras"
+# pyenv only exposes a new console script after a rehash
+if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi
