@@ -101,6 +101,24 @@ def architecture_of(raw: dict, path: Path) -> str:
     return arch
 
 
+def rope_settings(raw: dict, path: Path) -> tuple[float, dict | None]:
+    """(rope_theta, rope_scaling) from the classic fields or transformers 5's "rope_parameters" object,
+    which holds rope_theta together with the scaling keys (rope_type "default" means no scaling)."""
+    params = raw.get("rope_parameters")
+    if params is not None and not isinstance(params, dict):
+        raise ModelDirError(path, f"'rope_parameters' must be an object or null, found {params!r}")
+    params = params or {}
+    theta = raw.get("rope_theta", params.get("rope_theta", 10000.0))
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+        raise ModelDirError(path, f"'rope_theta' must be a positive number, found {theta!r}")
+    scaling = raw.get("rope_scaling")
+    if scaling is None and params.get("rope_type", "default") != "default":
+        scaling = {k: v for k, v in params.items() if k != "rope_theta"}
+    if scaling is not None and not isinstance(scaling, dict):
+        raise ModelDirError(path, f"'rope_scaling' must be an object or null, found {scaling!r}")
+    return float(theta), scaling
+
+
 def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     """Build a ModelConfig from a config.json dict; raise ModelDirError naming the bad field."""
     path = Path(path)
@@ -113,9 +131,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     explicit = isinstance(raw.get("head_dim"), int) and not isinstance(raw.get("head_dim"), bool)
     head_dim = raw["head_dim"] if explicit else hidden // heads
     model_type = raw.get("model_type") or {v: k for k, v in MODEL_TYPES.items()}[arch]
-    rope_scaling = raw.get("rope_scaling")
-    if rope_scaling is not None and not isinstance(rope_scaling, dict):
-        raise ModelDirError(path, f"'rope_scaling' must be an object or null, found {rope_scaling!r}")
+    rope_theta, rope_scaling = rope_settings(raw, path)
     return ModelConfig(
         architecture=arch,
         model_type=model_type,
@@ -127,7 +143,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         num_key_value_heads=kv_heads,
         head_dim=head_dim,
         rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(raw.get("rope_theta", 10000.0)),
+        rope_theta=rope_theta,
         rope_scaling=rope_scaling,
         max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),

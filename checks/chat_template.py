@@ -1,0 +1,115 @@
+"""Chat-template checks (TOK007-TOK009): the template renders system/user/assistant turns in the sandbox, its role
+markers are single tokens, and it does not produce a doubled BOS with the tokenizer's own BOS."""
+from __future__ import annotations
+
+import regex
+
+from checks.registry import Problem, Skip, check
+from reference_engine.errors import ModelDirError
+
+USER_ONLY = [{"role": "user", "content": "What is the capital of France?"}]
+NO_SYSTEM = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello, how can I help?"},
+             {"role": "user", "content": "Tell me a joke"}]
+WITH_SYSTEM = [{"role": "system", "content": "You are a helpful assistant."}] + NO_SYSTEM
+# role markers as templates write them: <|im_start|>, <|start_header_id|>, <start_of_turn>, </s>
+MARKER = regex.compile(r"<\|[^<>|\s]{1,40}\|>|</?[A-Za-z_][A-Za-z0-9_\-]{0,40}>")
+
+
+def _render(tok, messages, add_generation_prompt=True) -> str:
+    return tok.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+
+
+def _template_or_skip(ctx):
+    tok = ctx.tokenizer
+    if not tok.chat_template:
+        raise Skip("no chat template (base model)")
+    return tok
+
+
+@check("TOK008", category="tokenizer", severity="error", needs=("tokenizer",),
+       hint="Fix the template in tokenizer_config.json (or chat_template.jinja) so it renders user/assistant turns.")
+def chat_template_renders(ctx):
+    """The chat template renders user, assistant and system turns (in a jinja2 sandbox).
+
+    Serving stacks render the template for every request; one that raises, refers to an undefined
+    variable or loops on a message key the client does not send breaks every chat request. Rendering
+    happens in jinja2's ImmutableSandboxedEnvironment with transformers' globals (raise_exception,
+    strftime_now, tojson); the template is never executed outside it. A template that rejects only
+    the system role on purpose (some Mistral/Gemma templates) is noted as info. A model without a
+    template is noted as info (base models have none; chat use needs one).
+
+    Fix: repair the template, or copy the original model's.
+    """
+    tok = ctx.tokenizer
+    if not tok.chat_template:
+        yield Problem("no chat template: apply_chat_template cannot be used (base model?)", severity="info",
+                      evidence={"chat_template": None})
+        return
+    for label, messages in (("a user message", USER_ONLY), ("user/assistant turns", NO_SYSTEM)):
+        try:
+            _render(tok, messages)
+        except ModelDirError as e:
+            yield Problem(f"chat template fails on {label}: {e.problem}", evidence={"messages": messages})
+            return
+    try:
+        _render(tok, WITH_SYSTEM)
+    except ModelDirError as e:
+        yield Problem(f"chat template rejects a system message: {e.problem}", severity="info",
+                      evidence={"messages": WITH_SYSTEM})
+
+
+def _rendered_or_skip(tok) -> str:
+    for messages in (WITH_SYSTEM, NO_SYSTEM, USER_ONLY):
+        try:
+            return _render(tok, messages)
+        except ModelDirError:
+            continue
+    raise Skip("the chat template does not render (TOK008)")
+
+
+@check("TOK007", category="tokenizer", severity="info", needs=("tokenizer",),
+       hint="Encode rendered prompts with add_special_tokens=False, or drop bos_token from the template.")
+def double_bos(ctx):
+    """A rendered chat prompt encoded with add_special_tokens=True does not start with BOS twice.
+
+    Templates such as Llama-3's write `{{ bos_token }}` themselves, while the tokenizer also adds BOS
+    (add_bos_token / its post-processor). Whoever renders to text and then encodes normally — a very
+    common pattern, and what several servers did — feeds <BOS><BOS>, which measurably degrades
+    output; llama.cpp warns "the final prompt starts with 2 BOS tokens" when it happens. The model is
+    fine (Llama-3 ships exactly this pairing) and transformers avoids it inside
+    apply_chat_template(tokenize=True), so this is a note about how to encode prompts, not a defect.
+
+    Fix: encode rendered prompts with add_special_tokens=False, or remove bos_token from the template.
+    """
+    tok = _template_or_skip(ctx)
+    bos = tok.bos_token_id
+    if bos is None:
+        raise Skip("no BOS token")
+    ids = tok.encode(_rendered_or_skip(tok), add_special_tokens=True)
+    if ids[:2] == [bos, bos]:
+        yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds it again: prompts start "
+                      f"with BOS twice", evidence={"first_ids": ids[:4], "bos_token_id": bos,
+                                                  "add_bos_token": tok.add_bos_token})
+
+
+@check("TOK009", category="tokenizer", severity="warning", needs=("tokenizer",),
+       hint="Add the role markers as special tokens in tokenizer.json (added_tokens) with ids the model was "
+            "trained on.")
+def role_tokens_atomic(ctx):
+    """Role markers the chat template writes (<|im_start|>, <|start_header_id|>, <start_of_turn>...) are single tokens.
+
+    Chat models are trained with role markers as one special token each; if the tokenizer splits
+    "<|im_start|>" into "<", "|", "im", "_start", "|", ">" the model sees an unfamiliar sequence at
+    every turn boundary and answers poorly or never stops. This happens when a template is copied onto
+    a base tokenizer that lacks the tokens, or the added tokens were lost in a conversion.
+
+    Fix: add the markers as special tokens (and make sure their embedding rows are trained, EMB001).
+    """
+    tok = _template_or_skip(ctx)
+    markers = sorted(set(MARKER.findall(_rendered_or_skip(tok))))
+    split = {m: tok.encode(m, add_special_tokens=False) for m in markers}
+    split = {m: ids for m, ids in split.items() if len(ids) != 1}
+    if split:
+        first = next(iter(split))
+        yield Problem(f"{len(split)} role marker(s) are not single tokens, e.g. {first!r} -> {len(split[first])} "
+                      f"tokens", evidence={"markers": {m: ids[:12] for m, ids in split.items()}})

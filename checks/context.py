@@ -1,0 +1,150 @@
+"""CheckContext: everything a check may look at, each piece built lazily and at most once per run.
+
+A tokenizer-only run never opens the weights; every engine check shares one Engine. A resource that cannot be
+built raises ResourceError (cached, so it is not retried); the runner turns it into "skipped: <why>" for the
+checks that needed it, while the files/config checks report the underlying problem as a finding.
+"""
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from reference_engine.config import (load_generation_config, load_tokenizer_config, parse_config,
+                                     read_json)
+from reference_engine.errors import ModelDirError
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class ResourceError(Exception):
+    """A resource (config, tokenizer, weights, engine, gpu) cannot be built for this model."""
+
+    def __init__(self, resource: str, message: str, detail: str = ""):
+        self.resource = resource
+        self.message = message
+        self.detail = detail       # traceback text when the failure was unexpected
+        super().__init__(f"{resource}: {message}")
+
+
+class ThresholdError(ValueError):
+    """A per-check threshold in the configuration file has the wrong type."""
+
+
+class CheckContext:
+    def __init__(self, model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
+                 thresholds: dict[str, dict[str, Any]] | None = None, baseline: str | Path | None = None):
+        self.model_dir = Path(model_dir)
+        self.requested_device = device
+        self.requested_dtype = dtype
+        self.quick = quick                       # --quick: checks should trim their work (fewer prompts/steps)
+        self.thresholds = thresholds or {}
+        self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
+        self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
+        self._cache: dict[str, Any] = {}
+        self.built: list[str] = []               # resources actually built, in order (for tests and timing)
+
+    # ---- resources, each built once -------------------------------------------------------------
+    def _get(self, name: str, build: Callable[[], Any]) -> Any:
+        if name not in self._cache:
+            try:
+                self._cache[name] = build()
+                self.built.append(name)
+            except ResourceError as e:
+                self._cache[name] = e
+            except ModelDirError as e:
+                self._cache[name] = ResourceError(name, str(e))
+            except Exception as e:  # a model that breaks the loader in an unforeseen way: keep the traceback
+                self._cache[name] = ResourceError(name, f"{type(e).__name__}: {e}", traceback.format_exc())
+        value = self._cache[name]
+        if isinstance(value, ResourceError):
+            raise value
+        return value
+
+    @property
+    def raw_config(self) -> dict:
+        return self._get("raw_config", lambda: read_json(self.model_dir / "config.json"))
+
+    @property
+    def config(self):
+        return self._get("config", lambda: parse_config(self.raw_config, self.model_dir / "config.json"))
+
+    @property
+    def generation_config(self):
+        return self._get("generation_config", lambda: load_generation_config(self.model_dir))
+
+    @property
+    def tokenizer_config(self) -> dict:
+        return self._get("tokenizer_config", lambda: load_tokenizer_config(self.model_dir))
+
+    @property
+    def tokenizer(self):
+        def build():
+            from reference_engine.tokenizer import Tokenizer
+            return Tokenizer.from_pretrained(self.model_dir)
+        return self._get("tokenizer", build)
+
+    @property
+    def weights(self):
+        def build():
+            from reference_engine.weights import Weights
+            return Weights.open(self.model_dir)
+        return self._get("weights", build)
+
+    @property
+    def engine(self):
+        def build():
+            from reference_engine.engine import Engine
+            return Engine.from_pretrained(self.model_dir, device=self.device, dtype=self.dtype)
+        return self._get("engine", build)
+
+    @property
+    def gpu(self):
+        """The CUDA device GPU checks run on; ResourceError (-> skipped) on a machine without one."""
+        def build():
+            import torch
+            if not torch.cuda.is_available():
+                raise ResourceError("gpu", "no CUDA device available")
+            return torch.device("cuda", torch.cuda.current_device())
+        return self._get("gpu", build)
+
+    # ---- device and dtype -----------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        if self.requested_device != "auto":
+            return self.requested_device
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    @property
+    def dtype(self) -> str:
+        if self.requested_dtype != "auto":
+            return self.requested_dtype
+        if self.device == "cpu":
+            return "float32"  # bf16/fp16 matmuls on CPU are slow and not what anyone serves with
+        try:
+            declared = self.raw_config.get("torch_dtype") or self.raw_config.get("dtype")
+        except ResourceError:
+            declared = None
+        return declared if declared in DTYPES[1:] else "bfloat16"
+
+    # ---- what the runner calls ------------------------------------------------------------------
+    def require(self, needs: tuple[str, ...]) -> None:
+        """Build every resource a check needs, raising ResourceError for the first that cannot be built."""
+        for need in needs:
+            if need == "files":
+                continue  # the runner validated the directory before any check ran
+            getattr(self, need)
+
+    def threshold(self, check_id: str, name: str, default: Any) -> Any:
+        """A per-check threshold from the configuration file ([tool.llmdoctor.thresholds.<ID>]), else default."""
+        value = self.thresholds.get(check_id, {}).get(name, default)
+        if value is default or default is None:
+            return value
+        numbers = (int, float)
+        if type(default) in numbers and type(value) in numbers:
+            return float(value) if type(default) is float else value  # 1 where 1.0 was meant is fine
+        if type(value) is not type(default):
+            raise ThresholdError(f"threshold {check_id}.{name} must be {type(default).__name__}, found {value!r}")
+        return value

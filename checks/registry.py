@@ -1,0 +1,123 @@
+"""The check catalogue: `@check` records a function's metadata in REGISTRY at import time.
+
+    @check("VOC001", category="vocab", severity="error", needs=("tokenizer", "weights"), hint="One line fix.")
+    def token_ids_beyond_embedding(ctx):
+        '''Summary line (shown by `llmdoctor checks`).
+
+        Body: what `llmdoctor explain VOC001` prints.'''
+        yield Problem("one-line message", evidence={"tokenizer_len": 32004, "embedding_rows": 32000})
+
+A check yields (or returns a list of) Problem; yielding nothing means it passed. It raises Skip("reason")
+when it does not apply. Mistakes in a declaration (bad id, unknown category, an id used twice) raise
+RegistryError when the module is imported, so they cannot reach a user.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from llmdoctor.finding import CATEGORIES, Severity
+
+ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
+NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu")
+# id family prefix -> the category it belongs to (a family never changes category)
+FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",
+            "TOK": "tokenizer", "GLD": "golden", "ACT": "activations", "KVC": "kv_cache", "NUM": "numerics",
+            "GEN": "generation", "DRF": None, "GPU": "gpu", "ENV": "environment"}  # DRF: any engine category
+
+
+class RegistryError(Exception):
+    """A check declaration is wrong (programmer error, raised at import)."""
+
+
+class Skip(Exception):
+    """Raised by a check that does not apply to this model; the run records it as skipped with the reason."""
+
+
+@dataclass
+class Problem:
+    """What a check yields; severity and hint default to the check's declaration."""
+    message: str
+    evidence: dict | None = None
+    severity: str | Severity | None = None
+    hint: str | None = None
+    data: dict | None = None
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    id: str
+    category: str
+    severity: Severity
+    needs: tuple[str, ...]
+    hint: str
+    summary: str               # first docstring line
+    doc: str                   # the rest of the docstring, dedented
+    func: Callable
+    module: str
+
+    @property
+    def family(self) -> str:
+        return self.id[:3]
+
+
+REGISTRY: dict[str, CheckSpec] = {}
+
+
+def check(id: str, *, category: str, severity: str = "error", needs: tuple[str, ...] | list[str] = (),
+          hint: str = "") -> Callable[[Callable], Callable]:
+    """Declare a check; see the module docstring."""
+    def register(func: Callable) -> Callable:
+        spec = make_spec(func, id, category, severity, tuple(needs), hint)
+        existing = REGISTRY.get(id)
+        if existing is not None and not _same_function(existing.func, func):
+            raise RegistryError(f"check id {id} declared twice: {existing.module}.{existing.func.__name__} "
+                                f"and {spec.module}.{func.__name__}")
+        REGISTRY[id] = spec
+        func.check_spec = spec
+        return func
+    return register
+
+
+def make_spec(func: Callable, id: str, category: str, severity: str, needs: tuple[str, ...],
+              hint: str) -> CheckSpec:
+    where = f"{func.__module__}.{func.__name__}"
+    if not ID_PATTERN.match(id):
+        raise RegistryError(f"{where}: check id {id!r} is not a family prefix + 3 digits (e.g. VOC001)")
+    if category not in CATEGORIES:
+        raise RegistryError(f"{where}: unknown category {category!r} (expected one of: {', '.join(CATEGORIES)})")
+    family_category = FAMILIES.get(id[:3], "unknown")
+    if family_category == "unknown":
+        raise RegistryError(f"{where}: unknown id family {id[:3]!r} (known: {', '.join(FAMILIES)})")
+    if family_category is not None and family_category != category:
+        raise RegistryError(f"{where}: {id} is in family {id[:3]} ({family_category}), not {category!r}")
+    try:
+        sev = Severity.parse(severity)
+    except ValueError as e:
+        raise RegistryError(f"{where}: {e}") from None
+    unknown = [n for n in needs if n not in NEEDS]
+    if unknown:
+        raise RegistryError(f"{where}: unknown needs {unknown} (expected any of: {', '.join(NEEDS)})")
+    summary, doc = split_docstring(func)
+    if not summary:
+        raise RegistryError(f"{where}: a check needs a docstring (first line = summary)")
+    return CheckSpec(id, category, sev, needs, hint, summary, doc, func, func.__module__)
+
+
+def split_docstring(func: Callable) -> tuple[str, str]:
+    text = inspect.getdoc(func) or ""
+    first, _, rest = text.partition("\n")
+    return first.strip(), rest.strip()
+
+
+def _same_function(a: Callable, b: Callable) -> bool:
+    # re-importing or reloading a module re-runs its decorators: that is not a duplicate id
+    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
+def specs() -> list[CheckSpec]:
+    """Every registered check, in catalogue order (category order, then id)."""
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    return sorted(REGISTRY.values(), key=lambda s: (order[s.category], s.id))

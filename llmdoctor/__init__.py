@@ -1,0 +1,26 @@
+"""llmdoctor: find what is wrong with an LLM checkpoint, its tokenizer, its runtime and its GPU.
+
+    report = llmdoctor.check("path/to/model", select=["VOC", "tokenizer"], fail_on="warning")
+    report.exit_code()
+"""
+from __future__ import annotations
+
+from importlib import metadata
+
+try:
+    __version__ = metadata.version("llmdoctor")
+except metadata.PackageNotFoundError:  # running from a checkout that was never installed
+    __version__ = "0.1.0"
+
+__all__ = ["__version__", "check", "Report", "Finding", "Severity", "CATEGORIES"]
+
+
+def __getattr__(name):
+    # lazy so that `import llmdoctor` (and `llmdoctor --version`) does not import torch
+    if name == "check":
+        from .runner import check
+        return check
+    if name in ("Report", "Finding", "Severity", "CATEGORIES", "CheckRun"):
+        from . import finding
+        return getattr(finding, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,186 @@
+"""The `llmdoctor` command line (click).
+
+Exit codes: 0 = nothing at or above --fail-on, 1 = a finding at or above it, 2 = usage or input error.
+Bad input is reported as one line on stderr, never as a traceback."""
+from __future__ import annotations
+
+import io
+import sys
+from importlib import import_module
+from pathlib import Path
+
+import click
+
+from llmdoctor import __version__
+
+EXIT_USAGE = 2
+DEMO_MODEL = Path(__file__).parent / "demo_model"
+FORMATS = ("table", "json", "junit", "markdown", "html")
+# command modules written alongside this one; each defines click commands with these names
+COMMAND_MODULES = {"llmdoctor.cli_generate": ("generate",), "llmdoctor.cli_fix": ("fix",),
+                   "llmdoctor.cli_probe": ("probe", "triage"), "llmdoctor.cli_baseline": ("baseline",)}
+
+
+class InputError(Exception):
+    """Bad input the user can fix; printed as one line."""
+
+
+def input_errors() -> tuple[type[Exception], ...]:
+    from checks.context import ThresholdError
+    from llmdoctor.config_file import ConfigFileError
+    from llmdoctor.selection import SelectionError
+    from reference_engine.errors import ModelDirError
+    return InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError
+
+
+class DoctorGroup(click.Group):
+    """Turns bad input into `llmdoctor: error: <one line>` and exit code 2."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except input_errors() as e:
+            click.echo(f"llmdoctor: error: {one_line(e)}", err=True)
+            ctx.exit(EXIT_USAGE)
+        except KeyboardInterrupt:
+            click.echo("llmdoctor: interrupted", err=True)
+            ctx.exit(130)
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+@click.group(cls=DoctorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="llmdoctor", message="%(prog)s %(version)s")
+def cli():
+    """Find what is wrong with an LLM: checkpoint files, config, weights, tokenizer, numerics and GPU."""
+
+
+@cli.command("check")
+@click.argument("path", required=False, type=click.Path(file_okay=True, dir_okay=True, path_type=str))
+@click.option("--select", multiple=True, metavar="IDS",
+              help="Run only these checks: ids (VOC001), id prefixes (VOC), categories (vocab) or ALL; "
+                   "comma separated or repeated.")
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these checks (same syntax as --select).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Report format.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the report to this file instead of stdout.")
+@click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default=None,
+              help="Exit 1 when a finding is at or above this severity [default: error].")
+@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default=None,
+              help="Device for engine checks [default: auto = cuda when available].")
+@click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default=None,
+              help="Compute dtype for engine checks [default: auto = float32 on cpu, config dtype on cuda].")
+@click.option("--quick/--no-quick", default=None, help="Trim slow checks (fewer prompts and steps).")
+@click.option("--demo", is_flag=True, help="Check the small demo model shipped with llmdoctor.")
+@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Baseline file from `llmdoctor baseline` to compare against (drift checks).")
+@click.option("--no-config", is_flag=True, help="Ignore llmdoctor.toml / [tool.llmdoctor] settings.")
+def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config):
+    """Run the checks on the model directory PATH and print a report."""
+    from llmdoctor.config_file import Settings, load_settings
+    from llmdoctor.progress import Progress
+    from llmdoctor.runner import run_checks, validate_model_dir
+    from llmdoctor.selection import parse_selectors
+
+    root = validate_model_dir(model_path(path, demo))
+    if baseline is not None and not baseline.is_file():
+        raise InputError(f"{baseline}: baseline file not found")
+    settings = Settings() if no_config else load_settings(root)
+    report = run_checks(
+        root, select=parse_selectors(select) or settings.select, ignore=parse_selectors(ignore) or settings.ignore,
+        fail_on=fail_on or settings.fail_on or "error", device=device or settings.device or "auto",
+        dtype=dtype or settings.dtype or "auto", quick=_first(quick, settings.quick, False),
+        thresholds=settings.thresholds, baseline=baseline, progress=Progress(0),
+        model_label="demo" if demo else str(path))
+    emit(report, fmt, output)
+    sys.exit(report.exit_code())
+
+
+def model_path(path: str | None, demo: bool) -> Path:
+    if demo and path:
+        raise InputError("give either PATH or --demo, not both")
+    if demo:
+        if not DEMO_MODEL.is_dir():
+            raise InputError(f"{DEMO_MODEL}: the demo model is not installed with this copy of llmdoctor")
+        return DEMO_MODEL
+    if not path:
+        raise InputError("missing PATH (a model directory), or use --demo")
+    return Path(path)
+
+
+def emit(report, fmt: str, output: Path | None) -> None:
+    """Render to stdout, or to a file (written whole, so a failure leaves no half report behind)."""
+    from reports import render
+    from reports.common import summary_line
+    if output is None:
+        render(report, fmt, sys.stdout)
+        return
+    buffer = io.StringIO()
+    render(report, fmt, buffer, **({"colour": False} if fmt == "table" else {}))
+    try:
+        output.write_text(buffer.getvalue(), encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"{output}: cannot write report: {e.strerror or e}") from None
+    click.echo(f"llmdoctor: {summary_line(report)}; {fmt} report written to {output}", err=True)
+
+
+def _first(*values):
+    return next(v for v in values if v is not None)
+
+
+@cli.command("checks")
+@click.option("--select", multiple=True, metavar="IDS", help="Only these ids, prefixes or categories.")
+@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
+              help="Catalogue format.")
+def checks_command(select, fmt):
+    """List every check: id, category, severity, what it needs and its summary."""
+    import json
+
+    from tabulate import tabulate
+
+    import checks as catalogue
+    from llmdoctor.selection import parse_selectors, select_checks
+    specs = select_checks(catalogue.load_all(), parse_selectors(select) or None)
+    if fmt == "json":
+        rows = [{"id": s.id, "category": s.category, "severity": s.severity.value, "needs": list(s.needs),
+                 "summary": s.summary, "hint": s.hint} for s in specs]
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        click.echo(tabulate([[s.id, s.category, s.severity.value, ",".join(s.needs), s.summary] for s in specs],
+                            headers=["id", "category", "severity", "needs", "summary"], tablefmt="simple"))
+        click.echo(f"\n{len(specs)} checks")
+    for error in catalogue.load_errors():
+        click.echo(f"llmdoctor: warning: check module {error.module} failed to import: {error.message}", err=True)
+
+
+@cli.command("explain")
+@click.argument("query", nargs=-1, required=True)
+def explain_command(query):
+    """Explain a check id (VOC001), list a family or category, or diagnose an error message."""
+    from llmdoctor.explain import explain
+    text, code = explain(" ".join(query))
+    click.echo(text, err=code == EXIT_USAGE)
+    sys.exit(code)
+
+
+def register_command_modules(group: click.Group) -> None:
+    """Add the commands other modules define; a module not written yet is simply absent."""
+    for module_name, names in COMMAND_MODULES.items():
+        try:
+            module = import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name == module_name:
+                continue
+            raise
+        for obj in vars(module).values():
+            if isinstance(obj, click.Command) and obj.name in names and obj.name not in group.commands:
+                group.add_command(obj)
+
+
+register_command_modules(cli)
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,160 @@
+"""Run the selected checks against one model directory and collect a Report.
+
+Each check is isolated: a Skip or a missing resource makes it "skipped", an exception makes it "crashed" with
+an error finding carrying the traceback, and the run goes on. Resources are built on first need only.
+"""
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import checks
+from checks.context import CheckContext, ResourceError
+from checks.registry import CheckSpec, Problem, Skip
+from llmdoctor import __version__
+from llmdoctor.config_file import load_settings
+from llmdoctor.fingerprint import fingerprint
+from llmdoctor.finding import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
+from llmdoctor.progress import Progress
+from llmdoctor.selection import category_selected, parse_selectors, select_checks
+from reference_engine.config import model_dir_path
+from reference_engine.errors import ModelDirError
+
+# a directory with none of these is not a model directory (exit 2), not a broken model (exit 1)
+MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json",
+                       "tokenizer_config.json", "generation_config.json", "*.bin", "*.gguf", "*.model")
+CRASH_HINT = "A bug in this check or an input it did not foresee: report it with the traceback in evidence."
+
+
+def validate_model_dir(path: str | Path) -> Path:
+    root = model_dir_path(path)
+    if not any(any(root.glob(pattern)) for pattern in MODEL_FILE_PATTERNS):
+        raise ModelDirError(root, "not a model directory (no config.json, tokenizer or weights files)")
+    return root
+
+
+def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: str | None = None,
+          device: str | None = None, dtype: str | None = None, quick: bool | None = None,
+          baseline: str | Path | None = None, use_config: bool = True, progress: bool = False) -> Report:
+    """Python API with the CLI's semantics: config file settings, overridden by the arguments given."""
+    root = validate_model_dir(path)
+    settings = load_settings(root) if use_config else None
+    pick = (lambda arg, key, default: arg if arg is not None
+            else (getattr(settings, key) if settings and getattr(settings, key) is not None else default))
+    return run_checks(root, select=parse_selectors(pick(select, "select", None)) or None,
+                      ignore=parse_selectors(pick(ignore, "ignore", None)),
+                      fail_on=pick(fail_on, "fail_on", "error"), device=pick(device, "device", "auto"),
+                      dtype=pick(dtype, "dtype", "auto"), quick=pick(quick, "quick", False),
+                      thresholds=settings.thresholds if settings else {}, baseline=baseline,
+                      progress=Progress(0, enabled=None if progress else False), model_label=str(path))
+
+
+def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
+               fail_on: str = "error", device: str = "auto", dtype: str = "auto", quick: bool = False,
+               thresholds: dict | None = None, baseline: str | Path | None = None,
+               progress: Progress | None = None, model_label: str | None = None) -> Report:
+    fail_on_rank(fail_on)  # reject a bad level before doing any work
+    root = validate_model_dir(model_dir)
+    chosen = select_checks(checks.load_all(), select, ignore)
+    ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline)
+    started = time.perf_counter()
+    report = Report(model=model_label or str(model_dir), fingerprint=fingerprint(root), tool_version=__version__,
+                    generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
+    _add_load_errors(report, select, ignore)
+    progress = progress or Progress(0, enabled=False)
+    progress.total = len(chosen)
+    try:
+        for spec in chosen:
+            progress.start(f"{spec.id} {spec.summary}")
+            run, findings = run_one(spec, ctx)
+            report.checks.append(run)
+            report.findings.extend(findings)
+            progress.advance()
+    finally:
+        progress.close()
+    report.duration_s = time.perf_counter() - started
+    report.device, report.dtype = _resolved(ctx)
+    return report
+
+
+def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]]:
+    """Run one check in isolation; never raises (except KeyboardInterrupt and friends)."""
+    findings: list[Finding] = []
+    started = time.perf_counter()
+    status, reason = "passed", ""
+    try:
+        ctx.require(spec.needs)
+        result = spec.func(ctx)
+        for item in ([] if result is None else [result] if isinstance(result, Problem) else result):
+            findings.append(to_finding(spec, item))
+    except Skip as e:
+        status, reason = "skipped", str(e) or "does not apply"
+    except ResourceError as e:
+        status, reason = "skipped", f"needs {e.resource}: {e.message}"
+    except Exception as e:
+        status, reason = "crashed", f"{type(e).__name__}: {e}"
+        findings.append(crash_finding(spec.id, spec.category, e, traceback.format_exc()))
+    duration = time.perf_counter() - started
+    if status == "passed" and any(f.severity.rank >= Severity.WARNING.rank for f in findings):
+        status = "failed"
+    return CheckRun(spec.id, spec.category, status, duration, spec.summary, reason), findings
+
+
+def to_finding(spec: CheckSpec, item: Any) -> Finding:
+    if not isinstance(item, Problem):
+        raise TypeError(f"check {spec.id} produced {type(item).__name__}, expected checks.registry.Problem")
+    return Finding(check=spec.id, category=spec.category, severity=Severity.parse(item.severity or spec.severity),
+                   message=item.message, evidence=jsonable(item.evidence or {}),
+                   hint=spec.hint if item.hint is None else item.hint,
+                   data=None if item.data is None else jsonable(item.data))
+
+
+def crash_finding(check_id: str, category: str, error: BaseException, tb: str) -> Finding:
+    return Finding(check=check_id, category=category, severity=Severity.ERROR,
+                   message=f"check crashed: {type(error).__name__}: {error}",
+                   evidence={"exception": type(error).__name__, "traceback": tb}, hint=CRASH_HINT)
+
+
+def _add_load_errors(report: Report, select: list[str] | None, ignore: list[str] | None) -> None:
+    for error in checks.load_errors():
+        short = error.module.rsplit(".", 1)[-1]
+        category = short if short in CATEGORIES else "environment"
+        if not category_selected(category, select, ignore):
+            continue
+        report.checks.append(CheckRun(error.module, category, "crashed", 0.0, "check module", error.message))
+        report.findings.append(Finding(check=error.module, category=category, severity=Severity.ERROR,
+                                       message=f"check module {error.module} failed to import: {error.message}",
+                                       evidence={"traceback": error.traceback}, hint=CRASH_HINT))
+
+
+def _resolved(ctx: CheckContext) -> tuple[str, str]:
+    try:
+        return ctx.device, ctx.dtype
+    except Exception:  # dtype may consult a broken config.json; the report still needs a value
+        return ctx.requested_device, ctx.requested_dtype
+
+
+def jsonable(value: Any) -> Any:
+    """Evidence and plot data as plain JSON values: tensors -> numbers/lists, non-finite floats -> strings."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Enum):
+        return jsonable(value.value)
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)  # JSON has no NaN/Infinity
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist"):  # torch tensors, numpy arrays and scalars
+        return jsonable(value.tolist())
+    if hasattr(value, "item"):
+        return jsonable(value.item())
+    return str(value)

@@ -1,0 +1,80 @@
+"""The probe and check parts of `llmdoctor triage`, each isolated: a part that fails is a skipped run
+with the reason in the bundle, and the rest of the bundle is still written."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from llmdoctor.probes.report import ProbeRecorder
+from reference_engine.errors import ModelDirError
+
+TRIAGE_BANDWIDTH_BYTES = 64 * 2**20
+
+
+def run_checks_part(recorder: ProbeRecorder, model_dir: Path, device: str) -> str | None:
+    """The quick checks via the public API; returns the model fingerprint."""
+    try:
+        import llmdoctor
+        report = llmdoctor.check(model_dir, quick=True, device=device.split(":")[0], fail_on="error")
+    except ModelDirError as exc:
+        recorder.skip("llmdoctor-check", "files", f"checks not run: {exc}")
+        return None
+    recorder.extend(report)
+    recorder.device, recorder.dtype = report.device, report.dtype
+    return report.fingerprint
+
+
+def run_bandwidth_part(recorder: ProbeRecorder, device: str, size_bytes: int | None, runs: int, nvml_backend=None):
+    from llmdoctor.probes.bandwidth import bandwidth_findings, run_bandwidth_probe
+    started = time.perf_counter()
+    try:
+        result = run_bandwidth_probe(device, size_bytes, runs, nvml_backend)
+    except Exception as exc:  # e.g. CUDA out of memory on a busy GPU: still a bundle
+        recorder.skip("GPU102", "gpu", f"bandwidth probe failed: {type(exc).__name__}: {exc}")
+        return None
+    recorder.add(bandwidth_findings(result), time.perf_counter() - started)
+    return result
+
+
+def run_roofline_part(recorder: ProbeRecorder, model_dir: Path, measured_bytes_per_s: float, device: str,
+                      dtype: str) -> None:
+    from llmdoctor.probes.decode_roofline import roofline_finding, run_decode_roofline
+    started = time.perf_counter()
+    try:
+        result = run_decode_roofline(model_dir, measured_bytes_per_s, device=device, dtype=dtype)
+    except (ModelDirError, ValueError, RuntimeError) as exc:
+        recorder.skip("GPU103", "gpu", f"decode roofline not run: {' '.join(str(exc).split())}")
+        return
+    recorder.add([roofline_finding(result)], time.perf_counter() - started)
+
+
+def run_kv_part(recorder: ProbeRecorder, model_dir: Path | None, requests: int, memory_budget: int | None = None,
+                block_sizes=(1, 16, 256)) -> None:
+    from llmdoctor.probes.kv import ModelKv, kv_findings, run_kv_probe
+    from llmdoctor.probes.kv_workload import SyntheticSpec, synthetic
+    started = time.perf_counter()
+    pool_tokens, max_len, per_token = 262144, 4096, None
+    if model_dir is not None:
+        try:
+            kv = ModelKv.from_dir(model_dir)
+        except ModelDirError as exc:
+            recorder.skip("KVC901", "kv_cache", f"KV probe not sized for the model: {exc}")
+            kv = None
+        if kv is not None:
+            per_token, max_len = kv.bytes_per_token, min(kv.max_position_embeddings, 32768)
+            pool_tokens = (memory_budget or 4 * 2**30) // per_token
+    spec = SyntheticSpec(requests=requests, max_total=max_len)
+    result = run_kv_probe(synthetic(spec), spec.describe(), pool_tokens=max(pool_tokens, 1), max_len=max_len,
+                          block_sizes=block_sizes, bytes_per_token=per_token)
+    recorder.add(kv_findings(result), time.perf_counter() - started)
+
+
+def run_probes_part(recorder: ProbeRecorder, model_dir: Path | None, device: str, kv_requests: int,
+                    bandwidth_bytes: int | None, nvml_backend=None) -> None:
+    result = run_bandwidth_part(recorder, device, bandwidth_bytes or TRIAGE_BANDWIDTH_BYTES, 3, nvml_backend)
+    if model_dir is not None and result is not None:
+        dev = "cuda" if result.device.startswith("cuda") else "cpu"
+        run_roofline_part(recorder, model_dir, result.best_bytes_per_s, dev, "bfloat16" if dev == "cuda" else "float32")
+    elif model_dir is None:
+        recorder.skip("GPU103", "gpu", "no model directory given")
+    run_kv_part(recorder, model_dir, kv_requests)

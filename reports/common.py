@@ -1,0 +1,51 @@
+"""Small helpers every renderer shares: counts, verdict line, compact evidence."""
+from __future__ import annotations
+
+import json
+
+from llmdoctor.finding import STATUSES, Report
+
+SEVERITIES = ("error", "warning", "info")
+
+
+def status_counts(report: Report) -> dict[str, int]:
+    return {status: report.status_count(status) for status in STATUSES}
+
+
+def severity_counts(report: Report) -> dict[str, int]:
+    return {sev: report.count(sev) for sev in SEVERITIES}
+
+
+def summary_line(report: Report) -> str:
+    """'12 checks in 0.84 s: 10 passed, 1 failed, 1 skipped, 0 crashed; 1 error, 0 warnings, 2 info'"""
+    s, f = status_counts(report), severity_counts(report)
+    return (f"{len(report.checks)} checks in {report.duration_s:.2f} s: {s['passed']} passed, {s['failed']} failed, "
+            f"{s['skipped']} skipped, {s['crashed']} crashed; {_plural(f['error'], 'error')}, "
+            f"{_plural(f['warning'], 'warning')}, {f['info']} info")
+
+
+def verdict(report: Report) -> str:
+    failing = len(report.failing())
+    if report.fail_on == "never":
+        return "PASS (fail-on never)"
+    if failing:
+        return f"FAIL: {_plural(failing, 'finding')} at or above {report.fail_on}"
+    return f"PASS: nothing at or above {report.fail_on}"
+
+
+def compact_evidence(evidence: dict, limit: int = 160) -> str:
+    """key=value pairs on one line; multi-line values (tracebacks) are summarised, not dumped."""
+    parts = []
+    for key, value in evidence.items():
+        if isinstance(value, str) and "\n" in value:
+            text = f"<{value.count(chr(10)) + 1} lines>"
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            text = text if len(text) <= 60 else text[:57] + "..."
+        parts.append(f"{key}={text}")
+    line = ", ".join(parts)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -1,0 +1,52 @@
+"""Markdown report for a pull-request comment or an incident ticket (GitHub/GitLab flavoured)."""
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from llmdoctor.finding import Finding, Report
+
+from .common import status_counts, summary_line, verdict
+
+ICONS = {"error": "🔴", "warning": "🟠", "info": "🔵"}
+
+
+def cell(text: str) -> str:
+    """Text safe inside a table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def render(report: Report, stream: TextIO) -> None:
+    w = stream.write
+    w(f"## llmdoctor: {verdict(report)}\n\n")
+    w(f"- model: `{report.model}`\n- fingerprint: `{report.fingerprint or '-'}`\n")
+    w(f"- llmdoctor {report.tool_version}, {report.device}/{report.dtype}, fail-on `{report.fail_on}`, "
+      f"{report.generated_at}\n- {summary_line(report)}\n\n")
+    w("| category | checks | passed | failed | skipped | crashed |\n|---|--:|--:|--:|--:|--:|\n")
+    for category in report.categories():
+        runs = [r for r in report.checks if r.category == category]
+        counts = [sum(1 for r in runs if r.status == s) for s in status_counts(report)]
+        w(f"| {category} | {len(runs)} | " + " | ".join(map(str, counts)) + " |\n")
+    if report.findings:
+        w("\n### Findings\n\n| | check | category | message | hint |\n|---|---|---|---|---|\n")
+        for f in sorted(report.findings, key=lambda f: (-f.severity.rank, f.category, f.check)):
+            w(f"| {ICONS[f.severity.value]} {f.severity.value} | `{f.check}` | {f.category} | {cell(f.message)} "
+              f"| {cell(f.hint)} |\n")
+        w("\n<details><summary>Evidence</summary>\n\n")
+        for f in report.findings:
+            w(evidence_block(f))
+        w("</details>\n")
+    skipped = [r for r in report.checks if r.status == "skipped"]
+    if skipped:
+        w(f"\n<details><summary>{len(skipped)} skipped</summary>\n\n")
+        for run in skipped:
+            w(f"- `{run.id}` {cell(run.summary)}: {cell(run.reason)}\n")
+        w("\n</details>\n")
+
+
+def evidence_block(f: Finding) -> str:
+    text = json.dumps(f.evidence, indent=2, sort_keys=True, ensure_ascii=False)
+    if "traceback" in f.evidence:
+        text = f.evidence["traceback"]
+    fence = "````" if "```" in text else "```"
+    return f"**{f.check}** {cell(f.message)}\n\n{fence}\n{text}\n{fence}\n\n"

