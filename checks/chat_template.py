@@ -38,7 +38,7 @@ def chat_template_renders(ctx):
     the system role on purpose (some Mistral/Gemma templates) is noted as info. A model without a
     template is noted as info (base models have none; chat use needs one).
 
-    Fix: repair the template, or copy the original model's.
+    Remedy: repair the template, or copy the original model's.
     """
     tok = ctx.tokenizer
     if not tok.chat_template:
@@ -79,7 +79,7 @@ def double_bos(ctx):
     fine (Llama-3 ships exactly this pairing) and transformers avoids it inside
     apply_chat_template(tokenize=True), so this is a note about how to encode prompts, not a defect.
 
-    Fix: encode rendered prompts with add_special_tokens=False, or remove bos_token from the template.
+    Remedy: encode rendered prompts with add_special_tokens=False, or remove bos_token from the template.
     """
     tok = _template_or_skip(ctx)
     bos = tok.bos_token_id
@@ -103,7 +103,7 @@ def role_tokens_atomic(ctx):
     every turn boundary and answers poorly or never stops. This happens when a template is copied onto
     a base tokenizer that lacks the tokens, or the added tokens were lost in a conversion.
 
-    Fix: add the markers as special tokens (and make sure their embedding rows are trained, EMB001).
+    Remedy: add the markers as special tokens (and make sure their embedding rows are trained, EMB001).
     """
     tok = _template_or_skip(ctx)
     markers = sorted(set(MARKER.findall(_rendered_or_skip(tok))))

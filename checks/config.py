@@ -33,7 +33,7 @@ def config_parses(ctx):
     implement (transformers: "does not recognize this architecture") stops everything else, so this
     check reports the exact field that is wrong.
 
-    Fix: correct the named field. For an unsupported architecture the model cannot be checked by the
+    Remedy: correct the named field. For an unsupported architecture the model cannot be checked by the
     reference engine; the file/tokenizer checks still run.
     """
     path = ctx.model_dir / "config.json"
@@ -58,7 +58,7 @@ def attention_geometry(ctx):
     edited by hand (or converted from another format) with a wrong `num_key_value_heads` loads in some
     engines and produces garbage, or fails with a reshape error deep in attention.
 
-    Fix: restore the numbers from the original checkpoint; the projection shapes in the safetensors
+    Remedy: restore the numbers from the original checkpoint; the projection shapes in the safetensors
     file (see WGT003) tell what they must be.
     """
     cfg = ctx.config
@@ -95,7 +95,7 @@ def rope_scaling_known(ctx):
     0.757 at position 8192 — short tests never see it). Field rules follow transformers'
     modeling_rope_utils validators.
 
-    Fix: copy the rope_scaling block of the original model's config.json.
+    Remedy: copy the rope_scaling block of the original model's config.json.
     """
     key, block = rope_block(ctx.raw_config)
     if block is None:
@@ -149,7 +149,7 @@ def context_length_agrees(ctx):
     precompute the RoPE table to that length. A smaller `model_max_length` only truncates earlier than
     needed and is reported as info.
 
-    Fix: make the two numbers agree (the model's figure is authoritative).
+    Remedy: make the two numbers agree (the model's figure is authoritative).
     """
     try:
         tok_cfg = ctx.tokenizer_config
@@ -177,7 +177,7 @@ def numeric_fields_sane(ctx):
     `max_position_embeddings` leaves no positions at all. These come from hand edits and broken
     converters.
 
-    Fix: restore the original values.
+    Remedy: restore the original values.
     """
     cfg = ctx.config
     ev = {"rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta,

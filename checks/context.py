@@ -6,6 +6,7 @@ checks that needed it, while the files/config checks report the underlying probl
 """
 from __future__ import annotations
 
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -43,23 +44,38 @@ class CheckContext:
         self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
         self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
         self._cache: dict[str, Any] = {}
-        self.built: list[str] = []               # resources actually built, in order (for tests and timing)
+        self.built: list[str] = []               # resources actually built, in order
+        self.build_seconds: dict[str, float] = {}  # time spent building each resource (failed ones too)
+        self.total_build_seconds = 0.0
+        self._depth = 0
 
     # ---- resources, each built once -------------------------------------------------------------
     def _get(self, name: str, build: Callable[[], Any]) -> Any:
         if name not in self._cache:
-            try:
-                self._cache[name] = build()
-                self.built.append(name)
-            except ResourceError as e:
-                self._cache[name] = e
-            except ModelDirError as e:
-                self._cache[name] = ResourceError(name, str(e))
-            except Exception as e:  # a model that breaks the loader in an unforeseen way: keep the traceback
-                self._cache[name] = ResourceError(name, f"{type(e).__name__}: {e}", traceback.format_exc())
+            self._cache[name] = self._build(name, build)
         value = self._cache[name]
         if isinstance(value, ResourceError):
             raise value
+        return value
+
+    def _build(self, name: str, build: Callable[[], Any]) -> Any:
+        """The resource, or the ResourceError explaining why not; timed so checks are timed without it."""
+        started = time.perf_counter()
+        self._depth += 1
+        try:
+            value = build()
+            self.built.append(name)
+        except ResourceError as e:
+            value = e
+        except ModelDirError as e:
+            value = ResourceError(name, str(e))
+        except Exception as e:  # a model that breaks the loader in an unforeseen way: keep the traceback
+            value = ResourceError(name, f"{type(e).__name__}: {e}", traceback.format_exc())
+        finally:
+            self._depth -= 1
+        self.build_seconds[name] = time.perf_counter() - started
+        if self._depth == 0:  # config built inside engine is part of the engine's time, not counted twice
+            self.total_build_seconds += self.build_seconds[name]
         return value
 
     @property

@@ -3,7 +3,9 @@ row is far out of scale (seed pitfall 3). Row statistics come from the streamed 
 special-token rows are read individually."""
 from __future__ import annotations
 
+from checks.chat_template import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from checks.registry import Problem, Skip, check
+from reference_engine.errors import ModelDirError
 from ._special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows
 from ._tensor_layout import EMBED, LM_HEAD
 from ._tensor_scan import weight_scan
@@ -58,7 +60,7 @@ def zero_special_rows(ctx):
     max |w| == 0 or below NEAR_ZERO_RATIO x the median row's max |w| are flagged (threshold
     `near_zero_ratio`).
 
-    Fix: set them to the mean of the trained rows before training (`llmdoctor fix --untrained-embeddings`).
+    Remedy: set them to the mean of the trained rows before training (`llmdoctor fix --untrained-embeddings`).
     """
     for m in _verdicts_or_skip(ctx):
         bad = m.of_kind("zero", "near_zero")
@@ -81,7 +83,7 @@ def untrained_special_rows(ctx):
     near-random behaviour at those positions. Flagged below LOW_NORM_RATIO x the median row norm
     (threshold `low_norm_ratio`).
 
-    Fix: initialise from the trained rows (`llmdoctor fix --untrained-embeddings`) and train them.
+    Remedy: initialise from the trained rows (`llmdoctor fix --untrained-embeddings`) and train them.
     """
     for m in _verdicts_or_skip(ctx):
         low = m.of_kind("low_norm")
@@ -92,32 +94,54 @@ def untrained_special_rows(ctx):
                                     "norms": [v.norm for v in low][:32], "median_norm": m.median_norm})
 
 
+def tokens_in_use(ctx) -> set[int]:
+    """Special ids every chat or generation touches: bos/eos/pad and the special tokens the chat template writes."""
+    tok = ctx.tokenizer
+    used = {i for i in (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id) if i is not None}
+    if tok.chat_template:
+        for messages in (WITH_SYSTEM, NO_SYSTEM, USER_ONLY):
+            try:
+                used |= set(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+                break
+            except ModelDirError:
+                continue
+    return used & set(special_token_ids(tok))
+
+
 @check("EMB003", category="embeddings", severity="warning", needs=("config", "tokenizer", "weights"),
-       hint="Rows copied from one vector were never trained: initialise them (llmdoctor fix) and fine-tune.")
+       hint="Rows copied from one vector were never trained: initialise them (llmdoctor fix) and fine-tune "
+            "before relying on these tokens.")
 def identical_special_rows(ctx):
-    """No two special/added tokens share an identical embedding or lm_head row.
+    """No two special/added tokens that the model actually uses share an identical embedding or lm_head row.
 
-    Trained rows are never bit-identical; identical rows mean several tokens were initialised from
-    one vector (resize_token_embeddings with a constant, a converter writing placeholders) and never
-    trained, so the model cannot tell them apart. Rows equal to the mean of the trained rows are the
-    documented remedy (unsloth fix_untrained_tokens, `llmdoctor fix`) and are reported as info.
-    Zero rows are EMB001's.
+    Trained rows are never bit-identical; identical rows mean several tokens were initialised from one
+    vector (resize_token_embeddings with a constant, a converter writing placeholders) and never
+    trained, so the model cannot tell them apart (axolotl#1666, torchtune#2429). It is a warning when
+    one of them is bos/eos/pad or written by the chat template; for special tokens nothing uses
+    (SmolLM2's code-metadata tokens, Llama-3's reserved tokens) it is info: harmless until someone
+    starts using them. Rows equal to the mean of the trained rows are the documented remedy (unsloth
+    fix_untrained_tokens, `llmdoctor fix`) and are info too. Zero rows are EMB001's.
 
-    Fix: train the new tokens; `llmdoctor fix --untrained-embeddings` gives them a safe start.
+    Remedy: train the tokens before use; `llmdoctor fix --untrained-embeddings` gives them a safe start.
     """
-    for m in _verdicts_or_skip(ctx):
+    matrices = _verdicts_or_skip(ctx)
+    used = tokens_in_use(ctx)
+    for m in matrices:
         groups: dict[bytes, list[int]] = {}
         for i, row in m.values.items():
             if m.verdicts[i].kind != "zero":
                 groups.setdefault(row.numpy().tobytes(), []).append(i)
         for ids in (g for g in groups.values() if len(g) > 1):
             mean_init = m.verdicts[ids[0]].kind == "mean_init"
+            in_use = sorted(set(ids) & used)
             what = "the mean of the trained rows (mean-initialised, not trained yet)" if mean_init \
                 else "one vector"
-            yield Problem(f"{m.name}: {len(ids)} special-token rows are identical, set to {what}: "
+            usage = f", {len(in_use)} of them used by the chat template/generation" if in_use else ", none in use"
+            yield Problem(f"{m.name}: {len(ids)} special-token rows are identical, set to {what}{usage}: "
                           f"{', '.join(_label(ctx, i) for i in ids[:4])}",
-                          evidence={"tensor": m.name, "ids": ids[:32], "count": len(ids), "mean_init": mean_init},
-                          severity="info" if mean_init else None)
+                          evidence={"tensor": m.name, "ids": ids[:32], "count": len(ids), "mean_init": mean_init,
+                                    "in_use": in_use},
+                          severity="warning" if in_use and not mean_init else "info")
 
 
 @check("EMB004", category="embeddings", severity="warning", needs=("config", "weights"),
@@ -131,7 +155,7 @@ def row_norm_outliers(ctx):
     (the model repeats one token). It comes from a merge that added a delta twice, a dequantization
     with a wrong scale, or a hand edit.
 
-    Fix: restore the row from the source checkpoint.
+    Remedy: restore the row from the source checkpoint.
     """
     ratio = ctx.threshold("EMB004", "norm_ratio", 25.0)
     scan = weight_scan(ctx)

@@ -25,7 +25,7 @@ def required_files(ctx):
     this tool does not read); a JSON side file that exists but does not parse (generation_config.json,
     tokenizer_config.json, special_tokens_map.json) is an error because transformers and vLLM refuse it.
 
-    Fix: re-download or copy the named file from the original checkpoint.
+    Remedy: re-download or copy the named file from the original checkpoint.
     """
     root = ctx.model_dir
     if not (root / "config.json").is_file():
@@ -55,7 +55,7 @@ def safetensors_intact(ctx):
     writer bug breaks one of these; loaders then fail with an opaque error or, worse, read overlapping
     bytes as two tensors. The header is parsed by our own validator (no tensor is loaded).
 
-    Fix: re-download the file and compare sizes/sha256 with the source.
+    Remedy: re-download the file and compare sizes/sha256 with the source.
     """
     for path in sorted(ctx.model_dir.glob("*.safetensors")):
         for problem in validate_file(path):
@@ -74,7 +74,7 @@ def shard_index_consistent(ctx):
     initialized"), a missing shard fails only after the earlier shards are loaded. A shard path such as
     `../x.safetensors` or an absolute path makes the loader read a file outside the model directory.
 
-    Fix: rebuild the index from the shard headers.
+    Remedy: rebuild the index from the shard headers.
     """
     root = ctx.model_dir
     if not (root / INDEX).exists():
@@ -133,7 +133,7 @@ def pickle_weights(ctx):
     this tool never opens them. Alongside safetensors they are ignored (warning: other tools may prefer
     them); when they are the only weights the model cannot be checked safely (error).
 
-    Fix: use the safetensors release of the model, or convert in an isolated sandbox.
+    Remedy: use the safetensors release of the model, or convert in an isolated sandbox.
     """
     pickles = sorted(Path(p).name for p in find_pickle_files(ctx.model_dir))
     if not pickles:

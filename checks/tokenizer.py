@@ -50,7 +50,7 @@ def tokenizer_loads(ctx):
     download, a hand edit that breaks the JSON, or a model type other than BPE stops everything.
     The reference tokenizer's error names the field that is wrong.
 
-    Fix: re-export the tokenizer from the original source.
+    Remedy: re-export the tokenizer from the original source.
     """
     from checks.context import ResourceError
     if not (ctx.model_dir / "tokenizer.json").is_file():
@@ -71,7 +71,7 @@ def merges_in_vocab(ctx):
     it is split into more, rarer tokens than the model was trained on. It appears after removing
     tokens from a vocabulary or splicing two tokenizers together.
 
-    Fix: rebuild merges and vocab together.
+    Remedy: rebuild merges and vocab together.
     """
     table = _table_or_skip(ctx)
     if table.model_type != "BPE":
@@ -94,7 +94,7 @@ def ids_unique(ctx):
     an id no string maps to: its embedding row is dead weight and sampling it decodes to nothing
     (warning).
 
-    Fix: renumber the tokens or remove the duplicate.
+    Remedy: renumber the tokens or remove the duplicate.
     """
     table = _table_or_skip(ctx)
     owner: dict[int, str] = {}
@@ -107,24 +107,49 @@ def ids_unique(ctx):
         i, a, b = clashes[0]
         yield Problem(f"{len(clashes)} id(s) shared by different tokens, e.g. id {i}: {a!r} and {b!r}",
                       evidence={"count": len(clashes), "ids": [c[0] for c in clashes[:10]]})
-    gaps = [i for i in range(table.max_id() + 1) if i not in owner]
-    if gaps:
-        yield Problem(f"{len(gaps)} id(s) below the max id {table.max_id()} have no token, e.g. {gaps[0]}",
-                      evidence={"count": len(gaps), "ids": gaps[:20]}, severity="warning")
+    gap_count = table.max_id() + 1 - len(owner)
+    if gap_count > 0:
+        gaps = first_gaps(sorted(owner), 20)
+        yield Problem(f"{gap_count} id(s) below the max id {table.max_id()} have no token, e.g. {gaps[0]}",
+                      evidence={"count": gap_count, "ids": gaps}, severity="warning")
+
+
+def first_gaps(ids: list[int], limit: int) -> list[int]:
+    """The first `limit` non-negative integers missing from sorted `ids` (without walking huge ranges)."""
+    gaps, expected = [], 0
+    for i in ids:
+        while expected < i and len(gaps) < limit:
+            gaps.append(expected)
+            expected += 1
+        if len(gaps) >= limit:
+            break
+        expected = i + 1
+    return gaps
+
+
+# bytes that never occur in UTF-8 text: overlong leads C0/C1, leads past U+10FFFF (F5-FF), and F1/F2, the lead
+# bytes of planes 4-11 (U+40000-U+BFFFF), where Unicode assigns nothing (llama.cpp's tokenizer test skips them too)
+NEVER_IN_UTF8 = frozenset([0xC0, 0xC1, 0xF1, 0xF2, *range(0xF5, 0x100)])
+# C0 control characters other than tab/newline/carriage return, and DEL: rare, dropped silently when missing
+RARE_CONTROL = frozenset([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 @check("TOK004", category="tokenizer", severity="error", needs=("files",),
-       hint="Add the missing byte tokens (byte-level BPE needs all 256; SentencePiece byte_fallback needs "
-            "<0x00>..<0xFF>).")
+       hint="Add the missing byte tokens (byte-level BPE needs every byte of UTF-8 text; SentencePiece "
+            "byte_fallback needs <0x00>..<0xFF>).")
 def all_bytes_encodable(ctx):
-    """A byte-level (or byte-fallback) tokenizer has a token for each of the 256 bytes.
+    """A byte-level (or byte-fallback) tokenizer has a token for every byte UTF-8 text can contain.
 
     Byte-level BPE promises that any input encodes without an unknown token, because every byte has a
-    base token; a vocabulary missing one byte (pruned, or a broken conversion) makes text containing
-    it unencodable: tokenizers drops or fails on it, and the model never sees the character. The same
-    holds for SentencePiece with byte_fallback and its <0xNN> tokens.
+    base token; a vocabulary missing one (pruned, or a broken conversion) makes text containing it
+    unencodable: tokenizers silently drops it ("a\x04b" encodes as "ab") and the model never sees the
+    character. A missing byte that starts or continues ordinary UTF-8 characters is an error (whole
+    scripts vanish); a missing rare control character (\x01, \x04, ...) is info; bytes that never occur
+    in UTF-8 text (0xC0, 0xC1, 0xF5-0xFF, and 0xF1/0xF2 which only start unassigned planes 4-11) may be
+    absent. The same holds for SentencePiece byte_fallback
+    and its <0xNN> tokens.
 
-    Fix: restore the base byte tokens.
+    Remedy: restore the base byte tokens.
     """
     table = _table_or_skip(ctx)
     if table.is_byte_level():
@@ -133,11 +158,17 @@ def all_bytes_encodable(ctx):
         needed = {b: f"<0x{b:02X}>" for b in range(256)}
     else:
         raise Skip("neither byte-level nor byte-fallback: unknown characters map to <unk> by design")
-    missing = [b for b, token in needed.items() if table.token_to_id(token) is None]
-    if missing:
-        yield Problem(f"{len(missing)} of 256 bytes have no token, e.g. 0x{missing[0]:02X} "
-                      f"({needed[missing[0]]!r})", evidence={"bytes": [f"0x{b:02X}" for b in missing[:32]],
-                                                            "count": len(missing)})
+    missing = [b for b, token in needed.items() if b not in NEVER_IN_UTF8 and table.token_to_id(token) is None]
+    text_bytes = [b for b in missing if b not in RARE_CONTROL]
+    controls = [b for b in missing if b in RARE_CONTROL]
+    if text_bytes:
+        yield Problem(f"{len(text_bytes)} byte(s) of ordinary UTF-8 text have no token, e.g. 0x{text_bytes[0]:02X} "
+                      f"({needed[text_bytes[0]]!r}): text containing them cannot be encoded",
+                      evidence={"bytes": [f"0x{b:02X}" for b in text_bytes[:32]], "count": len(text_bytes)})
+    if controls:
+        yield Problem(f"{len(controls)} control character byte(s) have no token and are dropped when encoded: "
+                      + ", ".join(f"0x{b:02X}" for b in controls[:12]), severity="info",
+                      evidence={"bytes": [f"0x{b:02X}" for b in controls], "count": len(controls)})
 
 
 def lossy_normalizers(spec) -> list[str]:
@@ -161,24 +192,29 @@ def round_trip(ctx):
     tones and ZWJ sequences, whitespace runs, code, control characters and NUL. A byte-level tokenizer
     must return every probe exactly; a mismatch means a decoder that does not invert the
     pre-tokenizer, a missing byte, or an unk token. Normalizers such as NFKC fold characters on purpose
-    (full-width letters, ligatures): that is reported as info, not error. Also checks that
+    (full-width letters, ligatures), and SentencePiece-style prefix spaces make leading whitespace
+    ambiguous: both are reported as info, not error. Also checks that
     encode(decode(ids)) == ids. Modelled on tokenizers#1543 (clean_up_tokenization_spaces turns
     "hello !" into "hello!"), transformers#46491 (leading-space ambiguity), llama.cpp#3502/#7049.
 
-    Fix: repair the decoder chain, or accept the normalizer's folding knowingly.
+    Remedy: repair the decoder chain, or accept the normalizer's folding knowingly.
     """
     tok = ctx.tokenizer
     lossy = lossy_normalizers(token_table(ctx).raw.get("normalizer"))
     normalize = getattr(tok, "normalizer", None)
-    broken, folded = [], []
+    broken, folded, prefix = [], [], []
     for text in PROBES:
         ids = tok.encode(text, add_special_tokens=False)
         decoded = tok.decode(ids)
         if decoded == text and tok.encode(decoded, add_special_tokens=False) == ids:
             continue
-        # with a lossy normalizer only probes it actually rewrites may come back different
-        rewritten = bool(lossy) and normalize is not None and normalize(text) != text
-        (folded if rewritten else broken).append({"probe": text, "decoded": decoded})
+        case = {"probe": text, "decoded": decoded}
+        if bool(lossy) and normalize is not None and normalize(text) != text:
+            folded.append(case)   # a lossy normalizer may only change probes it actually rewrites
+        elif decoded != text and decoded.lstrip() == text.lstrip():
+            prefix.append(case)   # SentencePiece/add_prefix_space: leading whitespace is ambiguous by design
+        else:
+            broken.append(case)
     if broken:
         yield Problem(f"{len(broken)} of {len(PROBES)} probes do not round-trip, e.g. {broken[0]['probe'][:30]!r} "
                       f"-> {broken[0]['decoded'][:30]!r}", evidence={"failures": broken[:8]})
@@ -186,6 +222,10 @@ def round_trip(ctx):
         yield Problem(f"normalizer {'+'.join(lossy)} rewrites {len(folded)} of {len(PROBES)} probes by design, "
                       f"e.g. {folded[0]['probe'][:30]!r} -> {folded[0]['decoded'][:30]!r}",
                       evidence={"normalizers": lossy, "rewritten": folded[:8]}, severity="info")
+    if prefix:
+        yield Problem(f"leading whitespace changes in {len(prefix)} probe(s) (prefix-space handling, "
+                      f"transformers#46491), e.g. {prefix[0]['probe'][:20]!r} -> {prefix[0]['decoded'][:20]!r}",
+                      evidence={"changed": prefix[:8]}, severity="info")
     if ctx.tokenizer_config.get("clean_up_tokenization_spaces"):
         yield Problem("clean_up_tokenization_spaces is true: transformers' decode turns 'hello !' into 'hello!' "
                       "(tokenizers#1543)", evidence={"clean_up_tokenization_spaces": True}, severity="info")
@@ -202,7 +242,7 @@ def special_tokens_atomic(ctx):
     tokenizer_config.json / special_tokens_map.json but not in tokenizer.json's added_tokens, or
     is added with normalized: true and a normalizer rewrites it.
 
-    Fix: register the token as an added special token with its id.
+    Remedy: register the token as an added special token with its id.
     """
     tok = ctx.tokenizer
     contents = {t.content: t.id for t in tok.added_tokens if t.special}
@@ -225,7 +265,7 @@ def padding_side_noted(ctx):
     "A decoder-only architecture is being used, but right-padding was detected" (transformers#25790,
     unsloth#3699). Fine for training, wrong for generation.
 
-    Fix: set tokenizer.padding_side = "left" before batched generation.
+    Remedy: set tokenizer.padding_side = "left" before batched generation.
     """
     if ctx.tokenizer_config.get("padding_side") == "right":
         yield Problem("tokenizer pads on the right: batched generation needs left padding",

@@ -66,13 +66,13 @@ def token_ids_beyond_embedding(ctx):
     rejects it as "Token id X is out of vocabulary", PR#16529). A `config.vocab_size` smaller than the
     tokenizer has the same effect in engines that size buffers from the config.
 
-    Fix: resize the embedding and lm_head to the tokenizer (then fine-tune the new rows).
+    Remedy: resize the embedding and lm_head to the tokenizer (then fine-tune the new rows).
     """
     s = vocab_sizes(ctx)
     if s.max_token_id < s.rows:
         return
     tok = ctx.tokenizer
-    beyond = [i for i in range(s.rows, s.max_token_id + 1) if tok.id_to_token(i) is not None]
+    beyond = sorted(i for i in set(tok.get_vocab().values()) if i >= s.rows)
     yield Problem(f"{len(beyond)} token id(s) the tokenizer can emit are >= {s.rows} rows "
                   f"(max id {s.max_token_id}), e.g. {beyond[0]} {tok.id_to_token(beyond[0])!r}",
                   evidence={**s.as_evidence(), "ids_beyond": beyond[:20], "count": len(beyond)})
@@ -89,7 +89,7 @@ def rows_beyond_tokenizer(ctx):
     vLLM fails with "Token id X is out of vocabulary" (vllm#13175, PR#11980) while transformers decodes
     it as an empty string. Intentional padding (Qwen3#1247) is still a hazard unless masked.
 
-    Fix: mask those logits at sampling time, or trim the matrices to the tokenizer.
+    Remedy: mask those logits at sampling time, or trim the matrices to the tokenizer.
     """
     s = vocab_sizes(ctx)
     rows = s.lm_head_rows if s.lm_head_rows is not None else s.embedding_rows
@@ -128,7 +128,7 @@ def special_ids_in_range(ctx):
     tokenizer_config.json that is not in the vocabulary gives `eos_token_id = None` in transformers
     (inseq PR#306: special ids past tokenizer.vocab_size trigger a device-side assert).
 
-    Fix: correct the id or the token string so that they name an existing token.
+    Remedy: correct the id or the token string so that they name an existing token.
     """
     s, tok = vocab_sizes(ctx), ctx.tokenizer
     for source, ids in declared_special_ids(ctx).items():
@@ -158,7 +158,7 @@ def special_ids_consistent(ctx):
     fine-tune learns an eos the server never stops on. A tokenizer eos missing from the generation
     stop set is the typical case.
 
-    Fix: make the files agree (the chat template's end-of-turn token must be a stop id).
+    Remedy: make the files agree (the chat template's end-of-turn token must be a stop id).
     """
     declared = declared_special_ids(ctx)
     for name in ("bos", "pad"):
@@ -201,7 +201,7 @@ def eos_defined(ctx):
     rambling, and fine-tuning cannot teach the model to stop (Llama-2/3 fine-tunes missing eos are a
     classic source of "the model never stops talking").
 
-    Fix: declare the end-of-turn/end-of-text token as eos.
+    Remedy: declare the end-of-turn/end-of-text token as eos.
     """
     declared = declared_special_ids(ctx)
     if not any("eos" in ids for ids in declared.values()):
@@ -218,7 +218,7 @@ def pad_token_noted(ctx):
     fine-tuned model never learns to stop; batched generation must rely on the attention mask alone
     (transformers#25790). No pad token at all makes `tokenizer(..., padding=True)` fail.
 
-    Fix: add a dedicated pad token, or make sure labels keep the final EOS.
+    Remedy: add a dedicated pad token, or make sure labels keep the final EOS.
     """
     tok = ctx.tokenizer
     if tok.pad_token_id is None:

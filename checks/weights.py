@@ -23,7 +23,7 @@ def missing_tensors(ctx):
     case is `lm_head.weight` absent from a checkpoint whose config says `tie_word_embeddings: false`
     (the exporter deduplicated a tied tensor but the config disagrees), or a layer lost in a merge.
 
-    Fix: re-export; for a missing lm_head that should be tied, set `tie_word_embeddings: true`.
+    Remedy: re-export; for a missing lm_head that should be tied, set `tie_word_embeddings: true`.
     """
     cfg, names = ctx.config, set(ctx.weights.names)
     missing = [n for n in expected_tensors(cfg) if n not in names]
@@ -46,7 +46,7 @@ def unexpected_tensors(ctx):
     a bias the architecture lacks, or LoRA/adapter tensors that were never merged. Leftover
     `rotary_emb.inv_freq` buffers are harmless and reported as info.
 
-    Fix: make config.json match the weights, or merge the adapter properly.
+    Remedy: make config.json match the weights, or merge the adapter properly.
     """
     cfg = ctx.config
     known = set(expected_tensors(cfg)) | optional_tensors(cfg)
@@ -71,7 +71,7 @@ def tensor_shapes(ctx):
     transformers raises "size mismatch for ..." — or, with `ignore_mismatched_sizes`, silently
     re-initialises the tensor.
 
-    Fix: take the numbers from the tensors (they are what was trained) and correct config.json.
+    Remedy: take the numbers from the tensors (they are what was trained) and correct config.json.
     """
     expected, weights = expected_tensors(ctx.config), ctx.weights
     wrong = [(n, shape, weights.info(n).shape) for n, shape in expected.items()
@@ -95,7 +95,7 @@ def tensor_dtypes(ctx):
     weights risks overflow, vllm#14126). Integer tensors without a quantization config cannot be used
     at all (error).
 
-    Fix: convert the stray tensors, and set torch_dtype to the stored dtype.
+    Remedy: convert the stray tensors, and set torch_dtype to the stored dtype.
     """
     weights = ctx.weights
     counts: dict[str, int] = {}
@@ -128,7 +128,7 @@ def nonfinite_weights(ctx):
     from a diverged fine-tuning step saved to disk, fp16 overflow during a merge or conversion, or
     damaged files.
 
-    Fix: go back to the last good checkpoint; re-run the conversion in float32.
+    Remedy: go back to the last good checkpoint; re-run the conversion in float32.
     """
     bad = [s for s in weight_scan(ctx).tensors.values() if s.nonfinite]
     for s in bad[:10]:
@@ -148,7 +148,7 @@ def all_zero_tensors(ctx):
     when a sharded save drops a tensor's data, a merge script writes placeholders, or a LoRA merge
     subtracts the base weights.
 
-    Fix: restore the tensor from the source checkpoint.
+    Remedy: restore the tensor from the source checkpoint.
     """
     scan = weight_scan(ctx)
     for s in scan.tensors.values():
@@ -167,7 +167,7 @@ def layer_scale_outliers(ctx):
     LoRA scale applied wrongly), a bad dequantization scale, or a tensor copied from another model.
     Such a layer saturates activations (fp16 overflow, vllm#14126) or switches itself off.
 
-    Fix: restore the tensor; the ratio to the median in the evidence shows how far off it is.
+    Remedy: restore the tensor; the ratio to the median in the evidence shows how far off it is.
     """
     ratio = ctx.threshold("WGT007", "rms_ratio", 50.0)
     groups: dict[str, list] = {}
@@ -193,7 +193,7 @@ def float16_range(ctx):
     Many engines and GPUs without bfloat16 load weights as float16. A weight above 65504 becomes Inf,
     the next matmul NaN, and the output "!!!!" (vllm#14126, olmo-cookbook#60).
 
-    Fix: serve in bfloat16/float32, or rescale the offending tensor together with the norm before it.
+    Remedy: serve in bfloat16/float32, or rescale the offending tensor together with the norm before it.
     """
     big = [s for s in weight_scan(ctx).tensors.values() if s.amax > FLOAT16_MAX]
     for s in big[:10]:

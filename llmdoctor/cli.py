@@ -28,9 +28,10 @@ class InputError(Exception):
 def input_errors() -> tuple[type[Exception], ...]:
     from checks.context import ThresholdError
     from llmdoctor.config_file import ConfigFileError
+    from llmdoctor.runner import DeviceError
     from llmdoctor.selection import SelectionError
     from reference_engine.errors import ModelDirError
-    return InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError
+    return InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError
 
 
 class DoctorGroup(click.Group):

@@ -54,7 +54,7 @@ def probe():
 @probe.command("kv")
 @click.option("--trace", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
               help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) instead of a synthetic load.")
-@click.option("--requests", type=click.IntRange(1), default=20000, show_default=True, help="Synthetic: requests.")
+@click.option("--requests", type=click.IntRange(1), default=10000, show_default=True, help="Synthetic: requests.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="Synthetic: Poisson arrival rate, requests/s.")
 @click.option("--prompt-median", type=click.FloatRange(min=1), default=256.0, show_default=True,
@@ -94,6 +94,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     from llmdoctor.probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
     from llmdoctor.probes.report import ProbeRecorder
     started = time.perf_counter()
+    recorder = ProbeRecorder(str(with_model) if with_model else "(no model)")
     kv = ModelKv.from_dir(with_model, kv_dtype) if with_model else None
     max_len = max_len or (kv.max_position_embeddings if kv else 4096)
     if trace:
@@ -108,7 +109,6 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     result = run_kv_probe(workload, label, pool_tokens=max(pool_tokens, 1), max_len=max_len, block_sizes=block_sizes,
                           bytes_per_token=kv.bytes_per_token if kv else None, tick_tokens=tick_tokens,
                           step_s=step_ms / 1e3, max_running=max_running)
-    recorder = ProbeRecorder(str(with_model) if with_model else "(no model)")
     recorder.add(kv_findings(result), time.perf_counter() - started)
     click.echo(f"llmdoctor: probe kv: {len(workload)} requests x {len(result.runs)} allocations simulated in "
                f"{time.perf_counter() - started:.1f} s", err=True)

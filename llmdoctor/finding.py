@@ -96,6 +96,7 @@ class Report:
     duration_s: float = 0.0
     device: str = "cpu"
     dtype: str = "float32"
+    resources: dict[str, float] = field(default_factory=dict)  # seconds to build config/weights/engine/...
 
     def failing(self, fail_on: str | None = None) -> list[Finding]:
         """Findings at or above fail_on (the report's own level by default)."""

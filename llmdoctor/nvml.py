@@ -164,6 +164,8 @@ class PynvmlBackend:
             return fn()
         except self._nv.NVMLError as exc:
             raise NvmlError(int(getattr(exc, "value", UNKNOWN)), str(exc)) from None
+        except AttributeError as exc:  # an older nvidia-ml-py without this call
+            raise NvmlError(FUNCTION_NOT_FOUND, str(exc)) from None
 
     def _readers(self) -> dict[str, Callable[[Any], Any]]:
         nv = self._nv

@@ -31,6 +31,17 @@ MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.
 CRASH_HINT = "A bug in this check or an input it did not foresee: report it with the traceback in evidence."
 
 
+class DeviceError(ValueError):
+    """--device cuda on a machine without a usable CUDA device."""
+
+
+def validate_device(device: str) -> None:
+    if device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise DeviceError("--device cuda: no CUDA device is available (torch.cuda.is_available() is False)")
+
+
 def validate_model_dir(path: str | Path) -> Path:
     root = model_dir_path(path)
     if not any(any(root.glob(pattern)) for pattern in MODEL_FILE_PATTERNS):
@@ -60,6 +71,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                progress: Progress | None = None, model_label: str | None = None) -> Report:
     fail_on_rank(fail_on)  # reject a bad level before doing any work
     root = validate_model_dir(model_dir)
+    validate_device(device)
     chosen = select_checks(checks.load_all(), select, ignore)
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline)
     started = time.perf_counter()
@@ -79,13 +91,14 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
         progress.close()
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = _resolved(ctx)
+    report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}
     return report
 
 
 def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]]:
     """Run one check in isolation; never raises (except KeyboardInterrupt and friends)."""
     findings: list[Finding] = []
-    started = time.perf_counter()
+    started, building_before = time.perf_counter(), ctx.total_build_seconds
     status, reason = "passed", ""
     try:
         ctx.require(spec.needs)
@@ -99,7 +112,8 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
     except Exception as e:
         status, reason = "crashed", f"{type(e).__name__}: {e}"
         findings.append(crash_finding(spec.id, spec.category, e, traceback.format_exc()))
-    duration = time.perf_counter() - started
+    # the check's own time: loading weights or the engine for it is reported under report.resources
+    duration = max(time.perf_counter() - started - (ctx.total_build_seconds - building_before), 0.0)
     if status == "passed" and any(f.severity.rank >= Severity.WARNING.rank for f in findings):
         status = "failed"
     return CheckRun(spec.id, spec.category, status, duration, spec.summary, reason), findings

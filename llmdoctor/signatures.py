@@ -11,6 +11,9 @@ import re
 from dataclasses import dataclass, field
 
 
+SCAN_HEAD, SCAN_TAIL = 8_000, 32_000   # characters of a long text that are matched
+
+
 @dataclass(frozen=True)
 class Signature:
     id: str                          # stable slug, e.g. "index-out-of-range"
@@ -50,6 +53,8 @@ def match_details(text: str) -> list[SignatureMatch]:
     from llmdoctor.signature_table import SIGNATURES
 
     flat = " ".join(str(text).split())
+    if len(flat) > SCAN_HEAD + SCAN_TAIL:  # a whole log: the error is at its end, the command at its start
+        flat = flat[:SCAN_HEAD] + " ... " + flat[-SCAN_TAIL:]
     out = []
     for sig in SIGNATURES:
         m = sig.search(flat)

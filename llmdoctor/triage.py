@@ -50,11 +50,11 @@ def collect_environment(nvml_backend=None) -> dict:
     return {"python": {"version": sys.version.split()[0], "implementation": platform.python_implementation(),
                        "executable": sys.executable},
             "platform": {"system": platform.platform(), "machine": platform.machine()},
-            "torch": _torch_info(torch), "nvml": nvml, "cpu": _cpu_info(), "memory": _meminfo(),
+            "torch": torch_info(torch), "nvml": nvml, "cpu": _cpu_info(), "memory": _meminfo(),
             "env": relevant_env(os.environ), "packages": package_versions()}
 
 
-def _torch_info(torch) -> dict:
+def torch_info(torch) -> dict:
     info = {"version": torch.__version__, "cuda_build": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
             "threads": torch.get_num_threads(), "devices": []}
     if torch.cuda.is_available():

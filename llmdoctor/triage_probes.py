@@ -8,14 +8,14 @@ from pathlib import Path
 from llmdoctor.probes.report import ProbeRecorder
 from reference_engine.errors import ModelDirError
 
-TRIAGE_BANDWIDTH_BYTES = 64 * 2**20
 
 
 def run_checks_part(recorder: ProbeRecorder, model_dir: Path, device: str) -> str | None:
     """The quick checks via the public API; returns the model fingerprint."""
     try:
         import llmdoctor
-        report = llmdoctor.check(model_dir, quick=True, device=device.split(":")[0], fail_on="error")
+        report = llmdoctor.check(model_dir, quick=True, device=device.split(":")[0], fail_on="error",
+                                 ignore=["gpu"])  # the probe part measures the GPU once
     except ModelDirError as exc:
         recorder.skip("llmdoctor-check", "files", f"checks not run: {exc}")
         return None
@@ -71,7 +71,7 @@ def run_kv_part(recorder: ProbeRecorder, model_dir: Path | None, requests: int, 
 
 def run_probes_part(recorder: ProbeRecorder, model_dir: Path | None, device: str, kv_requests: int,
                     bandwidth_bytes: int | None, nvml_backend=None) -> None:
-    result = run_bandwidth_part(recorder, device, bandwidth_bytes or TRIAGE_BANDWIDTH_BYTES, 3, nvml_backend)
+    result = run_bandwidth_part(recorder, device, bandwidth_bytes, 3, nvml_backend)
     if model_dir is not None and result is not None:
         dev = "cuda" if result.device.startswith("cuda") else "cpu"
         run_roofline_part(recorder, model_dir, result.best_bytes_per_s, dev, "bfloat16" if dev == "cuda" else "float32")

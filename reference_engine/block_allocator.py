@@ -2,8 +2,13 @@
 
 Pure bookkeeping, no tensors, so its invariants can be property-tested on their own. A block with a
 reference count above one is shared (a forked beam or a common prefix) and must be copied before a write.
+The free list is an OrderedDict used as an ordered set: allocation takes the block freed longest
+ago (a fresh pool hands out 0, 1, 2, ..., contiguous runs; a freed block that still holds a cached prefix is
+evicted last), and `take` revives one particular free block in O(1) (prefix-cache hits).
 """
 from __future__ import annotations
+
+from collections import OrderedDict
 
 
 class CacheFullError(RuntimeError):
@@ -16,8 +21,7 @@ class BlockAllocator:
             raise ValueError(f"num_blocks must be >= 1, found {num_blocks}")
         self.num_blocks = num_blocks
         self.ref_counts = [0] * num_blocks
-        # a stack with the lowest id on top, so a fresh cache hands out blocks 0, 1, 2, ... (contiguous runs)
-        self.free_list = list(range(num_blocks - 1, -1, -1))
+        self.free_list: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
 
     @property
     def num_free(self) -> int:
@@ -30,9 +34,17 @@ class BlockAllocator:
     def allocate(self) -> int:
         if not self.free_list:
             raise CacheFullError(f"all {self.num_blocks} KV blocks are in use")
-        block = self.free_list.pop()
+        block, _ = self.free_list.popitem(last=False)
         self.ref_counts[block] = 1
         return block
+
+    def take(self, block: int) -> None:
+        """Allocate this particular free block (a cached prefix block being reused)."""
+        del self.free_list[block]
+        self.ref_counts[block] = 1
+
+    def is_free(self, block: int) -> bool:
+        return block in self.free_list
 
     def incref(self, block: int) -> None:
         if self.ref_counts[block] < 1:
@@ -45,7 +57,7 @@ class BlockAllocator:
             raise ValueError(f"block {block} is already free (double free)")
         self.ref_counts[block] -= 1
         if self.ref_counts[block] == 0:
-            self.free_list.append(block)
+            self.free_list[block] = None
             return True
         return False
 
@@ -53,15 +65,13 @@ class BlockAllocator:
         return self.ref_counts[block]
 
     def reset_to(self, ref_counts: list[int]) -> None:
-        """Replace all counts (after compaction); free blocks are those at zero, lowest id on top."""
+        """Replace all counts (after compaction); free blocks are those at zero, lowest id first."""
         self.ref_counts = list(ref_counts)
-        self.free_list = [b for b in range(self.num_blocks - 1, -1, -1) if ref_counts[b] == 0]
+        self.free_list = OrderedDict.fromkeys(b for b in range(self.num_blocks) if ref_counts[b] == 0)
 
     def validate(self) -> list[str]:
         problems = []
         free = set(self.free_list)
-        if len(free) != len(self.free_list):
-            problems.append("a block appears twice in the free list")
         negative = [b for b, c in enumerate(self.ref_counts) if c < 0]
         if negative:
             problems.append(f"negative reference counts on blocks {negative[:5]}")

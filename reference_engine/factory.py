@@ -110,7 +110,8 @@ def weight_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         shapes[p + "input_layernorm.weight"] = (hidden,)
-        for proj, rows in (("q_proj", heads * head_dim), ("k_proj", kv_heads * head_dim), ("v_proj", kv_heads * head_dim)):
+        q_rows, kv_rows = heads * head_dim, kv_heads * head_dim
+        for proj, rows in (("q_proj", q_rows), ("k_proj", kv_rows), ("v_proj", kv_rows)):
             shapes[p + f"self_attn.{proj}.weight"] = (rows, hidden)
             if qkv_bias:
                 shapes[p + f"self_attn.{proj}.bias"] = (rows,)

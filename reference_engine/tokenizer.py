@@ -22,6 +22,10 @@ from .pre_tokenizers import Piece, build_pre_tokenizer, byte_level_plan, to_byte
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
+class InvalidTextError(ValueError):
+    """The input is not valid Unicode text (it holds lone surrogates), so it has no UTF-8 bytes."""
+
+
 class Tokenizer:
     """A BPE tokenizer built from tokenizer.json (+ tokenizer_config.json, special_tokens_map.json)."""
 
@@ -42,6 +46,12 @@ class Tokenizer:
         self.normalized_matcher = AddedTokenMatcher([t for t in self.added_tokens if t.normalized], self.normalizer)
         self.added_by_id = {t.id: t for t in self.added_tokens}
         self.added_by_content = {t.content: t for t in self.added_tokens}
+        # What decode() feeds the decoder for an added token: tokenizers >= 0.21 uses the normalized
+        # form for normalized tokens (so the decoder can undo the normalizer) and skips a token as
+        # special only when that string is a special token's content, quirks included.
+        self.added_decode_strings = {t.id: self.normalizer(t.content) if t.normalized and self.normalizer else t.content
+                                     for t in self.added_tokens}
+        self.special_contents = {t.content for t in self.added_tokens if t.special}
         self.post_processor = build_post_processor(spec.get("post_processor"), path) \
             or self._template_from_config()
         self.chat_template = chat_template if chat_template is not None else _config_chat_template(self.config)
@@ -176,12 +186,18 @@ class Tokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of `text` (with the post-processor's BOS/EOS when add_special_tokens)."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode() takes a str, not {type(text).__name__}")
         ids: list[int] = []
-        for segment, token, at_origin in self._segments(text):
-            if token is not None:
-                ids.append(token.id)
-            else:
-                self._encode_segment(segment, at_origin, ids)
+        try:
+            for segment, token, at_origin in self._segments(text):
+                if token is not None:
+                    ids.append(token.id)
+                else:
+                    self._encode_segment(segment, at_origin, ids)
+        except UnicodeEncodeError as e:  # a lone surrogate (e.g. "\ud800" from JSON) is not text
+            raise InvalidTextError(f"text has no UTF-8 form: {e.object[e.start:e.end]!r} is a lone surrogate; "
+                                   "only valid Unicode can be tokenized") from None
         return self.post_process(ids) if add_special_tokens else ids
 
     def post_process(self, ids: list[int]) -> list[int]:
@@ -239,10 +255,10 @@ class Tokenizer:
         """Text of `ids`; ids outside the vocabulary are dropped, as tokenizers does."""
         tokens = []
         for token_id in _as_int_list(ids):
-            added = self.added_by_id.get(token_id)
+            added = self.added_decode_strings.get(token_id)
             if added is not None:
-                if not (skip_special_tokens and added.special):
-                    tokens.append(added.content)
+                if not (skip_special_tokens and added in self.special_contents):
+                    tokens.append(added)
                 continue
             token = self.model.id_to_token.get(token_id)
             if token is not None:

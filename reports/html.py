@@ -10,7 +10,7 @@ from jinja2 import Environment
 from llmdoctor.finding import Finding, Report
 
 from . import svg
-from .common import severity_counts, status_counts, summary_line, verdict
+from .common import resource_line, severity_counts, status_counts, summary_line, verdict
 from .html_template import TEMPLATE
 
 
@@ -50,4 +50,5 @@ def render(report: Report, stream: TextIO) -> None:
     template = Environment(autoescape=True).from_string(TEMPLATE)
     stream.write(template.render(report=report, sections=sections(report), statuses=status_counts(report),
                                  severities=severity_counts(report), verdict=verdict(report),
-                                 failing=report.failing(), summary=summary_line(report)))
+                                 failing=report.failing(), summary=summary_line(report),
+                                 loaded=resource_line(report)))

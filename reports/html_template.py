@@ -71,7 +71,7 @@ nav a { margin-right: 10px; } svg { max-width: 100%; height: auto; background: #
 {% endfor %}</table>
 </section>
 {% endfor %}
-<p class="meta">{{ summary }}</p>
+<p class="meta">{{ summary }}{% if loaded %} · {{ loaded }}{% endif %}</p>
 </main>
 </body>
 </html>

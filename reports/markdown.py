@@ -8,6 +8,7 @@ from llmdoctor.finding import Finding, Report
 
 from .common import status_counts, summary_line, verdict
 
+PER_CHECK = 10
 ICONS = {"error": "🔴", "warning": "🟠", "info": "🔵"}
 
 
@@ -28,12 +29,15 @@ def render(report: Report, stream: TextIO) -> None:
         counts = [sum(1 for r in runs if r.status == s) for s in status_counts(report)]
         w(f"| {category} | {len(runs)} | " + " | ".join(map(str, counts)) + " |\n")
     if report.findings:
+        shown = capped(sorted(report.findings, key=lambda f: (-f.severity.rank, f.category, f.check)))
         w("\n### Findings\n\n| | check | category | message | hint |\n|---|---|---|---|---|\n")
-        for f in sorted(report.findings, key=lambda f: (-f.severity.rank, f.category, f.check)):
+        for f in shown:
             w(f"| {ICONS[f.severity.value]} {f.severity.value} | `{f.check}` | {f.category} | {cell(f.message)} "
               f"| {cell(f.hint)} |\n")
+        if len(shown) < len(report.findings):
+            w(f"\n{len(report.findings) - len(shown)} more findings of the same checks are in the JSON report.\n")
         w("\n<details><summary>Evidence</summary>\n\n")
-        for f in report.findings:
+        for f in shown:
             w(evidence_block(f))
         w("</details>\n")
     skipped = [r for r in report.checks if r.status == "skipped"]
@@ -42,6 +46,17 @@ def render(report: Report, stream: TextIO) -> None:
         for run in skipped:
             w(f"- `{run.id}` {cell(run.summary)}: {cell(run.reason)}\n")
         w("\n</details>\n")
+
+
+def capped(findings: list[Finding]) -> list[Finding]:
+    """At most PER_CHECK findings per check: a PR comment has to stay readable."""
+    seen: dict[str, int] = {}
+    out = []
+    for f in findings:
+        seen[f.check] = seen.get(f.check, 0) + 1
+        if seen[f.check] <= PER_CHECK:
+            out.append(f)
+    return out
 
 
 def evidence_block(f: Finding) -> str:

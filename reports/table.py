@@ -12,7 +12,7 @@ from tabulate import tabulate
 
 from llmdoctor.finding import Report
 
-from .common import compact_evidence, status_counts, summary_line, verdict
+from .common import compact_evidence, resource_line, status_counts, summary_line, verdict
 
 COLOURS = {"error": "31;1", "warning": "33;1", "info": "36", "passed": "32", "failed": "31", "skipped": "2",
            "crashed": "35;1", "PASS": "32;1", "FAIL": "31;1", "heading": "1"}
@@ -41,7 +41,9 @@ def render(report: Report, stream: TextIO, colour: bool | None = None) -> None:
         for reason, ids in skipped.items():
             stream.write(f"  {', '.join(ids)}: {reason}\n")
     word = verdict(report)
-    stream.write(f"\n{summary_line(report)}\n{paint(word.split(':')[0].split(' ')[0], word)}\n")
+    loaded = resource_line(report)
+    stream.write(f"\n{summary_line(report)}\n" + (f"{loaded}\n" if loaded else "")
+                 + f"{paint(word.split(':')[0].split(' ')[0], word)}\n")
 
 
 def skipped_by_reason(report: Report) -> dict[str, list[str]]:
@@ -65,24 +67,35 @@ def category_table(report: Report, paint) -> str:
                     tablefmt="simple", colalign=("left",) + ("right",) * 6, disable_numparse=True)
 
 
-def findings_table(report: Report, paint, width: int = 100) -> str:
-    """Findings under a heading per category: severity, id, then message, evidence and hint wrapped under it."""
-    indent = " " * 19  # under the message: "  SEVERITY  ID      "
+def findings_table(report: Report, paint, width: int = 100, per_check: int = 5) -> str:
+    """Findings under a heading per category: severity, id, message, evidence; the hint once per check.
+
+    A check that reports many findings (one per tensor, say) shows its `per_check` worst and a count of
+    the rest, so one truncated file does not bury every other category; --format json has them all."""
     blocks = []
     for category in report.categories():
         found = sorted((f for f in report.findings if f.category == category), key=lambda f: (-f.severity.rank, f.check))
-        if not found:
-            continue
-        lines = [paint("heading", category)]
-        for f in found:
-            head = f"  {paint(f.severity.value, f.severity.value.upper().ljust(7))}  {f.check:<6}  "
-            lines.append(head + _wrap(f.message, width, indent).lstrip())
-            if f.evidence:
-                lines.append(_wrap("evidence: " + compact_evidence(f.evidence), width, indent))
-            if f.hint:
-                lines.append(_wrap("hint: " + f.hint, width, indent))
-        blocks.append("\n".join(lines))
+        if found:
+            lines = [paint("heading", category)]
+            for check_id in dict.fromkeys(f.check for f in found):
+                lines += check_lines([f for f in found if f.check == check_id], paint, width, per_check)
+            blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def check_lines(found: list, paint, width: int, per_check: int) -> list[str]:
+    indent = " " * 19  # under the message: "  SEVERITY  ID      "
+    lines = []
+    for f in found[:per_check]:
+        head = f"  {paint(f.severity.value, f.severity.value.upper().ljust(7))}  {f.check:<6}  "
+        lines.append(head + _wrap(f.message, width, indent).lstrip())
+        if f.evidence:
+            lines.append(_wrap("evidence: " + compact_evidence(f.evidence), width, indent))
+    if len(found) > per_check:
+        lines.append(f"{indent}... and {len(found) - per_check} more {found[0].check} findings (--format json lists all)")
+    hints = list(dict.fromkeys(f.hint for f in found[:per_check] if f.hint))
+    lines += [_wrap("hint: " + hint, width, indent) for hint in hints]
+    return lines
 
 
 def _wrap(text: str, width: int, indent: str) -> str:

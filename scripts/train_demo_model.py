@@ -31,6 +31,7 @@ ARCH = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_att
             num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True, rope_theta=10000.0)
 VOCAB = 1024
 SEQ_LEN, BATCH = 128, 16
+LINES_PER_DOCUMENT = 12  # the novel is hard-wrapped without blank lines; chunks of lines act as documents
 PROMPTS = ["The", "I was", "When I went to the school", "He said that"]
 
 README = """\
@@ -67,19 +68,22 @@ def token_stream(text: str, tokenizer: dict) -> torch.Tensor:
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(json.dumps(tokenizer))
+    lines = text.splitlines(keepends=True)
     ids: list[int] = []
-    for paragraph in text.split("\n\n"):
-        ids += tok.encode(paragraph + "\n\n").ids  # each paragraph starts with BOS (post-processor)
+    for i in range(0, len(lines), LINES_PER_DOCUMENT):
+        # each chunk starts with BOS (the tokenizer's post-processor), as prompts at inference do
+        ids += tok.encode("".join(lines[i:i + LINES_PER_DOCUMENT])).ids
     return torch.tensor(ids, dtype=torch.long)
 
 
 def train(model, data: torch.Tensor, minutes: float, max_steps: int, seed: int) -> tuple[int, float]:
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, betas=(0.9, 0.95))
-    deadline, step, ema = time.monotonic() + 60 * minutes, 0, None
+    start, budget_s, step, ema = time.monotonic(), 60 * minutes, 0, None
     model.train()
-    while step < max_steps and time.monotonic() < deadline:
-        lr_scale = min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / max_steps)))
+    while (progress := max(step / max_steps, (time.monotonic() - start) / budget_s)) < 1.0:
+        # warm-up, then cosine decay to 10% over whichever budget (steps or time) runs out first
+        lr_scale = min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         for group in opt.param_groups:
             group["lr"] = 3e-3 * lr_scale
         starts = torch.randint(0, len(data) - SEQ_LEN - 1, (BATCH,), generator=gen)

@@ -265,3 +265,20 @@ def botchan_path() -> Path:
 def botchan_text() -> str:
     """Botchan (Natsume Soseki, English translation; public domain), from the sentencepiece sdist."""
     return botchan_path().read_text(encoding="utf-8")
+
+
+def fetch_all() -> dict[str, Path]:
+    """Fetch and convert every asset (e.g. to warm a CI cache): `python -m tests.assets`."""
+    out = {"smollm2_dir": smollm2_dir(), "botchan": botchan_path()}
+    out.update({f"tokenizer:{n}": llamacpp_tokenizer_dir(n) for n in LLAMACPP_VOCABS})
+    out.update(mistral_sentencepiece_models())
+    return out
+
+
+if __name__ == "__main__":
+    import time
+
+    t0 = time.monotonic()
+    for label, path in fetch_all().items():
+        print(f"{label:45s} {path}")
+    print(f"cache {cache_root()} ready in {time.monotonic() - t0:.1f} s")

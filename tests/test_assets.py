@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest

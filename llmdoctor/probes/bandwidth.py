@@ -99,6 +99,22 @@ def measure_kernels(device: torch.device, size_bytes: int, runs: int = 5, warmup
     return out
 
 
+SUSTAIN_S = 1.5
+
+
+def sustain_triad(device: torch.device, size_bytes: int, seconds: float) -> int:
+    """Keep the memory busy for `seconds` so NVML utilisation and GPM samples see the load; returns runs."""
+    n = max(1, size_bytes // 4)
+    a, b, c = (torch.ones(n, device=device) for _ in range(3))
+    runs, deadline = 0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for _ in range(10):
+            torch.add(b, c, alpha=3.0, out=a)
+        torch.cuda.synchronize(device)
+        runs += 10
+    return runs
+
+
 def _verify(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
     """The last kernel was the triad: check a sample, so a broken device cannot report a fast no-op."""
     idx = torch.arange(0, a.numel(), max(1, a.numel() // 64), device=a.device)
@@ -138,6 +154,7 @@ def run_bandwidth_probe(device: str = "auto", size_bytes: int | None = None, run
         if session.available and gpu is not None:
             with UtilSampler(session, nvml_index) as sampler:
                 result.measurements = measure_kernels(torch.device("cuda", index), size, runs)
+                sustain_triad(torch.device("cuda", index), size, SUSTAIN_S)  # NVML averages over ~1 s windows
             result.sampled = sampler.summary()
         else:
             result.measurements = measure_kernels(torch.device("cuda", index), size, runs)

@@ -83,7 +83,8 @@ def kv_bytes_read(engine, context: int) -> int:
     return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * context * engine.cache.k_pools[0].element_size()
 
 
-def measure_matmul_flops(device: torch.device, dtype: torch.dtype, n: int = 1024, runs: int = 5) -> float:
+def measure_matmul_flops(device: torch.device, dtype: torch.dtype, n: int | None = None, runs: int = 5) -> float:
+    n = n or (8192 if device.type == "cuda" else 1024)  # big enough that launch time does not dominate
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
     clock = timer(device)
@@ -96,23 +97,32 @@ def run_decode_roofline(model_dir, measured_bytes_per_s: float, device: str = "c
                         prompt_tokens: int = 32, steps: int = 16) -> RooflineResult:
     from reference_engine.engine import Engine
     engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype)
+    return measure_decode(engine, measured_bytes_per_s, str(model_dir), prompt_tokens, steps)
+
+
+def measure_decode(engine, measured_bytes_per_s: float, model: str = "", prompt_tokens: int = 32,
+                   steps: int = 16) -> RooflineResult:
+    """Prefill a synthetic prompt, time `steps` batch-1 greedy decode steps (the first two are warm-up)."""
     vocab = engine.config.vocab_size
-    prompt = [(i * 7919 + 11) % vocab for i in range(min(prompt_tokens, engine.rope.max_positions - steps - 1))]
-    seq = "roofline"
-    logits = engine.prefill([seq], [prompt])
+    prompt = [(i * 7919 + 11) % vocab for i in range(max(1, min(prompt_tokens, engine.rope.max_positions - steps - 1)))]
+    seq = ("llmdoctor-roofline", id(engine))
     clock = timer(engine.device)
     times = []
-    token = int(logits[0].argmax())
-    for _ in range(steps):
-        out = {}
-        times.append(clock(lambda: out.setdefault("logits", engine.decode([seq], [token]))))
-        token = int(out["logits"][0].argmax())
-    context = engine.cache.length(seq)
-    engine.free(seq)
+    try:
+        token = int(engine.prefill([seq], [prompt])[0].argmax())
+        for _ in range(steps):
+            out = {}
+            times.append(clock(lambda: out.setdefault("logits", engine.decode([seq], [token]))))
+            token = int(out["logits"][0].argmax())
+        context = engine.cache.length(seq)
+    finally:
+        if seq in engine.cache:
+            engine.free(seq)
     weight_bytes, flops = weights_read_per_step(engine)
-    return RooflineResult(str(model_dir), str(engine.device), dtype, weight_bytes,
-                          kv_bytes_read(engine, context - steps // 2), flops, times[2:] if steps > 4 else times,
-                          context, measured_bytes_per_s, measure_matmul_flops(engine.device, engine.dtype))
+    dtype = str(engine.dtype).replace("torch.", "")
+    return RooflineResult(model, str(engine.device), dtype, weight_bytes, kv_bytes_read(engine, context - steps // 2),
+                          flops, times[2:] if steps > 4 else times, context, measured_bytes_per_s,
+                          measure_matmul_flops(engine.device, engine.dtype))
 
 
 def roofline_finding(r: RooflineResult) -> Finding:
@@ -130,7 +140,7 @@ def roofline_finding(r: RooflineResult) -> Finding:
                 "achieved_gflop_s": round(r.achieved_flops_per_s / 1e9, 3),
                 "measured_matmul_gflop_s": round(r.measured_flops_per_s / 1e9, 3),
                 "compute_fraction": round(r.compute_fraction, 4), "context_tokens": r.context_tokens,
-                "steps_timed": len(r.step_times_s), "verdict": r.verdict}
+                "steps_timed": len(r.step_times_s), "torch_threads": torch.get_num_threads(), "verdict": r.verdict}
     hint = {"memory-bandwidth bound": "expected for batch-1 decode; fewer bytes per token (quantisation) or "
                                       "batching more sequences per step raise throughput",
             "compute bound": "unusual at batch 1: check the dtype has fast kernels on this device"}.get(

@@ -135,17 +135,20 @@ def occupancy_finding(result: KvProbeResult) -> Finding:
 def comparison_finding(result: KvProbeResult) -> Finding:
     rows = {r.config.label: _row(result, r) for r in result.runs}
     best, contiguous = _best(result), result.run("contiguous")
-    saving = 1 - best.summary["mean_reserved_tokens"] / contiguous.summary["mean_reserved_tokens"] \
-        if contiguous.summary["mean_reserved_tokens"] else 0.0
+    # reserved slots per live token: 1 / (1 - waste). Comparing per live token keeps the saving honest when the
+    # contiguous baseline is starved (it then holds fewer sequences, not less memory per sequence).
+    saving = 1 - (1 - contiguous.summary["waste_ratio"]) / (1 - best.summary["waste_ratio"])
+    c = contiguous.summary
     engine = next((r for r in result.paged if r.config.block_size == ENGINE_BLOCK_SIZE), best)
     severity = "warning" if engine.summary["waste_ratio"] > best.summary["waste_ratio"] + 0.10 else "info"
     plot = {"kind": "bar", "title": "unused share of reserved KV slots (time-averaged)", "x": list(rows),
             "series": {"waste %": [round(100 * r["waste_ratio"], 2) for r in rows.values()]},
             "x_label": "allocation", "y_label": "% of reserved slots unused"}
     return Finding("KVC902", "kv_cache", severity,
-                   f"paging ({best.config.label}) reserves {saving:.0%} less KV memory than a contiguous "
+                   f"paging ({best.config.label}) reserves {saving:.0%} less KV memory per live token than a contiguous "
                    f"{result.max_len}-token reservation for this workload; {best.config.label} wastes least "
-                   f"({best.summary['waste_ratio']:.1%}), contiguous wastes {contiguous.summary['waste_ratio']:.1%}",
+                   f"({best.summary['waste_ratio']:.1%}), contiguous wastes {c['waste_ratio']:.1%} and, on the same "
+                   f"pool, refused {c['admissions_refused']} admissions (queue wait p99 {c['wait_p99_s']:.1f}s)",
                    evidence={"saving_vs_contiguous": round(saving, 4), "best": best.config.label, "runs": rows},
                    hint="" if severity == "info" else f"use block size {best.config.block_size}: the engine "
                         f"default {ENGINE_BLOCK_SIZE} wastes {engine.summary['waste_ratio']:.0%} of reserved slots here",

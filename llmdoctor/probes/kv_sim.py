@@ -15,10 +15,13 @@ is the same simulation with block_size = max length: one block per sequence, res
 """
 from __future__ import annotations
 
+import operator
 import statistics
 import time
 from collections import deque
 from dataclasses import dataclass, field
+
+import torch
 
 from reference_engine.kv_cache import CacheFullError, PagedKVCache
 
@@ -49,6 +52,8 @@ class SimConfig:
     compact_blocks_per_seq: float = 5  # ... and most sequences hold > 5 blocks
     compact_scatter_above: float = 0.5 # or live sequences' block runs are mostly broken
     compact_cooldown: int = 10         # samples between two compactions
+    max_compactions: int = 5           # compactions performed (and measured); later triggers are only counted
+    cross_check: bool = False          # also compare each sample with the engine's cache.stats() (tests)
 
     @property
     def tick_s(self) -> float:
@@ -76,7 +81,12 @@ def simulate(requests: list[Request], config: SimConfig) -> SimResult:
 class _Sim:
     def __init__(self, requests: list[Request], config: SimConfig):
         self.cfg, self.requests = config, requests
-        self.cache = BookkeepingCache(config.num_blocks, config.block_size)
+        # A pool larger than every request at once behaves exactly like this one (the allocator hands out the
+        # lowest free ids first, so the extra blocks are never touched); simulating only what can be reached
+        # keeps O(pool) work (compaction, validation) proportional to the workload. Free counts stay nominal.
+        reachable = 2 * sum(-(-r.total_tokens // config.block_size) for r in requests) + 1
+        self.cache = BookkeepingCache(min(config.num_blocks, reachable), config.block_size)
+        self.hidden_tail = config.num_blocks - self.cache.num_blocks
         self.result = SimResult(config, {k: [] for k in TIMELINE_KEYS})
         self.generated = [0] * len(requests)      # tokens produced so far (kept across preemption)
         self.admitted_tick: dict[int, int] = {}
@@ -87,6 +97,7 @@ class _Sim:
         self.refused: set[int] = set()
         self.preemptions = self.recomputed = self.rejected = 0
         self.last_compaction_sample = -10**9
+        self.compaction_triggers: list[float] = []
 
     def run(self) -> SimResult:
         started = time.perf_counter()
@@ -169,7 +180,7 @@ class _Sim:
         live = sum(cache.lengths.values())
         per_seq = [len(t) for t in cache.tables.values()]
         scatter, span = _scatter_and_span(cache.tables.values())
-        values = dict(t_s=round(now, 3), used_blocks=used, free_blocks=cache.allocator.num_free,
+        values = dict(t_s=round(now, 3), used_blocks=used, free_blocks=self.cfg.num_blocks - used,
                       reserved_tokens=used * bs, live_tokens=live, internal_fragmentation=used * bs - live,
                       fragmentation_ratio=(used * bs - live) / (used * bs) if used else 0.0,
                       scatter_mean=scatter, pool_span=span, running=len(self.running), waiting=len(self.waiting),
@@ -177,11 +188,24 @@ class _Sim:
                       refused=len(self.refused), preemptions=self.preemptions)
         for key in TIMELINE_KEYS:
             line[key].append(values[key])
+        if self.cfg.cross_check:
+            self._cross_check(values)
         if self.cfg.compaction and index - self.last_compaction_sample >= self.cfg.compact_cooldown:
             reason = self._compaction_reason(used, values["blocks_per_seq_p50"], scatter)
             if reason:
-                self._compact(now, reason, scatter, span)
+                self.compaction_triggers.append(round(now, 3))
                 self.last_compaction_sample = index
+                if len(self.result.compactions) < self.cfg.max_compactions:
+                    self._compact(now, reason, scatter, span)
+
+    def _cross_check(self, values: dict) -> None:
+        stats = self.cache.stats()
+        ours = (values["used_blocks"], values["internal_fragmentation"], values["live_tokens"], values["pool_span"])
+        theirs = (stats.used_blocks, stats.internal_fragmentation, stats.tokens, stats.pool_span)
+        if ours != theirs:
+            self.result.validation.append(f"t={values['t_s']}: probe (used, fragmentation, tokens, span) {ours} "
+                                          f"!= cache.stats() {theirs}")
+        self.result.validation += self.cache.validate()
 
     def _compaction_reason(self, used: int, blocks_p50: float, scatter: float) -> str:
         free_frac = 1 - used / self.cfg.num_blocks
@@ -193,7 +217,7 @@ class _Sim:
         return ""
 
     def _compact(self, now: float, reason: str, scatter_before: float, span_before: int) -> None:
-        run_before = largest_free_run(self.cache.allocator.ref_counts)
+        run_before = largest_free_run(self.cache.allocator.ref_counts, self.hidden_tail)
         mapping = self.cache.compact()
         scatter_after, span_after = _scatter_and_span(self.cache.tables.values())
         problems = self.cache.validate()
@@ -202,7 +226,7 @@ class _Sim:
             t_s=round(now, 3), reason=reason, moved_blocks=sum(1 for o, n in mapping.items() if o != n),
             live_blocks=len(mapping), scatter_before=round(scatter_before, 4), scatter_after=round(scatter_after, 4),
             pool_span_before=span_before, pool_span_after=span_after,
-            largest_free_run_before=run_before, largest_free_run_after=largest_free_run(self.cache.allocator.ref_counts)))
+            largest_free_run_before=run_before, largest_free_run_after=largest_free_run(self.cache.allocator.ref_counts, self.hidden_tail)))
 
     def _finish(self, started: float, ticks: int) -> None:
         cfg, line = self.cfg, self.result.timeline
@@ -222,28 +246,37 @@ class _Sim:
             peak_fragmentation_ratio=max(line["fragmentation_ratio"], default=0.0),
             wait_p50_s=_pct(waits, 50), wait_p99_s=_pct(waits, 99),
             blocks_per_request_p50=_pct(blocks, 50), blocks_per_request_p90=_pct(blocks, 90),
-            blocks_per_request_max=blocks[-1] if blocks else 0, compactions=len(self.result.compactions),
+            blocks_per_request_max=blocks[-1] if blocks else 0, compaction_triggers=len(self.compaction_triggers),
+            first_compaction_triggers_s=self.compaction_triggers[:10], compactions=len(self.result.compactions),
             moved_blocks=sum(c["moved_blocks"] for c in self.result.compactions))
 
 
 def _scatter_and_span(tables) -> tuple[float, int]:
-    """Mean over sequences of breaks in the block run / (blocks - 1), and highest used block id + 1."""
+    """Mean over sequences of breaks in the block run / (blocks - 1), and highest used block id + 1.
+    (C-level map/sum: this runs on every sample, over every block of every live sequence.)"""
     total, counted, span = 0.0, 0, 0
     for table in tables:
         if table:
             span = max(span, max(table) + 1)
         if len(table) > 1:
-            total += sum(1 for a, b in zip(table, table[1:]) if b != a + 1) / (len(table) - 1)
+            breaks = sum(map(operator.ne, table[1:], map((1).__add__, table[:-1])))
+            total += breaks / (len(table) - 1)
             counted += 1
     return (total / counted if counted else 0.0), span
 
 
-def largest_free_run(ref_counts: list[int]) -> int:
-    best = run = 0
-    for count in ref_counts:
-        run = run + 1 if count == 0 else 0
-        best = max(best, run)
-    return best
+def largest_free_run(ref_counts: list[int], free_tail: int = 0) -> int:
+    """Longest run of consecutive free blocks (what a contiguous allocator could still hand out);
+    free_tail more free blocks follow the last one."""
+    free = torch.tensor(ref_counts, dtype=torch.int32) == 0
+    if not bool(free.any()):
+        return free_tail
+    edges = torch.diff(torch.cat([torch.zeros(1, dtype=torch.int8), free.to(torch.int8), torch.zeros(1, dtype=torch.int8)]))
+    starts, ends = torch.nonzero(edges == 1).flatten(), torch.nonzero(edges == -1).flatten()
+    lengths = ends - starts
+    if bool(free[-1]):
+        lengths[-1] += free_tail
+    return int(lengths.max()) if free_tail == 0 or bool(free[-1]) else max(int(lengths.max()), free_tail)
 
 
 def _pct(values: list[float], q: float) -> float:

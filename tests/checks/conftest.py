@@ -35,7 +35,7 @@ def base_dir(factory_model_dir) -> Callable[[str], Path]:
 def broken_copy(tmp_path, base_dir) -> Callable[[str, Callable[[Path], None]], Path]:
     """broken_copy(base, apply) -> a fresh copy of the base with `apply` run on it."""
     def make(base: str, apply: Callable[[Path], None]) -> Path:
-        target = tmp_path / "model"
+        target = tmp_path / f"model{len(list(tmp_path.glob('model*')))}"
         shutil.copytree(base_dir(base), target)
         apply(target)
         return target

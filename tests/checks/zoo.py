@@ -13,7 +13,8 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
-from reference_engine.factory import BOS, EOS, IM_END, IM_START, PAD
+from reference_engine.factory import EOS, IM_END, IM_START, PAD
+from reference_engine.pre_tokenizers import BYTES_TO_UNICODE
 
 EMBED, LM_HEAD = "model.embed_tokens.weight", "lm_head.weight"
 SHARD_1, SHARD_2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
@@ -197,6 +198,12 @@ def add_tokens_beyond(d: Path) -> None:
     write_json(d, "tokenizer.json", tok)
 
 
+def huge_added_id(tok: dict) -> None:
+    """An added token with id 10**9: every check must stay O(vocab), never O(max id)."""
+    tok["added_tokens"].append({"id": 10**9, "content": "<|far|>", "single_word": False, "lstrip": False,
+                                "rstrip": False, "normalized": False, "special": True})
+
+
 def resize_rows(rows: int):
     """Resize embedding and lm_head to `rows` (copying what fits) and set config.vocab_size to match."""
     def change(t: dict, d: Path) -> None:
@@ -267,8 +274,11 @@ def duplicate_id(tok: dict) -> None:
     vocab["Ġthe"] = vocab["Ġa"]
 
 
-def drop_byte_token(tok: dict) -> None:
-    del tok["model"]["vocab"]["Ā"]          # byte 0x00, unused by any merge of the factory corpus
+def drop_byte_token(byte: int):
+    """Remove one base byte token (the factory corpus is English: no merge uses 0xE6 or 0x04)."""
+    def change(tok: dict) -> None:
+        del tok["model"]["vocab"][BYTES_TO_UNICODE[byte]]
+    return change
 
 
 def no_decoder(tok: dict) -> None:
@@ -286,6 +296,8 @@ def demote_special(tok: dict) -> None:
     tok["model"]["vocab"][IM_END] = entry["id"]
 
 
+CHAT_TEMPLATE_WITHOUT_BOS = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                             "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 LLAMA3_TEMPLATE = ("{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
                    "{{ m['content'] }}<|eot_id|>{% endfor %}")
 
@@ -337,6 +349,7 @@ FAULTS: list[Fault] = [
           "onnxruntime-genai PR#2444"),
     # vocab
     Fault("added_tokens_beyond_embedding", add_tokens_beyond, "VOC002", "error", "transformers#26714"),
+    Fault("added_token_with_huge_id", edit_tokenizer(huge_added_id), "VOC002", "error", "inseq PR#306"),
     Fault("config_vocab_smaller_than_tokenizer", resize_rows(500), "VOC002", "error", "inseq PR#306"),
     Fault("padded_rows_beyond_tokenizer", resize_rows(576), "VOC003", "warning", "vllm#13175"),
     Fault("eos_id_out_of_range", eos_out_of_range, "VOC004", "error"),
@@ -363,7 +376,8 @@ FAULTS: list[Fault] = [
     Fault("tokenizer_json_not_json", write_text("tokenizer.json", "{\"model\": "), "TOK001", "error"),
     Fault("merge_with_unknown_token", edit_tokenizer(unknown_merge), "TOK002", "error"),
     Fault("two_tokens_one_id", edit_tokenizer(duplicate_id), "TOK003", "error"),
-    Fault("byte_token_missing", edit_tokenizer(drop_byte_token), "TOK004", "error"),
+    Fault("utf8_lead_byte_missing", edit_tokenizer(drop_byte_token(0xE6)), "TOK004", "error"),
+    Fault("control_byte_missing", edit_tokenizer(drop_byte_token(0x04)), "TOK004", "info"),
     Fault("decoder_missing", edit_tokenizer(no_decoder), "TOK005", "error", "llama.cpp#3502"),
     Fault("nfkc_normalizer", edit_tokenizer(nfkc), "TOK005", "info"),
     Fault("special_token_not_atomic", edit_tokenizer(demote_special), "TOK006", "error"),

@@ -73,6 +73,13 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(runner, model, args, problem
     assert problem in result.stderr and "Traceback" not in result.stderr
 
 
+def test_device_cuda_without_a_gpu_is_exit_2(runner, model, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = invoke(runner, "check", model, "--device", "cuda")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "no CUDA device" in result.stderr
+
+
 def test_a_directory_that_is_not_a_model_is_exit_2(runner, tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
     result = invoke(runner, "check", tmp_path)

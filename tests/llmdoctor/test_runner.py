@@ -210,3 +210,17 @@ def test_python_api_uses_config_file_and_arguments_win(weights_dir):
     overridden = llmdoctor.check(weights_dir, select="WGT001", fail_on="never")
     assert [r.id for r in overridden.checks] == ["WGT001"] and overridden.fail_on == "never"
     assert [r.id for r in llmdoctor.check(weights_dir, select=["WGT001"], use_config=False).checks] == ["WGT001"]
+
+
+def test_resource_build_time_is_reported_apart_from_check_time(registry_sandbox, weights_dir, monkeypatch):
+    from reference_engine import weights as weights_module
+    real_open = weights_module.Weights.open.__func__
+
+    def slow_open(cls, d):
+        time.sleep(0.05)
+        return real_open(cls, d)
+    monkeypatch.setattr(weights_module.Weights, "open", classmethod(slow_open))
+    register_fakes()
+    report = run(weights_dir, select=["ENV904"])
+    assert report.resources["weights"] >= 0.05
+    assert report.checks[0].duration_s < 0.05 <= report.duration_s

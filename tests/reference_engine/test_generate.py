@@ -1,7 +1,5 @@
 """The generate loop against transformers: greedy token for token, beam search sequence for sequence;
 plus prompt forms, stopping rules, seeded sampling, streaming and the closed-loop validate()."""
-import math
-
 import pytest
 import torch
 
@@ -30,26 +28,6 @@ def test_greedy_equals_transformers_64_tokens(preset):
         assert out.token_ids == expected
         assert out.finish_reason == ("eos" if len(expected) < 64 else "length")
     assert eng.cache.allocator.num_used == 0
-
-
-@pytest.mark.parametrize("num_beams", [2, 4])
-@pytest.mark.parametrize("length_penalty, early_stopping", [(1.0, False), (0.5, True), (2.0, "never"),
-                                                            (2.0, False), (0.5, "never")])
-def test_beam_search_equals_transformers(llama, num_beams, length_penalty, early_stopping):
-    # extra stop ids that this model produces often, so hypotheses finish early and the scoring rules matter
-    prompt = llama.tokenizer.encode(PROMPTS[0])
-    greedy = llama.generate(prompt, max_new_tokens=24, ignore_eos=True)[0].token_ids
-    extra = [greedy[5], greedy[11]]
-    eos = llama.config.eos_token_ids
-    for stop_ids in ([], extra):
-        params = SamplingParams(num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping,
-                                max_new_tokens=20, stop_token_ids=stop_ids)
-        out = llama.generate(prompt, params)[0]
-        expected = hf_generate(model_dir("llama"), prompt, max_new_tokens=20, num_beams=num_beams,
-                               length_penalty=length_penalty, early_stopping=early_stopping,
-                               eos_token_id=eos + stop_ids, pad_token_id=0)
-        assert out.token_ids == expected
-    assert llama.cache.allocator.num_used == 0 and llama.cache.validate() == []
 
 
 def test_smollm2_chat_answer_and_greedy_match(smollm2_dir):
@@ -138,7 +116,8 @@ def test_context_limit_stops(llama):
 def test_request_larger_than_the_pool_ends_cleanly():
     eng = engine("llama", num_blocks=3, block_size=4)  # 12 slots in all
     short, long = eng.generate([[5, 6, 7], [5] * 20], max_new_tokens=30, ignore_eos=True)
-    assert short.finish_reason == "kv_cache_full" and len(short.token_ids) == 9  # grew to the whole pool
+    # 12 slots hold the 3 prompt ids and 9 generated ones; the 10th was sampled but has no slot to go to
+    assert short.finish_reason == "kv_cache_full" and len(short.token_ids) == 10
     assert long.finish_reason == "kv_cache_full" and long.token_ids == []
     assert eng.cache.allocator.num_used == 0
 
@@ -210,20 +189,21 @@ def test_validate_healthy(llama):
     assert gen.validate(llama, [1, 2, 3]) == []
 
 
-@pytest.mark.parametrize("corrupt, match", [
-    (lambda x: x * float("nan"), "NaN"),
-    (lambda x: torch.where(torch.arange(x.shape[-1]) == x.shape[-1] - 1, 1e4, x), "no token in the tokenizer"),
-])
-def test_validate_finds_broken_logits(llama, monkeypatch, corrupt, match):
+def test_validate_finds_nan_logits(llama, monkeypatch):
     real = llama.logits
-    monkeypatch.setattr(llama, "logits", lambda ids, **kw: corrupt(real(ids, **kw)))
-    if match == "no token in the tokenizer" and len(llama.tokenizer) >= llama.config.vocab_size:
-        pytest.skip("the factory tokenizer covers every embedding row")
-    problems = gen.validate(llama)
-    assert problems and any(match in p for p in problems)
+    monkeypatch.setattr(llama, "logits", lambda ids, **kw: real(ids, **kw) * float("nan"))
+    assert any("NaN" in p for p in gen.validate(llama))
+
+
+def test_validate_finds_argmax_on_a_padding_row(monkeypatch):
+    padded = engine("llama", vocab_size=640)  # embedding rows past the tokenizer, as Qwen checkpoints have
+    assert len(padded.tokenizer) < 640
+    real = padded.logits
+    monkeypatch.setattr(padded, "logits", lambda ids, **kw: torch.cat([real(ids, **kw)[:, :-1],
+                                                                       torch.full((len(ids), 1), 1e4)], -1))
+    assert any("no token in the tokenizer" in p for p in gen.validate(padded))
 
 
 def test_validate_never_raises(llama, monkeypatch):
     monkeypatch.setattr(llama, "logits", lambda ids, **kw: 1 / 0)
     assert any("ZeroDivisionError" in p for p in gen.validate(llama))
-    assert math.isfinite(1.0)

@@ -150,3 +150,18 @@ def test_every_format_renders_an_empty_report():
     for fmt in FORMATS:
         assert rendered(empty, fmt)
     jsonschema.validate(json.loads(rendered(empty, "json")), SCHEMA)
+
+
+def test_a_flood_from_one_check_is_capped_in_table_and_markdown_not_in_json():
+    from llmdoctor.finding import CheckRun, Finding, Report
+    flood = [Finding("FIL002", "files", "error", f"tensor {i} runs past the end", {"i": i}, "Download it again.")
+             for i in range(23)]
+    report = Report(model="m", fingerprint=None, tool_version="0", generated_at="2026-01-01T00:00:00+00:00",
+                    checks=[CheckRun("FIL002", "files", "failed", 0.1)], findings=flood)
+    table = rendered(report, "table", colour=False)
+    assert table.count("runs past the end") == 5 and "... and 18 more FIL002 findings" in table
+    assert table.count("hint: Download it again.") == 1
+    markdown = rendered(report, "markdown")
+    assert markdown.count("| 🔴 error | `FIL002`") == 10 and "13 more findings" in markdown
+    assert len(json.loads(rendered(report, "json"))["findings"]) == 23
+    assert rendered(report, "html").count("runs past the end") == 23

@@ -1,0 +1,115 @@
+"""New tokens per second of the reference engine's generate loop vs transformers.generate, same run.
+
+    python benchmarks/generate.py [--model DIR] [--device cpu] [--threads N] [--repeats 3]
+
+Two workloads on SmolLM2-135M-Instruct (float32 by default):
+- batch 1: one chat prompt, 64 greedy new tokens (EOS ignored, so both produce exactly 64);
+- 16 concurrent requests of mixed prompt lengths (8..320 tokens) and mixed max_new_tokens (16..128):
+  ours batches them continuously (a request leaves when done, its slot is reused); transformers gets one
+  left-padded batch and must run to the longest request. Both are credited only the tokens requested.
+Prints tokens/s for both and the ratio ours / transformers (targets: >= 1.0x at batch 1, >= 2x at 16).
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reference_engine.engine import Engine  # noqa: E402
+from reference_engine.sampling_params import SamplingParams  # noqa: E402
+
+WORDS = ("the lighthouse keeper walked down to the village to buy bread cheese and a newspaper while the "
+         "children asked him about storms ships harbours and the sea").split()
+
+
+def mixed_requests(tokenizer, count: int, seed: int = 0) -> list[tuple[list[int], int]]:
+    """(prompt ids, max_new_tokens) pairs with lengths spread over an order of magnitude."""
+    rng = random.Random(seed)
+    requests = []
+    for i in range(count):
+        words = rng.randint(6, 260)
+        text = " ".join(rng.choice(WORDS) for _ in range(words))
+        requests.append((tokenizer.encode(text), 16 + (i * 112) // max(count - 1, 1)))
+    rng.shuffle(requests)
+    return requests
+
+
+def timed(fn, repeats: int) -> float:
+    fn()  # warm-up: first-call allocations, lazy imports
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def ours(engine: Engine, requests) -> None:
+    prompts = [p for p, _ in requests]
+    params = [SamplingParams(max_new_tokens=n, ignore_eos=True) for _, n in requests]
+    outputs = engine.generate(prompts, params)
+    assert [len(o.token_ids) for o in outputs] == [n for _, n in requests]
+
+
+@torch.inference_mode()
+def theirs(model, requests, pad_id: int) -> None:
+    """One left-padded batch, as transformers serves several prompts at once."""
+    width = max(len(p) for p, _ in requests)
+    ids = torch.tensor([[pad_id] * (width - len(p)) + p for p, _ in requests])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in requests])
+    longest = max(n for _, n in requests)
+    out = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=longest,
+                         min_new_tokens=longest, pad_token_id=pad_id)
+    assert out.shape[1] == width + longest
+
+
+def run(args) -> list[tuple[str, float, float]]:
+    import transformers
+
+    engine = Engine.from_pretrained(args.model, device=args.device, dtype=args.dtype)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        args.model, dtype=getattr(torch, args.dtype)).to(args.device).eval()
+    tok = engine.tokenizer
+    chat = [{"role": "user", "content": "Tell me a short story about a lighthouse keeper."}]
+    single = [(tok.encode(tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False),
+                          add_special_tokens=False), 64)]
+    mixed = mixed_requests(tok, 16)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    rows = []
+    for name, requests in (("batch 1", single), ("16 mixed requests", mixed)):
+        new_tokens = sum(n for _, n in requests)
+        t_ours = timed(lambda: ours(engine, requests), args.repeats)
+        t_hf = timed(lambda: theirs(model, requests, pad), args.repeats)
+        rows.append((name, new_tokens / t_ours, new_tokens / t_hf))
+    return rows
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=None, help="model dir (default: SmolLM2 from tests/assets)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.model is None:
+        from tests.assets import smollm2_dir
+        args.model = smollm2_dir()
+    print(f"model {args.model.name}, {args.device} {args.dtype}, {torch.get_num_threads()} threads, "
+          f"median of {args.repeats}")
+    print(f"{'workload':<20}{'ours tok/s':>12}{'transformers tok/s':>20}{'ratio':>8}")
+    for name, ours_rate, hf_rate in run(args):
+        print(f"{name:<20}{ours_rate:>12.1f}{hf_rate:>20.1f}{ours_rate / hf_rate:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()

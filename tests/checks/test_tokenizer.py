@@ -1,0 +1,33 @@
+"""Tokenizer checks on real tokenizers (llama.cpp's test vocabularies converted by transformers: no false
+positives) and the double-BOS note, which the healthy factory template triggers on purpose (Llama-3 style)."""
+from __future__ import annotations
+
+import pytest
+
+from llmdoctor.runner import run_checks
+from tests.checks import zoo
+
+
+def fired(model_dir, select):
+    report = run_checks(model_dir, select=select)
+    assert all(c.status != "crashed" for c in report.checks), [c.reason for c in report.checks]
+    return [(f.check, f.severity.value) for f in report.findings]
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("name", ["gpt-2", "llama-bpe", "qwen2", "llama-spm"])
+def test_real_tokenizers_have_no_problems(name, llamacpp_tokenizer_dir):
+    assert [f for f in fired(llamacpp_tokenizer_dir(name), ["tokenizer"]) if f[1] != "info"] == []
+
+
+def test_double_bos_noted_only_when_the_template_writes_bos(factory_model_dir, broken_copy):
+    assert ("TOK007", "info") in fired(factory_model_dir("llama"), ["TOK007"])
+    no_bos = zoo.CHAT_TEMPLATE_WITHOUT_BOS
+    d = broken_copy("llama", zoo.edit_json("tokenizer_config.json", chat_template=no_bos))
+    assert fired(d, ["TOK007", "TOK008", "TOK009"]) == []
+
+
+def test_nfkc_leaves_unaffected_probes_to_round_trip(broken_copy):
+    # NFKC rewrites only the full-width/ligature probe; a broken decoder on top must still be an error
+    d = broken_copy("llama", zoo.both(zoo.edit_tokenizer(zoo.nfkc), zoo.edit_tokenizer(zoo.no_decoder)))
+    assert ("TOK005", "error") in fired(d, ["TOK005"])
