@@ -83,7 +83,6 @@ class GreedyTrace:
     tokens: list[int]             # generated ids (an EOS that ended it included)
     eos_probs: list[float]        # P(any EOS id) at each step
     finish: str                   # "eos", "length", "nonfinite" or "context"
-    top_logits: list[torch.Tensor] = field(default_factory=list)   # per step [vocab] when keep_logits
 
 
 def eos_ids(engine) -> frozenset[int]:
@@ -94,38 +93,43 @@ def eos_ids(engine) -> frozenset[int]:
         return frozenset(engine.config.eos_token_ids or [])
 
 
-def greedy_trace(engine, prompt, steps: int, eos: frozenset[int], keep_logits: bool = False) -> GreedyTrace:
-    """Greedy decoding through the paged cache (prefill, then one decode per token), recording P(EOS)."""
-    seq = object()   # a private sequence id: never clashes with anything else in the cache
-    prompt = tuple(int(t) for t in prompt)
-    tokens, probs, kept = [], [], []
+def greedy_traces(engine, prompts, steps: int, eos: frozenset[int]) -> list[GreedyTrace]:
+    """Greedy decoding of several prompts as one batch through the paged cache (one prefill, then one batched
+    decode per step), recording P(EOS) at every step. A step with non-finite logits ends that prompt with
+    the id argmax picks (NaN -> id 0), which is what a server would emit."""
+    prompts = [tuple(int(t) for t in p) for p in prompts]
+    eos_list = [e for e in eos if 0 <= e < engine.config.vocab_size]
     limit = engine.config.max_position_embeddings
-    finish = "length"
+    traces = [GreedyTrace(p, [], [], "length") for p in prompts]
+    seqs = [object() for _ in prompts]   # private sequence ids: never clash with anything else in the cache
+    live = list(range(len(prompts)))
     try:
-        logits = engine.prefill([seq], [list(prompt)])[0]
+        logits = engine.prefill(seqs, [list(p) for p in prompts])
         for step in range(steps):
-            if not torch.isfinite(logits).all():
-                finish = "nonfinite"
-                tokens.append(int(torch.argmax(logits)))   # what a server would emit (NaN -> id 0)
+            for row, i in enumerate(live):
+                _advance(traces[i], logits[row], eos_list, limit)
+            live = [i for i in live if traces[i].finish == "length" and len(traces[i].tokens) == step + 1]
+            if not live or step + 1 == steps:
                 break
-            if keep_logits:
-                kept.append(logits.cpu())
-            p = torch.softmax(logits, dim=-1)
-            probs.append(float(p[list(eos)].sum()) if eos else 0.0)
-            token = int(torch.argmax(logits))
-            tokens.append(token)
-            if token in eos:
-                finish = "eos"
-                break
-            if len(prompt) + len(tokens) >= limit:
-                finish = "context"
-                break
-            if step + 1 < steps:
-                logits = engine.decode([seq], [token])[0]
+            logits = engine.decode([seqs[i] for i in live], [traces[i].tokens[-1] for i in live])
     finally:
-        if seq in engine.cache:
-            engine.free(seq)
-    return GreedyTrace(prompt, tokens, probs, finish, kept)
+        for s in seqs:
+            if s in engine.cache:
+                engine.free(s)
+    return traces
+
+
+def _advance(trace: GreedyTrace, logits: torch.Tensor, eos_list: list[int], limit: int) -> None:
+    token = int(torch.argmax(logits))
+    trace.tokens.append(token)
+    if not torch.isfinite(logits).all():
+        trace.finish = "nonfinite"
+        return
+    trace.eos_probs.append(float(torch.softmax(logits.float(), -1)[eos_list].sum()) if eos_list else 0.0)
+    if token in eos_list:
+        trace.finish = "eos"
+    elif len(trace.prompt) + len(trace.tokens) >= limit:
+        trace.finish = "context"
 
 
 # ---- is the model trained? ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ DEFAULT_PROBES = QUICK_PROBES + (
     "Once upon a time, in a small village by the sea, there lived",
     "1, 2, 3, 4, 5, 6,",
     "Question: How many days are in a week?\nAnswer:",
-    "The quick brown fox jumps over the lazy dog. The quick brown fox",
+    "Water boils at a temperature of",
 )
 CHAT_PROBE = [{"role": "user", "content": "What is the capital of France?"}]
 # greedy steps per probe (generation, golden step 3, baseline continuations)

@@ -4,7 +4,7 @@ the report names the first broken stage instead of piling up consequences.
 """
 from __future__ import annotations
 
-from checks._probe_runs import forward_runs, greedy_trace, eos_ids
+from checks._probe_runs import eos_ids, forward_runs, greedy_traces
 from checks._prompts import CHAT_PROBE, probe_inputs, probe_texts, render_chat
 from checks.registry import Problem, Skip, check
 
@@ -163,9 +163,9 @@ def golden_closed_loop(ctx):
     probes = probe_inputs(ctx)
     probes = probes[:1] + [p for p in probes if p.chat] if ctx.quick else probes
     failed = False
-    for probe in probes:
+    traces = greedy_traces(engine, [p.ids for p in probes], 4, eos)
+    for probe, trace in zip(probes, traces):
         problems = closed_loop(engine, list(probe.ids))
-        trace = greedy_trace(engine, probe.ids, 4, eos)
         if trace.finish == "nonfinite":
             piece = _piece(ctx.tokenizer, trace.tokens[-1])
             problems.append(f"greedy step {len(trace.tokens)} has non-finite logits: argmax -> id "

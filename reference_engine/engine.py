@@ -50,7 +50,7 @@ class Engine:
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
-                        block_size: int = 16) -> "Engine":
+                        block_size: int = 16, prefix_caching: bool = False) -> "Engine":
         root = model_dir_path(model_dir)
         config = load_config(root)
         check_supported(config, root / "config.json")
@@ -62,7 +62,7 @@ class Engine:
         if num_blocks is None:
             num_blocks = default_num_blocks(config, block_size, bytes_per_token)
         cache = PagedKVCache(config.num_hidden_layers, num_blocks, block_size, config.num_key_value_heads,
-                             config.head_dim, torch_dtype, device)
+                             config.head_dim, torch_dtype, device, prefix_caching)
         return cls(config, weights, rope, cache, device, torch_dtype, root)
 
     # ---- tokenizer (loaded on first use) -------------------------------------------------------------
@@ -85,15 +85,18 @@ class Engine:
                 capture: CaptureHook | None = None) -> torch.Tensor:
         """Run new tokens of several sequences in one batched step (new ids are allocated, known ones extended).
         Returns float32 logits [len(seq_ids), vocab] of each sequence's last new token, or with
-        all_logits=True [total new tokens, vocab] packed in input order."""
+        all_logits=True [total new tokens, vocab] packed in input order. With prefix caching on (and
+        all_logits off) a new sequence reuses the cached blocks of its longest known prefix."""
         token_lists = [_as_ids(t) for t in token_lists]
         self._check_step(seq_ids, token_lists)
-        starts = [self.cache.length(s) if s in self.cache else 0 for s in seq_ids]
-        counts = [len(t) for t in token_lists]
         new = [s for s in seq_ids if s not in self.cache]
+        starts = [self.cache.length(s) if s in self.cache else 0 for s in seq_ids]
         try:
-            slots = torch.cat([self.cache.append(s, n) if s in self.cache else self.cache.allocate(s, n)
-                               for s, n in zip(seq_ids, counts)])
+            if self.cache.prefix is not None and not all_logits:
+                token_lists, starts = self._reuse_prefixes(seq_ids, token_lists, starts, new)
+            counts = [len(t) for t in token_lists]
+            slots = torch.cat([self.cache.append(s, len(t), t) if s in self.cache else self.cache.allocate(s, len(t), t)
+                               for s, t in zip(seq_ids, token_lists)])
             meta = build_metadata(self.cache, seq_ids, starts, counts, slots, self.device)
             tokens = torch.tensor([t for ts in token_lists for t in ts], dtype=torch.int64, device=self.device)
             hidden = forward(self.weights, self.config, tokens, self.cache, meta, self.rope, self.windows, capture)
@@ -108,6 +111,14 @@ class Engine:
             replaced = capture(self.config.num_hidden_layers, "logits", logits)
             logits = logits if replaced is None else replaced
         return logits.float()
+
+    def _reuse_prefixes(self, seq_ids, token_lists, starts, new):
+        """New sequences start on the cached blocks of their longest known prefix; only the rest is computed."""
+        for i, s in enumerate(seq_ids):
+            if s in new:
+                cached = self.cache.allocate_prefix(s, token_lists[i])
+                token_lists[i], starts[i] = token_lists[i][cached:], cached
+        return token_lists, starts
 
     def decode(self, seq_ids: list, token_ids: list[int], *, capture: CaptureHook | None = None) -> torch.Tensor:
         """One new token per (already prefilled) sequence -> float32 logits [len(seq_ids), vocab]."""
@@ -137,7 +148,7 @@ class Engine:
             raise CacheFullError(f"step needs {needed} KV blocks, {self.cache.allocator.num_free} free")
 
     def _rollback(self, seq_ids: list, starts: list[int], new: list) -> None:
-        for s, start in zip(seq_ids, starts):
+        for s, start in zip(seq_ids, starts):   # new sequences are freed whatever their start
             if s in new and s in self.cache:
                 self.cache.free(s)
             elif s in self.cache:

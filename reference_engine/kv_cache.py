@@ -14,6 +14,7 @@ from itertools import chain
 import torch
 
 from .block_allocator import BlockAllocator, CacheFullError
+from .prefix_cache import ROOT_HASH, PrefixCache
 
 __all__ = ["PagedKVCache", "CacheStats", "CacheFullError", "BlockAllocator"]
 
@@ -34,11 +35,12 @@ class CacheStats:
     fragmentation_ratio: float = 0.0        # internal_fragmentation / slots in used blocks
     scatter: dict = field(default_factory=dict)   # seq -> breaks in its block run / (blocks - 1)
     pool_span: int = 0                      # highest used block id + 1 (compaction makes it == used_blocks)
+    prefix_cached_blocks: int = 0           # full blocks findable by prefix hash (live or on the free list)
 
 
 class PagedKVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
-                 dtype=torch.float32, device="cpu"):
+                 dtype=torch.float32, device="cpu", prefix_caching: bool = False):
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, found {block_size}")
         self.block_size = block_size
@@ -51,6 +53,10 @@ class PagedKVCache:
         self.v_pools = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.tables: dict = {}    # seq_id -> list of block ids
         self.lengths: dict = {}   # seq_id -> tokens held
+        # prefix caching: token ids and chained block hashes per sequence (None: tokens unknown, never shared)
+        self.prefix = PrefixCache(block_size) if prefix_caching else None
+        self.token_ids: dict = {}
+        self.block_hashes: dict = {}
 
     # ---- queries -------------------------------------------------------------------------------------
     def __contains__(self, seq_id) -> bool:
@@ -91,17 +97,36 @@ class PagedKVCache:
         return self.blocks_needed(seq_id, num_tokens) <= self.allocator.num_free
 
     # ---- mutations -----------------------------------------------------------------------------------
-    def allocate(self, seq_id, num_tokens: int = 0) -> torch.Tensor:
-        """Start a new sequence and reserve its first num_tokens slots; returns their slot ids."""
+    def allocate(self, seq_id, num_tokens: int = 0, tokens: list[int] | None = None) -> torch.Tensor:
+        """Start a new sequence and reserve its first num_tokens slots; returns their slot ids.
+        `tokens` (the ids going into those slots) lets full blocks be registered for prefix caching."""
         if seq_id in self.tables:
             raise ValueError(f"sequence {seq_id!r} already has KV blocks")
         if not self.can_allocate(num_tokens):
             raise CacheFullError(f"sequence of {num_tokens} tokens needs {self.blocks_for(num_tokens)} blocks, "
                                  f"{self.allocator.num_free} free")
         self.tables[seq_id], self.lengths[seq_id] = [], 0
-        return self.append(seq_id, num_tokens)
+        self.token_ids[seq_id], self.block_hashes[seq_id] = [], []
+        return self.append(seq_id, num_tokens, tokens)
 
-    def append(self, seq_id, num_tokens: int = 1) -> torch.Tensor:
+    def allocate_prefix(self, seq_id, tokens: list[int]) -> int:
+        """Start a new sequence on the cached blocks of its longest known prefix (whole blocks, always leaving
+        at least the last token to compute). Returns how many tokens are already cached (0 without caching)."""
+        if seq_id in self.tables:
+            raise ValueError(f"sequence {seq_id!r} already has KV blocks")
+        blocks = self.prefix.match(tokens, (len(tokens) - 1) // self.block_size) if self.prefix else []
+        for block in blocks:
+            if self.allocator.is_free(block):
+                self.allocator.take(block)
+            else:
+                self.allocator.incref(block)
+        length = len(blocks) * self.block_size
+        self.tables[seq_id], self.lengths[seq_id] = blocks, length
+        self.token_ids[seq_id] = list(tokens[:length])
+        self.block_hashes[seq_id] = [self.prefix.by_block[b].key for b in blocks]
+        return length
+
+    def append(self, seq_id, num_tokens: int = 1, tokens: list[int] | None = None) -> torch.Tensor:
         """Reserve the next num_tokens slots of a sequence (copying a shared last block first)."""
         needed = self.blocks_needed(seq_id, num_tokens)
         if needed > self.allocator.num_free:
@@ -111,12 +136,32 @@ class PagedKVCache:
         if num_tokens > 0 and start % self.block_size and self.allocator.ref_count(table[-1]) > 1:
             table[-1] = self._copy_block(table[-1])
         while len(table) < self.blocks_for(start + num_tokens):
-            table.append(self.allocator.allocate())
+            table.append(self._new_block())
         self.lengths[seq_id] = start + num_tokens
+        if self.prefix is not None:
+            self._register_full_blocks(seq_id, tokens, num_tokens)
         return self.slots(seq_id, start, start + num_tokens)
 
+    def _register_full_blocks(self, seq_id, tokens: list[int] | None, num_tokens: int) -> None:
+        known = self.token_ids.get(seq_id)
+        if known is None or tokens is None or len(tokens) != num_tokens:
+            self.token_ids[seq_id] = None      # contents unknown from here on: never offered as a prefix
+            return
+        known.extend(tokens)
+        hashes, table, bs = self.block_hashes[seq_id], self.tables[seq_id], self.block_size
+        while len(hashes) < len(known) // bs:
+            i = len(hashes)
+            parent = hashes[-1] if hashes else ROOT_HASH
+            hashes.append(self.prefix.register(table[i], parent, tuple(known[i * bs:(i + 1) * bs])))
+
+    def _new_block(self) -> int:
+        block = self.allocator.allocate()
+        if self.prefix is not None:
+            self.prefix.forget(block)          # its cached contents are about to be overwritten
+        return block
+
     def _copy_block(self, block: int) -> int:
-        new = self.allocator.allocate()
+        new = self._new_block()
         for pools in (self.k_pools, self.v_pools):
             for pool in pools:
                 pool[new].copy_(pool[block])
@@ -131,6 +176,9 @@ class PagedKVCache:
         for block in table:
             self.allocator.incref(block)
         self.tables[child_id], self.lengths[child_id] = list(table), self.lengths[parent_id]
+        known = self.token_ids.get(parent_id)
+        self.token_ids[child_id] = None if known is None else list(known)
+        self.block_hashes[child_id] = list(self.block_hashes.get(parent_id, []))
 
     def truncate(self, seq_id, length: int) -> None:
         """Forget tokens from `length` on (rollback of a failed step, speculative decoding)."""
@@ -138,13 +186,24 @@ class PagedKVCache:
             raise ValueError(f"cannot truncate sequence {seq_id!r} of {self.lengths[seq_id]} tokens to {length}")
         table = self.tables[seq_id]
         while len(table) > self.blocks_for(length):
-            self.allocator.decref(table.pop())
+            block = table.pop()
+            if self.prefix is not None:
+                self.prefix.forget(block)      # it may hold tokens of a step that never completed
+            self.allocator.decref(block)
+        if self.prefix is not None:
+            if length % self.block_size:
+                self.prefix.forget(table[-1])  # partially kept: later appends write into it
+            if self.token_ids.get(seq_id) is not None:
+                del self.token_ids[seq_id][length:]
+            del self.block_hashes[seq_id][length // self.block_size:]
         self.lengths[seq_id] = length
 
     def free(self, seq_id) -> None:
         for block in self.tables.pop(seq_id):
-            self.allocator.decref(block)
+            self.allocator.decref(block)   # a registered block stays findable on the free list until reused
         del self.lengths[seq_id]
+        self.token_ids.pop(seq_id, None)
+        self.block_hashes.pop(seq_id, None)
 
     def slots(self, seq_id, start: int, end: int) -> torch.Tensor:
         """Slot ids [end - start] of positions start..end-1 (int64, CPU)."""
@@ -183,6 +242,8 @@ class PagedKVCache:
         self.allocator.reset_to(counts)
         for seq_id, table in self.tables.items():
             self.tables[seq_id] = [mapping[b] for b in table]
+        if self.prefix is not None:
+            self.prefix.remap(mapping)
         return mapping
 
     def stats(self) -> CacheStats:
@@ -205,6 +266,7 @@ class PagedKVCache:
             fragmentation_ratio=unused_slots / (used * bs) if used else 0.0,
             scatter={s: _scatter(t) for s, t in self.tables.items()},
             pool_span=max(fill) + 1 if fill else 0,
+            prefix_cached_blocks=len(self.prefix) if self.prefix is not None else 0,
         )
 
     def validate(self) -> list[str]:
@@ -227,6 +289,8 @@ class PagedKVCache:
                 b = wrong[0]
                 problems.append(f"{len(wrong)} blocks have reference counts that disagree with the block tables "
                                 f"(block {b}: count {counts[b]}, in {refs.get(b, 0)} tables)")
+            if self.prefix is not None:
+                problems += self.prefix.validate(counts)
             return problems
         except Exception as e:  # validate never raises
             return [f"KV cache validation failed: {type(e).__name__}: {e}"]

@@ -52,8 +52,11 @@ class PrefixCache:
     def register(self, block: int, parent: int, tokens: tuple[int, ...]) -> int:
         """Record that `block` holds the full block `tokens` after the prefix hashed `parent`; its hash."""
         key = chain_hash(parent, tokens)
-        if key not in self.by_key:          # an identical block cached elsewhere already serves this prefix
-            self.forget(block)
+        existing = self.by_key.get(key)
+        if existing == block:
+            return key
+        self.forget(block)
+        if existing is None:                # else an identical block elsewhere already serves this prefix
             self.by_key[key] = block
             self.by_block[block] = CachedBlock(key, tokens, parent)
         return key

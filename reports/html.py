@@ -22,6 +22,13 @@ def plots_of(finding: Finding) -> list[dict]:
     return plots
 
 
+def evidence_line(key: str, value) -> str:
+    """'key: value' with the value as one line of JSON; multi-line text (a traceback) kept as it is."""
+    if isinstance(value, str) and "\n" in value:
+        return f"{key}:\n{value}"
+    return f"{key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}"
+
+
 def finding_view(finding: Finding) -> dict:
     charts, errors = [], []
     for plot in plots_of(finding):
@@ -29,9 +36,7 @@ def finding_view(finding: Finding) -> dict:
             charts.append(svg.chart(plot))
         except (ValueError, TypeError) as e:  # bad plot data must not cost the user the whole report
             errors.append(str(e))
-    evidence = json.dumps(finding.evidence, indent=2, sort_keys=True, ensure_ascii=False)
-    if isinstance(finding.evidence.get("traceback"), str):
-        evidence = finding.evidence["traceback"]
+    evidence = "\n".join(evidence_line(k, v) for k, v in sorted(finding.evidence.items()))
     return {"finding": finding, "plots": charts, "plot_errors": errors, "evidence": evidence,
             "long": evidence.count("\n") > 20}
 

@@ -47,7 +47,7 @@ A tiny, healthy Llama-architecture model embedded in llmdoctor so that `llmdocto
   Gutenberg; public domain. Copied from `test/botchan.txt` of the `sentencepiece==0.2.3` sdist on PyPI.
   The Project Gutenberg header and licence footer were removed before training.
 - Training: `python scripts/train_demo_model.py` — {steps} AdamW steps of {batch}x{seq} tokens, single CPU
-  thread, {minutes:.1f} minutes; final training loss {loss:.2f} (perplexity {ppl:.1f}). Seed {seed}.
+  thread, {minutes:.1f} wall-clock minutes; final training loss {loss:.2f} (perplexity {ppl:.1f}). Seed {seed}.
 - Greedy samples (not an instruction-tuned model; it continues text in the style of the novel):
 {samples}
 

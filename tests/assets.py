@@ -233,10 +233,10 @@ def llamacpp_vocab(name: str) -> LlamaCppVocab:
 def llamacpp_tokenizer_dir(name: str) -> Path:
     """A tokenizer.json directory converted by transformers from llama.cpp's vocab GGUF `name`."""
     gguf = llamacpp_vocab(name).gguf
-    return cached_dir(f"llamacpp-tokenizer-{name}", lambda tmp: _convert_gguf_tokenizer(gguf, tmp))
+    return cached_dir(f"llamacpp-tokenizer-v2-{name}", lambda tmp: _convert_gguf_tokenizer(name, gguf, tmp))
 
 
-def _convert_gguf_tokenizer(gguf: Path, out: Path) -> None:
+def _convert_gguf_tokenizer(name: str, gguf: Path, out: Path) -> None:
     try:
         from transformers import AutoTokenizer
 
@@ -245,6 +245,28 @@ def _convert_gguf_tokenizer(gguf: Path, out: Path) -> None:
         raise AssetError(f"{LLAMACPP_PACKAGE}: converting {gguf.name} with transformers failed: "
                          f"{type(e).__name__}: {e}") from e
     inline_chat_template(out)
+    restore_original_layout(name, out / "tokenizer.json")
+
+
+def restore_original_layout(name: str, path: Path) -> None:
+    """Undo what the GGUF round trip loses, so that the directory reproduces the original tokenizer's ids
+    (the .gguf.out vectors) exactly:
+    - llama-bpe: Llama-3's tokenizer.json has "ignore_merges": true (a whole pre-token found in the vocab is
+      one token even when the merges would not build it); GGUF has no field for it.
+    - llama-spm: Llama-2's tokenizer.json normalizes with Prepend("▁") + Replace(" ", "▁") and no
+      pre-tokenizer, so a leading space becomes "▁▁"; the conversion emits a Metaspace
+      pre-tokenizer with prepend_scheme "first", which does not double it."""
+    tok = json.loads(path.read_text(encoding="utf-8"))
+    if name == "llama-bpe":
+        tok["model"]["ignore_merges"] = True
+    elif name == "llama-spm":
+        tok["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
+        tok["pre_tokenizer"] = None
+    else:
+        return
+    path.write_text(json.dumps(tok, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- SentencePiece models, text

@@ -44,10 +44,9 @@ def test_llamacpp_vocab_vectors_pair_up(llamacpp_vocab, name):
     assert any(ids for ids in vocab.expected_ids) and "" in vocab.inputs
 
 
-@pytest.mark.parametrize("name", ["gpt-2", "qwen2"])
+@pytest.mark.parametrize("name", assets.LLAMACPP_VOCABS)
 def test_converted_llamacpp_tokenizer_reproduces_the_original_ids(llamacpp_vocab, llamacpp_tokenizer_dir, name):
-    """For these two vocabularies transformers' GGUF conversion is exact, so the converted directory is a
-    trustworthy oracle; llama-bpe and llama-spm convert with known differences (see the report)."""
+    """The converted directories (with the original layout restored) are trustworthy oracles."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(llamacpp_tokenizer_dir(name) / "tokenizer.json"))

@@ -110,25 +110,41 @@ def _best(result: KvProbeResult) -> SimResult:
     return min(result.paged, key=lambda r: (r.summary["waste_ratio"], r.config.block_size))
 
 
+def aligned(runs: list[SimResult], key: str) -> tuple[list[float], dict[str, list]]:
+    """The runs' timelines of `key` on the union of their sample times (a run's last sample is carried
+    forward until its next one; None outside its time range), so runs can share one chart."""
+    xs = sorted({t for r in runs for t in r.timeline["t_s"]})
+    series = {}
+    for run in runs:
+        times, values = run.timeline["t_s"], run.timeline[key]
+        out, i = [], -1
+        for t in xs:
+            while i + 1 < len(times) and times[i + 1] <= t:
+                i += 1
+            out.append(values[i] if i >= 0 and t <= times[-1] else None)
+        series[run.config.label] = out
+    return xs, series
+
+
 def occupancy_finding(result: KvProbeResult) -> Finding:
     best, contiguous = _best(result), result.run("contiguous")
-    line = best.timeline
-    series = {"reserved (" + best.config.label + ")": line["reserved_tokens"], "live tokens": line["live_tokens"]}
-    plots = [{"kind": "line", "title": f"KV occupancy over time, {best.config.label}", "x": line["t_s"],
-              "series": series, "x_label": "time (s)", "y_label": "tokens", "hlines": {"pool": result.pool_tokens}},
-             {"kind": "line", "title": "reserved KV tokens: paged vs contiguous max-length reservation",
-              "x": contiguous.timeline["t_s"],
-              "series": {"contiguous": contiguous.timeline["reserved_tokens"],
-                         "waiting requests": contiguous.timeline["waiting"]},
-              "x_label": "time (s)", "y_label": "tokens / requests"}]
-    s = best.summary
+    engine = next((r for r in result.paged if r.config.block_size == ENGINE_BLOCK_SIZE), best)
+    xs, reserved = aligned(result.runs, "reserved_tokens")
+    _, live = aligned([engine], "live_tokens")
+    _, waiting = aligned([engine, contiguous], "waiting")
+    plots = [{"kind": "line", "title": "KV tokens reserved over time, per allocation", "x": xs,
+              "series": {f"live tokens ({engine.config.label})": live[engine.config.label], **reserved},
+              "x_label": "time (s)", "y_label": "tokens", "hlines": {"pool": result.pool_tokens}},
+             {"kind": "line", "title": "requests waiting for KV memory", "x": xs, "series": waiting,
+              "x_label": "time (s)", "y_label": "requests"}]
+    s, line = engine.summary, engine.timeline
     return Finding("KVC901", "kv_cache", "info",
                    f"{result.workload.split(':')[0]} workload of {s['requests']} requests: peak {s['peak_reserved_tokens']} "
-                   f"of {result.pool_tokens} pool tokens reserved with {best.config.label} "
+                   f"of {result.pool_tokens} pool tokens reserved with {engine.config.label} "
                    f"({s['waste_ratio']:.1%} of reserved slots unused)",
                    evidence={"workload": result.workload, "pool_tokens": result.pool_tokens, "max_len": result.max_len,
                              "bytes_per_token": result.bytes_per_token, "notes": result.notes,
-                             "timeline": {k: line[k][-1] if line[k] else None for k in line}},
+                             "last_sample": {k: line[k][-1] if line[k] else None for k in line}},
                    hint="", data={"plots": plots})
 
 

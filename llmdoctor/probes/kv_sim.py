@@ -109,9 +109,6 @@ class _Sim:
         while nxt < len(reqs) or self.running or self.waiting or self.finished:
             now = tick * cfg.tick_s
             self._release_finished()
-            if not self.running and not self.waiting and nxt < len(reqs) and reqs[nxt].arrival_s > now:
-                tick = max(tick + 1, int(reqs[nxt].arrival_s / cfg.tick_s))  # idle: jump to the next arrival
-                continue
             while nxt < len(reqs) and reqs[nxt].arrival_s <= now:
                 if reqs[nxt].prompt_tokens + reqs[nxt].output_tokens > capacity:
                     self.rejected += 1            # can never fit, even in an empty pool
@@ -124,6 +121,9 @@ class _Sim:
                 self._sample(now, samples)
                 samples += 1
             tick += 1
+            idle = not (self.running or self.waiting or self.finished)
+            if idle and nxt < len(reqs) and reqs[nxt].arrival_s > tick * cfg.tick_s:
+                tick = max(tick, int(reqs[nxt].arrival_s / cfg.tick_s))  # nothing to do until the next arrival
         self._finish(started, tick)
         return self.result
 

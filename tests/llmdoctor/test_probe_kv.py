@@ -77,17 +77,24 @@ def test_small_pool_refuses_and_preempts():
 
 
 def test_compaction_moves_exactly_the_scattered_blocks():
-    cache = BookkeepingCache(16, 4)
-    cache.allocate("a", 8)   # blocks [0, 1]
-    cache.allocate("b", 8)   # [2, 3]
-    cache.allocate("c", 4)   # [4]
-    cache.free("b")          # free list top: 3, then 2
-    cache.allocate("d", 12)  # [3, 2, 5]
-    assert cache.block_table("d") == [3, 2, 5] and largest_free_run(cache.allocator.ref_counts) == 10
+    cache = BookkeepingCache(6, 4)
+    for seq in ("a", "b", "c"):
+        cache.allocate(seq, 8)          # two blocks each: the pool is full
+    cache.free("a")
+    cache.allocate("d", 8)              # d gets a's two blocks, in front of b and c
+    for block in range(6):
+        cache.k_pools[0][block] = block  # tag each block's data with its id
+    tables = {s: cache.block_table(s) for s in ("b", "c", "d")}
+    assert sorted(tables["d"]) == [0, 1] and largest_free_run(cache.allocator.ref_counts) == 0
     mapping = cache.compact()
-    moved = {old: new for old, new in mapping.items() if old != new}
-    assert moved == {4: 2, 2: 4}  # c's block and d's middle block swap places; the rest stays put
-    assert cache.block_table("c") == [2] and cache.block_table("d") == [3, 4, 5] and cache.validate() == []
+    # live blocks are laid out densely in sequence order: b, c, d -> every one of the six blocks moves
+    expected = {old: new for new, old in enumerate(tables["b"] + tables["c"] + tables["d"])}
+    assert mapping == expected and sum(old != new for old, new in mapping.items()) == 6
+    assert [cache.block_table(s) for s in ("b", "c", "d")] == [[0, 1], [2, 3], [4, 5]]
+    for old, new in mapping.items():     # the data moved with its block
+        assert int(cache.k_pools[0][new].flatten()[0]) == old
+    assert cache.validate() == []
+    assert cache.compact() == {b: b for b in range(6)}  # already dense: nothing moves
 
 
 def test_compaction_in_a_simulation_is_recorded_and_keeps_invariants():
@@ -179,3 +186,26 @@ def test_a_huge_pool_simulates_like_the_reachable_one():
     assert [c["moved_blocks"] for c in huge.compactions] == [c["moved_blocks"] for c in exact.compactions]
     assert huge.timeline["free_blocks"][0] == 10**6 - huge.timeline["used_blocks"][0]
     assert largest_free_run([1, 0, 0, 1, 0], free_tail=10) == 11 and largest_free_run([0, 0, 1], 1) == 2
+
+
+def test_aligned_timelines_carry_values_forward():
+    from llmdoctor.probes.kv import aligned
+    a = simulate([Request(0.0, 16, 0)], SimConfig(16, 4, tick_tokens=1, step_s=1.0, label="a"))
+    b = simulate([Request(0.0, 16, 0), Request(3.0, 16, 0)], SimConfig(16, 4, tick_tokens=1, step_s=1.0, label="b"))
+    xs, series = aligned([a, b], "used_blocks")
+    assert xs == [0.0, 1.0, 3.0, 4.0]
+    assert series == {"a": [1, 0, None, None], "b": [1, 0, 1, 0]}
+
+
+def test_cli_replays_a_saved_trace(tmp_path):
+    from llmdoctor.cli_probe import probe
+    runner, trace = CliRunner(), tmp_path / "trace.jsonl"
+    first = runner.invoke(probe, ["kv", "--requests", "150", "--block-sizes", "16", "--save-trace", str(trace),
+                                  "--format", "json"])
+    replay = runner.invoke(probe, ["kv", "--trace", str(trace), "--block-sizes", "16", "--format", "json"])
+    assert first.exit_code == replay.exit_code == 0, (first.output, replay.output)
+    runs = [json.loads(r.stdout)["findings"][1]["evidence"]["runs"]["block 16"] for r in (first, replay)]
+    assert runs[0]["peak_reserved_tokens"] == runs[1]["peak_reserved_tokens"] and runs[0]["completed"] == 150
+    assert json.loads(replay.stdout)["findings"][0]["evidence"]["workload"] == f"trace: {trace}"
+    bad = runner.invoke(probe, ["kv", "--trace", str(tmp_path / "missing.jsonl")])
+    assert bad.exit_code == 2

@@ -14,8 +14,9 @@ from reference_engine.kv_cache import PagedKVCache
 EXAMPLES, OPS_PER_EXAMPLE = 100, 1000   # 10^5 operations in all
 
 
-def _cache(num_blocks: int, block_size: int) -> PagedKVCache:
-    return PagedKVCache(num_layers=1, num_blocks=num_blocks, block_size=block_size, num_kv_heads=1, head_dim=1)
+def _cache(num_blocks: int, block_size: int, prefix_caching: bool = False) -> PagedKVCache:
+    return PagedKVCache(num_layers=1, num_blocks=num_blocks, block_size=block_size, num_kv_heads=1, head_dim=1,
+                        prefix_caching=prefix_caching)
 
 
 def _write(cache: PagedKVCache, slots: torch.Tensor, values: list[int]) -> None:
@@ -30,20 +31,30 @@ def _read(cache: PagedKVCache, seq) -> list[int]:
     return k.long().tolist()
 
 
+def rolling(values: list[int], tokens: list[int]) -> list[int]:
+    """Stand-in K/V contents: like real K/V, each position's value depends on the whole prefix."""
+    out, v = [], values[-1] if values else 0
+    for t in tokens:
+        v = (v * 31 + t + 1) % 1_000_003        # exact in float32
+        out.append(v)
+    return out
+
+
 class Model:
-    """The reference: each live sequence is just a list of token values."""
+    """The reference: each live sequence is a list of tokens and the K/V values they imply. With
+    prefix caching on, tokens come from a 2-letter alphabet so that prefixes repeat and blocks are reused."""
 
     def __init__(self, cache: PagedKVCache, rnd: random.Random):
-        self.cache, self.rnd, self.seqs, self.next_id, self.next_value = cache, rnd, {}, 0, 1
+        self.cache, self.rnd, self.next_id = cache, rnd, 0
+        self.tokens, self.values = {}, {}
+        self.alphabet = 2 if cache.prefix is not None else 10**6
 
-    def new_values(self, n: int) -> list[int]:
-        values = list(range(self.next_value, self.next_value + n))
-        self.next_value += n
-        return values
+    def new_tokens(self, n: int) -> list[int]:
+        return [self.rnd.randrange(self.alphabet) for _ in range(n)]
 
     def step(self) -> None:
         op = self.rnd.choice(["allocate", "append", "append", "append", "fork", "free", "truncate", "compact"])
-        live = list(self.seqs)
+        live = list(self.tokens)
         if op == "allocate" or not live:
             self.allocate()
         elif op == "append":
@@ -53,12 +64,12 @@ class Model:
         elif op == "free":
             seq = self.rnd.choice(live)
             self.cache.free(seq)
-            del self.seqs[seq]
+            del self.tokens[seq], self.values[seq]
         elif op == "truncate":
             seq = self.rnd.choice(live)
-            keep = self.rnd.randint(0, len(self.seqs[seq]))
+            keep = self.rnd.randint(0, len(self.tokens[seq]))
             self.cache.truncate(seq, keep)
-            del self.seqs[seq][keep:]
+            del self.tokens[seq][keep:], self.values[seq][keep:]
         else:
             self.cache.compact()
             stats = self.cache.stats()
@@ -66,55 +77,66 @@ class Model:
 
     def allocate(self) -> None:
         n, seq = self.rnd.randint(0, 40), self.next_id
+        tokens = self.new_tokens(n)
         if not self.cache.can_allocate(n):
             with pytest.raises(CacheFullError):
-                self.cache.allocate(seq, n)
+                self.cache.allocate(seq, n, tokens)
             return
         self.next_id += 1
-        values = self.new_values(n)
-        _write(self.cache, self.cache.allocate(seq, n), values)
-        self.seqs[seq] = values
+        values = rolling([], tokens)
+        if self.cache.prefix is not None:
+            cached = self.cache.allocate_prefix(seq, tokens)
+            assert _read(self.cache, seq) == values[:cached]        # reused blocks hold this very prefix
+            _write(self.cache, self.cache.append(seq, n - cached, tokens[cached:]), values[cached:])
+        else:
+            _write(self.cache, self.cache.allocate(seq, n, tokens), values)
+        self.tokens[seq], self.values[seq] = tokens, values
 
     def append(self, seq, n: int) -> None:
         before = (self.cache.length(seq), self.cache.block_table(seq), self.cache.allocator.num_free)
+        tokens = self.new_tokens(n)
         if not self.cache.can_append(seq, n):
             with pytest.raises(CacheFullError):
-                self.cache.append(seq, n)
+                self.cache.append(seq, n, tokens)
             assert (self.cache.length(seq), self.cache.block_table(seq), self.cache.allocator.num_free) == before
             return
-        values = self.new_values(n)
-        _write(self.cache, self.cache.append(seq, n), values)
-        self.seqs[seq] += values
+        values = rolling(self.values[seq], tokens)
+        _write(self.cache, self.cache.append(seq, n, tokens), values)
+        self.tokens[seq] += tokens
+        self.values[seq] += values
 
     def fork(self, parent) -> None:
         child, self.next_id = self.next_id, self.next_id + 1
         self.cache.fork(parent, child)
-        self.seqs[child] = list(self.seqs[parent])
+        self.tokens[child], self.values[child] = list(self.tokens[parent]), list(self.values[parent])
 
     def check(self, contents: bool) -> None:
         assert self.cache.validate() == []
         alloc = self.cache.allocator
         assert alloc.num_free + alloc.num_used == alloc.num_blocks
         if contents:
-            for seq, values in self.seqs.items():
+            for seq, values in self.values.items():
                 assert self.cache.length(seq) == len(values)
                 assert _read(self.cache, seq) == values
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True)
-@given(num_blocks=st.integers(1, 48), block_size=st.sampled_from([1, 2, 3, 4, 16]), seed=st.integers(0, 2**32))
-def test_random_interleavings_keep_invariants_and_contents(num_blocks, block_size, seed):
+@given(num_blocks=st.integers(1, 48), block_size=st.sampled_from([1, 2, 3, 4, 16]), seed=st.integers(0, 2**32),
+       prefix_caching=st.booleans())
+def test_random_interleavings_keep_invariants_and_contents(num_blocks, block_size, seed, prefix_caching):
     # the operation stream comes from a seeded PRNG: drawing 10^5 choices through hypothesis is far slower
-    cache = _cache(num_blocks, block_size)
+    cache = _cache(num_blocks, block_size, prefix_caching)
     model = Model(cache, random.Random(seed))
     for i in range(OPS_PER_EXAMPLE):
         model.step()
         model.check(contents=i % 50 == 0)
     model.check(contents=True)
-    for seq in list(model.seqs):
+    for seq in list(model.tokens):
         cache.free(seq)
     assert cache.allocator.num_free == num_blocks and cache.validate() == []
     assert all(c == 0 for c in cache.allocator.ref_counts)
+    if prefix_caching and num_blocks > 8:
+        assert cache.prefix.hits > 0            # the prefix path was really exercised
 
 
 def test_fork_shares_blocks_and_copies_on_write():
