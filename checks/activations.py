@@ -61,6 +61,15 @@ def _plot(table: list[dict]) -> dict:
             "x_label": "layer", "y_label": "|value|", "y_scale": "log", "hlines": {"float16 max": FP16_MAX}}
 
 
+def mask_ratios(tok, texts: list[str]) -> dict:
+    """Attention-mask valid ratio of the probes padded into one batch: overall and per row."""
+    batch = tok(texts, padding=True, return_tensors=None)
+    masks = batch["attention_mask"]
+    cells = sum(len(m) for m in masks)
+    return {"overall": sum(map(sum, masks)) / cells if cells else 0.0,
+            "rows": [sum(m) / len(m) if m else 0.0 for m in masks]}
+
+
 @check("ACT001", category="activations", severity="info", needs=("engine", "tokenizer"),
        hint="Read the table for where magnitudes grow; ACT002/ACT003/NUM001 flag what is out of line.")
 def activation_statistics(ctx):
@@ -74,11 +83,13 @@ def activation_statistics(ctx):
     embedding, ~400 in the middle layers, absmax ~2.3e4).
     """
     table = activation_table(forward_runs(ctx))
+    ratios = mask_ratios(ctx.tokenizer, list(probe_texts(ctx.quick)))
     peak = max((r for r in table if r["absmax"] is not None), key=lambda r: r["absmax"])
     yield Problem(f"activation statistics over {len(forward_runs(ctx))} probes: peak |value| {peak['absmax']:.4g} at "
                   f"layer {peak['layer']} {peak['module']}",
                   evidence={"table": table, "columns": ["layer", "module", "min", "max", "mean", "std", "absmax",
-                                                        "nonfinite"]},
+                                                        "nonfinite"],
+                            "mask_valid_ratio": ratios},
                   data={"plot": _plot(table)})
 
 

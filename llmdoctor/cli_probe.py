@@ -128,8 +128,14 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
 @report_options
 def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fail_on):
     """Measure achieved memory bandwidth vs the NVML peak (or host memory without a GPU)."""
+    import torch
+
     from llmdoctor.probes.report import ProbeRecorder
     from llmdoctor.triage_probes import run_bandwidth_part, run_roofline_part
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise click.BadParameter(f"no CUDA device available to torch {torch.__version__} "
+                                 f"(CUDA build {torch.version.cuda or 'none'}); use --device cpu or auto",
+                                 param_hint="--device")
     recorder = ProbeRecorder(str(model_dir) if model_dir else "(no model)")
     result = run_bandwidth_part(recorder, device, size_bytes, runs)
     if result is not None:

@@ -135,7 +135,7 @@ def test_random_interleavings_keep_invariants_and_contents(num_blocks, block_siz
         cache.free(seq)
     assert cache.allocator.num_free == num_blocks and cache.validate() == []
     assert all(c == 0 for c in cache.allocator.ref_counts)
-    if prefix_caching and num_blocks > 8:
+    if prefix_caching and num_blocks > 8 and block_size <= 4:
         assert cache.prefix.hits > 0            # the prefix path was really exercised
 
 

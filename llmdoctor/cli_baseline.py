@@ -1,0 +1,37 @@
+"""`llmdoctor baseline MODEL_DIR -o golden.json`: record a golden baseline for `llmdoctor check --baseline`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("baseline")
+@click.argument("model_dir", type=click.Path(file_okay=False, dir_okay=True, path_type=Path))
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Baseline file to write (JSON); never inside the model directory.")
+@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True,
+              help="Device to run the probes on.")
+@click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default="auto",
+              show_default=True, help="Compute dtype (auto = float32 on cpu, the config's dtype on cuda).")
+@click.option("--quick/--no-quick", default=False, help="Short probe set and few greedy tokens.")
+@click.option("--top-k", type=click.IntRange(1, 1000), default=20, show_default=True,
+              help="Log-probabilities recorded per position.")
+def baseline_command(model_dir, output, device, dtype, quick, top_k):
+    """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes."""
+    from llmdoctor.baseline import BaselineError, record, save
+    from llmdoctor.cli import InputError
+    from llmdoctor.runner import validate_device, validate_model_dir
+
+    root = validate_model_dir(model_dir)
+    validate_device(device)
+    try:
+        if Path(output).resolve().is_relative_to(root.resolve()):
+            raise BaselineError(f"{output}: refusing to write inside the model directory {root}")
+        document = record(root, device=device, dtype=dtype, quick=quick, top_k=top_k)
+        save(document, output, root)
+    except BaselineError as e:
+        raise InputError(str(e)) from None
+    probes = len(document["probes"])
+    click.echo(f"llmdoctor: baseline of {probes} probes ({document['device']}, {document['dtype']}) "
+               f"written to {output}", err=True)
