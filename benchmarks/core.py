@@ -7,6 +7,7 @@ gets to it, and the KV cache's bytes per token. Usage: python benchmarks/core.py
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,14 +41,21 @@ def ours_prefill(eng: Engine, ids: list[int]) -> None:
     eng.free("bench")
 
 
+def median_step(step, tokens: list[int]) -> float:
+    """Median wall time of one step: robust to other processes stealing the CPU for a moment."""
+    times = []
+    for t in tokens:
+        start = time.perf_counter()
+        step(t)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def ours_decode(eng: Engine, prompt: list[int], steps: list[int]) -> float:
     eng.prefill(["bench"], [prompt])
-    start = time.perf_counter()
-    for t in steps:
-        eng.decode(["bench"], [t])
-    elapsed = time.perf_counter() - start
+    seconds = median_step(lambda t: eng.decode(["bench"], [t]), steps)
     eng.free("bench")
-    return elapsed / len(steps)
+    return seconds
 
 
 @torch.no_grad()
@@ -57,12 +65,12 @@ def hf_prefill(model, ids: list[int]) -> None:
 
 @torch.no_grad()
 def hf_decode(model, prompt: list[int], steps: list[int]) -> float:
-    out = model(input_ids=torch.tensor([prompt]), use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
-    start = time.perf_counter()
-    for t in steps:
-        cache = model(input_ids=torch.tensor([[t]]), past_key_values=cache, use_cache=True).past_key_values
-    return (time.perf_counter() - start) / len(steps)
+    cache = model(input_ids=torch.tensor([prompt]), use_cache=True, logits_to_keep=1).past_key_values
+
+    def step(t: int) -> None:
+        model(input_ids=torch.tensor([[t]]), past_key_values=cache, use_cache=True)   # DynamicCache grows in place
+
+    return median_step(step, steps)
 
 
 def main() -> None:

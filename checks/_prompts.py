@@ -23,7 +23,7 @@ DEFAULT_PROBES = QUICK_PROBES + (
 )
 CHAT_PROBE = [{"role": "user", "content": "What is the capital of France?"}]
 # greedy steps per probe (generation, golden step 3, baseline continuations)
-QUICK_NEW_TOKENS, DEFAULT_NEW_TOKENS = 8, 32
+QUICK_NEW_TOKENS, DEFAULT_NEW_TOKENS = 12, 32
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from checks._prompts import render_chat
 from checks.registry import Problem, Skip, check
 
 SAME_DTYPE_KL, CROSS_DTYPE_KL = 1e-3, 5e-2
+REST_FLOOR = 1e-6
 
 
 def baseline(ctx) -> dict:
@@ -37,8 +38,8 @@ def kl_top_k(row: dict, logprobs: torch.Tensor) -> float:
     rest_p, rest_q = max(1.0 - float(p.sum()), 0.0), max(1.0 - float(q.sum()), 0.0)
     keep = p > 0
     kl = float((p[keep] * (p[keep].log() - q[keep].clamp_min(1e-300).log())).sum())
-    if rest_p > 1e-12:
-        kl += rest_p * (math.log(rest_p) - math.log(max(rest_q, 1e-300)))
+    if rest_p > REST_FLOOR:   # below it the "rest" is the rounding of the stored log-probabilities
+        kl += rest_p * (math.log(rest_p) - math.log(max(rest_q, REST_FLOOR)))
     return max(kl, 0.0)
 
 

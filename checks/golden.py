@@ -42,12 +42,13 @@ def padding_problems(tok, rows: list[str], add_special_tokens: bool, label: str)
         real = [(i, t) for i, (t, m) in enumerate(zip(ids, mask)) if m]
         pads_inside = [i for i, t in real if t == pad] if pad is not None and pad not in specials else []
         if pads_inside:
-            after = [tok.id_to_token(t) for i, t in real if i > pads_inside[0] and t in set(tok.all_special_ids)]
+            after = [tok.id_to_token(t) for i, t in real if i > pads_inside[0] and t != pad]
+            markers = list(dict.fromkeys(t for t in after if t and t.startswith("<") and t.endswith(">")))
             out.append(Problem(
                 f"{label} row {r + 1}: pad token {tok.pad_token!r} sits inside the attention mask at columns "
-                f"{pads_inside[:6]}" + (f", before role/special tokens {sorted(set(after))[:4]}" if after else ""),
+                f"{pads_inside[:6]}" + (f", before role markers {markers[:4]}" if markers else ""),
                 evidence={"row": r + 1, "input_ids": ids, "attention_mask": mask, "pad_token_id": pad,
-                          "special_tokens_after_padding": after[:10], "text": rows[r][:200]}))
+                          "tokens_after_padding": after[:12], "text": rows[r][:200]}))
     if tok.padding_side == "right" and not all(mask[-1] for mask in batch["attention_mask"]):
         out.append(Problem(
             f"{label}: padding_side is 'right': in a batch, shorter rows end in pad tokens and generation appends "

@@ -8,7 +8,7 @@ import torch
 
 from checks._probe_runs import ForwardRun, forward_runs, run_forward
 from checks._prompts import probe_inputs
-from checks.registry import Problem, check
+from checks.registry import Problem, Skip, check
 
 LOW_DTYPES = ("bfloat16", "float16")
 RANGE = {"float16": float(torch.finfo(torch.float16).max), "bfloat16": float(torch.finfo(torch.bfloat16).max),
@@ -35,6 +35,8 @@ class DtypeResult:
 
 def _peak(run: ForwardRun) -> tuple[float, dict]:
     points = [p for p in run.stats.points if p.module != "logits" and p.numel]
+    if not points:
+        return 0.0, {"layer": None, "module": None}
     best = max(points, key=lambda p: p.absmax)
     return best.absmax, {"layer": best.layer, "module": best.module}
 
@@ -114,6 +116,8 @@ def dtype_range(ctx):
     the limit is noted as info.
     """
     ref, results = dtype_results(ctx)
+    if not all(torch.isfinite(r.logits).all() for r in ref):
+        raise Skip("the float32 run itself is not finite (GLD002/ACT002 name where)")
     peak, at = max((_peak(r) for r in ref), key=lambda x: x[0])
     fp16 = next(r for r in results if r.dtype == "float16")
     serving16 = declared_dtype(ctx) == "float16" or ctx.engine.dtype == torch.float16

@@ -27,7 +27,7 @@ def top_k_rows(logits: torch.Tensor, k: int) -> list[dict]:
     """Per position {"ids": [...], "logprobs": [...]} of the k most likely tokens (log-softmax in float64)."""
     logprobs = torch.log_softmax(logits.double(), dim=-1)
     values, ids = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1)
-    return [{"ids": i.tolist(), "logprobs": [round(float(v), 7) if math.isfinite(v) else None for v in row.tolist()]}
+    return [{"ids": i.tolist(), "logprobs": [round(float(v), 9) if math.isfinite(v) else None for v in row.tolist()]}
             for i, row in zip(ids, values)]
 
 

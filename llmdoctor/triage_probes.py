@@ -16,8 +16,9 @@ def run_checks_part(recorder: ProbeRecorder, model_dir: Path, device: str) -> st
         import llmdoctor
         report = llmdoctor.check(model_dir, quick=True, device=device.split(":")[0], fail_on="error",
                                  ignore=["gpu"])  # the probe part measures the GPU once
-    except ModelDirError as exc:
-        recorder.skip("llmdoctor-check", "files", f"checks not run: {exc}")
+    except Exception as exc:  # a bad model dir or settings file: say so in the bundle, keep collecting
+        why = str(exc) if isinstance(exc, ModelDirError) else f"{type(exc).__name__}: {exc}"
+        recorder.skip("llmdoctor-check", "files", f"checks not run: {' '.join(why.split())}")
         return None
     recorder.extend(report)
     recorder.device, recorder.dtype = report.device, report.dtype
@@ -42,8 +43,8 @@ def run_roofline_part(recorder: ProbeRecorder, model_dir: Path, measured_bytes_p
     started = time.perf_counter()
     try:
         result = run_decode_roofline(model_dir, measured_bytes_per_s, device=device, dtype=dtype)
-    except (ModelDirError, ValueError, RuntimeError) as exc:
-        recorder.skip("GPU103", "gpu", f"decode roofline not run: {' '.join(str(exc).split())}")
+    except Exception as exc:  # isolated like a check: the bundle is still written
+        recorder.skip("GPU103", "gpu", f"decode roofline not run: {type(exc).__name__}: {' '.join(str(exc).split())}")
         return
     recorder.add([roofline_finding(result)], time.perf_counter() - started)
 
@@ -64,8 +65,12 @@ def run_kv_part(recorder: ProbeRecorder, model_dir: Path | None, requests: int, 
             per_token, max_len = kv.bytes_per_token, min(kv.max_position_embeddings, 32768)
             pool_tokens = (memory_budget or 4 * 2**30) // per_token
     spec = SyntheticSpec(requests=requests, max_total=max_len)
-    result = run_kv_probe(synthetic(spec), spec.describe(), pool_tokens=max(pool_tokens, 1), max_len=max_len,
-                          block_sizes=block_sizes, bytes_per_token=per_token)
+    try:
+        result = run_kv_probe(synthetic(spec), spec.describe(), pool_tokens=max(pool_tokens, 1), max_len=max_len,
+                              block_sizes=block_sizes, bytes_per_token=per_token)
+    except Exception as exc:  # isolated like a check: the bundle is still written
+        recorder.skip("KVC902", "kv_cache", f"KV probe failed: {type(exc).__name__}: {exc}")
+        return
     recorder.add(kv_findings(result), time.perf_counter() - started)
 
 

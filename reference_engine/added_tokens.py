@@ -89,13 +89,18 @@ def _is_whole_word(text: str, start: int, stop: int) -> bool:
     return before_ok and after_ok
 
 
+def _is_space(char: str) -> bool:
+    """Rust's char::is_whitespace (Unicode White_Space): str.isspace minus the \x1c-\x1f separators."""
+    return char.isspace() and char not in "\x1c\x1d\x1e\x1f"
+
+
 def _skip_space_left(text: str, start: int) -> int:
-    while start > 0 and text[start - 1].isspace():
+    while start > 0 and _is_space(text[start - 1]):
         start -= 1
     return start
 
 
 def _skip_space_right(text: str, stop: int) -> int:
-    while stop < len(text) and text[stop].isspace():
+    while stop < len(text) and _is_space(text[stop]):
         stop += 1
     return stop

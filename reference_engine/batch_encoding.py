@@ -55,9 +55,10 @@ def _truncation_limit(tok, truncation, max_length) -> int | None:
     if not truncation or truncation == "do_not_truncate":
         return None
     if max_length is None:
-        max_length = tok.config.get("model_max_length")
+        preset = tok.truncation_preset or {}
+        max_length = preset.get("max_length", tok.config.get("model_max_length"))
         if not isinstance(max_length, int) or max_length > 10**9:
-            raise ValueError("truncation=True needs max_length (tokenizer_config has no usable model_max_length)")
+            raise ValueError("truncation=True needs max_length (no usable preset in tokenizer.json or model_max_length)")
     return max_length
 
 

@@ -95,15 +95,36 @@ def _finish_reason(tokens: list[int], stop_ids: frozenset[int], eos_ids: frozens
     return "context_length" if limit_is_context else "length"
 
 
+def _score_step(state: BeamState, logits, prompt_ids, params: SamplingParams, stop_ids, keep: int, gen_len: int,
+                max_gen: int) -> list[int] | None:
+    """One step of transformers' scoring; returns each next running beam's parent, or None when the search ends."""
+    n = params.num_beams
+    acc = _step_logprobs(logits, prompt_ids, state, params)                # [n * V]
+    top_scores, top_idx = torch.topk(acc, k=min(keep, acc.numel()))        # [keep]
+    vocab = logits.shape[-1]
+    parents, tokens = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
+    cand = [state.tokens[p] + [t] for p, t in zip(parents, tokens)]
+    hits = torch.tensor([t in stop_ids or gen_len >= max_gen for t in tokens])
+    running_scores = top_scores + hits.float() * UNSET                     # finished ones cannot run on
+    running = torch.topk(running_scores, k=n).indices.tolist()
+    _update_finished(state, cand, top_scores, hits, n, gen_len, params.length_penalty)
+    if bool(hits.all()):
+        return None
+    state.tokens, state.scores = [cand[i] for i in running], running_scores[running]
+    state.improvable = _still_improvable(state, gen_len, max_gen, params)
+    if not state.improvable or (bool(state.finished_flags.all()) and params.early_stopping is True):
+        return None
+    return [parents[i] for i in running]
+
+
 def beam_search(engine, prompt_ids: list[int], params: SamplingParams, eos_ids: frozenset[int],
                 max_model_len: int) -> Output:
     n = params.num_beams
     stop_ids = frozenset(() if params.ignore_eos else eos_ids) | frozenset(params.stop_token_ids)
     keep = max(2, 1 + len(stop_ids)) * n
     max_gen = min(params.max_new_tokens, max_model_len - len(prompt_ids))
-    root = new_seq_id()
+    root, reason = new_seq_id(), None
     owned = {root}
-    reason = None
     try:
         logits = engine.prefill([root], [prompt_ids]).expand(n, -1)       # [n, V]: every beam starts at the prompt
     except CacheFullError:
@@ -112,22 +133,10 @@ def beam_search(engine, prompt_ids: list[int], params: SamplingParams, eos_ids: 
                       [[] for _ in range(n)], torch.full((n,), UNSET), torch.zeros(n, dtype=torch.bool))
     try:
         for gen_len in range(1, max_gen + 1):
-            acc = _step_logprobs(logits, prompt_ids, state, params)        # [n * V]
-            top_scores, top_idx = torch.topk(acc, k=min(keep, acc.numel()))
-            vocab = logits.shape[-1]
-            parents, tokens = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
-            cand = [state.tokens[p] + [t] for p, t in zip(parents, tokens)]
-            hits = torch.tensor([t in stop_ids or gen_len >= max_gen for t in tokens])
-            running_scores = top_scores + hits.float() * UNSET
-            running = torch.topk(running_scores, k=n).indices.tolist()
-            _update_finished(state, cand, top_scores, hits, n, gen_len, params.length_penalty)
-            if bool(hits.all()):
+            parents = _score_step(state, logits, prompt_ids, params, stop_ids, keep, gen_len, max_gen)
+            if parents is None:
                 break
-            state.seq_ids = _move_kv(engine, state, [parents[i] for i in running], owned)
-            state.tokens, state.scores = [cand[i] for i in running], running_scores[running]
-            state.improvable = _still_improvable(state, gen_len, max_gen, params)
-            if not state.improvable or (bool(state.finished_flags.all()) and params.early_stopping is True):
-                break
+            state.seq_ids = _move_kv(engine, state, parents, owned)
             logits = engine.decode(state.seq_ids, [t[-1] for t in state.tokens])  # [n, V]
     except CacheFullError:
         reason = "kv_cache_full"  # the pool cannot hold the beams; answer with the best hypothesis so far

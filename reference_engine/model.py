@@ -64,11 +64,12 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
     """x [num_tokens, hidden] (normed) -> attention output [num_tokens, hidden]."""
     heads, kv_heads, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     qkv = F.linear(x, w.qkv, w.qkv_bias)                       # [T, (heads + 2 kv_heads) * d]
-    q, k, v = qkv.split([heads * d, kv_heads * d, kv_heads * d], dim=-1)
-    q, k, v = q.view(-1, heads, d), k.view(-1, kv_heads, d), v.view(-1, kv_heads, d)
-    if w.q_norm is not None:
-        q, k = rms_norm(q, w.q_norm, config.rms_norm_eps), rms_norm(k, w.k_norm, config.rms_norm_eps)
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    qk, v = qkv.split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
+    qk, v = qk.view(-1, heads + kv_heads, d), v.view(-1, kv_heads, d)
+    if w.qk_norm is not None:                                  # per-head RMSNorm of q and k (Qwen3)
+        qk = rms_norm(qk, w.qk_norm, config.rms_norm_eps)
+    qk = apply_rope(qk, cos, sin)                              # q and k heads rotated in one pass
+    q, k = qk[:, :heads], qk[:, heads:]                        # [T, heads, d], [T, kv_heads, d]
     cache.write(layer, meta.slot_mapping, k, v)
     out = paged_attention(q, cache, layer, meta, window)      # [T, heads * d]
     return F.linear(out, w.o, w.o_bias)
@@ -84,7 +85,7 @@ def forward(weights: ModelWeights, config: ModelConfig, tokens: torch.Tensor, ca
             capture: CaptureHook | None = None) -> torch.Tensor:
     """tokens [num_tokens] -> final-norm hidden states [num_tokens, hidden]; writes this step's K/V."""
     eps = config.rms_norm_eps
-    cos, sin = rope.lookup(meta.positions)                      # [T, head_dim] each
+    cos, sin = rope.lookup(meta.positions, check=False)        # [T, head_dim] each; Engine checked the range
     h = _emit(capture, -1, "embed", F.embedding(tokens, weights.embed))
     for i, w in enumerate(weights.layers):
         x = _emit(capture, i, "input_norm", rms_norm(h, w.input_norm, eps))

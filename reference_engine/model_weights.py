@@ -34,6 +34,7 @@ class LayerWeights:
     gate_up_bias: torch.Tensor | None
     down: torch.Tensor                # [hidden, intermediate]
     down_bias: torch.Tensor | None
+    qk_norm: torch.Tensor | None = None   # [heads + kv_heads, head_dim]: q_norm and k_norm per head, one op for both
 
 
 @dataclass
@@ -131,6 +132,10 @@ def load_model_weights(weights: Weights, config: ModelConfig, root: Path, device
             gate_up=cat(m + "gate_proj.weight", m + "up_proj.weight"),
             gate_up_bias=cat(m + "gate_proj.bias", m + "up_proj.bias"),
             down=get(m + "down_proj.weight"), down_bias=maybe(m + "down_proj.bias")))
+        if config.qk_norm:
+            last = layers[-1]
+            last.qk_norm = torch.cat([last.q_norm.expand(config.num_attention_heads, -1),
+                                      last.k_norm.expand(config.num_key_value_heads, -1)])
     embed = get("model.embed_tokens.weight").contiguous()
     lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
     return ModelWeights(embed=embed, layers=layers, norm=get("model.norm.weight"), lm_head=lm_head)

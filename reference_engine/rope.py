@@ -136,9 +136,10 @@ class RopeTable:
     def max_positions(self) -> int:
         return self.cos.shape[0]
 
-    def lookup(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [num_tokens, head_dim] for positions [num_tokens]; positions must be inside the table."""
-        if positions.numel():
+    def lookup(self, positions: torch.Tensor, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [num_tokens, head_dim] for positions [num_tokens]; positions must be inside the table.
+        check=False skips the bounds test (a device sync) for callers that checked on the host already."""
+        if check and positions.numel():
             top = int(positions.max())
             if top >= self.max_positions or int(positions.min()) < 0:
                 raise ValueError(f"position {top} is outside the RoPE table "

@@ -58,7 +58,7 @@ class Tokenizer:
         self.padding_side = self.config.get("padding_side", "left")
         if self.padding_side not in ("left", "right"):
             self.padding_side = "left"
-        # tokenizer.json may carry truncation/padding presets; __call__ takes them as arguments instead.
+        # tokenizer.json may carry a truncation preset: __call__(truncation=True) uses its max_length.
         self.truncation_preset = spec.get("truncation")
 
     # -- loading -------------------------------------------------------------------------------
@@ -90,16 +90,16 @@ class Tokenizer:
     def _template_from_config(self):
         """No post_processor in tokenizer.json: BOS/EOS follow tokenizer_config's add_bos_token /
         add_eos_token, as transformers' update_post_processor does."""
-        single = []
-        if self.config.get("add_bos_token") and self.bos_token is not None:
-            single.append({"SpecialToken": {"id": self.bos_token}})
-        single.append({"Sequence": {"id": "A"}})
-        if self.config.get("add_eos_token") and self.eos_token is not None:
-            single.append({"SpecialToken": {"id": self.eos_token}})
-        specials = {t: {"ids": [self.token_to_id(t)]} for t in (self.bos_token, self.eos_token)
-                    if t is not None and self.token_to_id(t) is not None}
-        return template({"single": [s for s in single if "Sequence" in s or s["SpecialToken"]["id"] in specials],
-                         "special_tokens": specials}, self.path)
+        def special(flag: str, token: str | None) -> list[dict]:
+            if not self.config.get(flag) or token is None or self.token_to_id(token) is None:
+                return []
+            specials[token] = {"ids": [self.token_to_id(token)]}
+            return [{"SpecialToken": {"id": token}}]
+
+        specials: dict[str, dict] = {}
+        single = [*special("add_bos_token", self.bos_token), {"Sequence": {"id": "A"}},
+                  *special("add_eos_token", self.eos_token)]
+        return template({"single": single, "special_tokens": specials}, self.path)
 
     # -- vocabulary ------------------------------------------------------------------------------
 

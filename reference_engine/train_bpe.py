@@ -13,6 +13,7 @@ tokens placed after the base vocabulary.
 from __future__ import annotations
 
 import heapq
+import unicodedata
 from collections import Counter, defaultdict
 
 import regex
@@ -64,8 +65,6 @@ def train_bpe(
 
 def _count_words(texts, pattern: str, special_tokens: list[str], normalizer: str | None) -> Counter:
     """Frequency of every pre-token, as a tuple of byte ids; special tokens never take part."""
-    import unicodedata
-
     word_re = regex.compile(pattern)
     special_re = regex.compile("|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)))
     counts: Counter = Counter()

@@ -90,7 +90,11 @@ def run_kv_probe(requests: list[Request], workload: str, *, pool_tokens: int, ma
         config = SimConfig(bs, max(1, pool_tokens // bs), label=f"block {bs}", **common)
         result.runs.append(simulate(requests, config))
     contiguous = SimConfig(max_len, max(1, pool_tokens // max_len), label="contiguous", compaction=False, **common)
-    result.runs.append(simulate([r for r in requests if r.total_tokens <= max_len], contiguous))
+    fits = [r for r in requests if r.total_tokens <= max_len] if pool_tokens >= max_len else []
+    baseline = simulate(fits, contiguous)
+    baseline.summary["requests"] = len(requests)
+    baseline.summary["rejected_too_long"] = len(requests) - len(fits)
+    result.runs.append(baseline)
     return result
 
 
@@ -155,6 +159,8 @@ def comparison_finding(result: KvProbeResult) -> Finding:
     # contiguous baseline is starved (it then holds fewer sequences, not less memory per sequence).
     saving = 1 - (1 - contiguous.summary["waste_ratio"]) / (1 - best.summary["waste_ratio"])
     c = contiguous.summary
+    if c["completed"] == 0:
+        saving = 1.0  # nothing fits a max-length reservation: paging is the only way to serve this pool
     engine = next((r for r in result.paged if r.config.block_size == ENGINE_BLOCK_SIZE), best)
     severity = "warning" if engine.summary["waste_ratio"] > best.summary["waste_ratio"] + 0.10 else "info"
     plot = {"kind": "bar", "title": "unused share of reserved KV slots (time-averaged)", "x": list(rows),
@@ -163,8 +169,10 @@ def comparison_finding(result: KvProbeResult) -> Finding:
     return Finding("KVC902", "kv_cache", severity,
                    f"paging ({best.config.label}) reserves {saving:.0%} less KV memory per live token than a contiguous "
                    f"{result.max_len}-token reservation for this workload; {best.config.label} wastes least "
-                   f"({best.summary['waste_ratio']:.1%}), contiguous wastes {c['waste_ratio']:.1%} and, on the same "
-                   f"pool, refused {c['admissions_refused']} admissions (queue wait p99 {c['wait_p99_s']:.1f}s)",
+                   f"({best.summary['waste_ratio']:.1%}), " + (
+                       f"contiguous wastes {c['waste_ratio']:.1%} and, on the same pool, refused "
+                       f"{c['admissions_refused']} admissions (queue wait p99 {c['wait_p99_s']:.1f}s)"
+                       if c["completed"] else f"and not one {result.max_len}-token reservation fits the pool"),
                    evidence={"saving_vs_contiguous": round(saving, 4), "best": best.config.label, "runs": rows},
                    hint="" if severity == "info" else f"use block size {best.config.block_size}: the engine "
                         f"default {ENGINE_BLOCK_SIZE} wastes {engine.summary['waste_ratio']:.0%} of reserved slots here",
@@ -208,12 +216,18 @@ def seed_rule_finding(result: KvProbeResult) -> Finding:
                    if free < 0.10 * total and p50 > 5]
         if flagged:
             hits[run.config.label] = {"samples": len(flagged), "first_t_s": flagged[0]}
+    labels = list(result.paged[0].summary["blocks_per_request_histogram"]) if result.paged else []
+    plot = {"kind": "bar", "title": "blocks each request ends up holding (% of requests)", "x": labels,
+            "series": {r.config.label: [round(100 * v / max(r.summary["requests"], 1), 2)
+                                        for v in r.summary["blocks_per_request_histogram"].values()]
+                       for r in result.paged},
+            "x_label": "blocks per request", "y_label": "% of requests"}
     return Finding("KVC904", "kv_cache", "warning" if hits else "info",
                    f"page-table pressure (median > 5 blocks/sequence with < 10% free blocks) in "
                    f"{', '.join(hits) if hits else 'no run'}",
                    evidence={"runs": hits},
                    hint="latency creep then OOM follows: give the KV cache more memory or cap concurrency"
-                   if hits else "")
+                   if hits else "", data={"plot": plot})
 
 
 def compaction_finding(result: KvProbeResult) -> Finding:

@@ -246,7 +246,7 @@ class _Sim:
             peak_fragmentation_ratio=max(line["fragmentation_ratio"], default=0.0),
             wait_p50_s=_pct(waits, 50), wait_p99_s=_pct(waits, 99),
             blocks_per_request_p50=_pct(blocks, 50), blocks_per_request_p90=_pct(blocks, 90),
-            blocks_per_request_max=blocks[-1] if blocks else 0, compaction_triggers=len(self.compaction_triggers),
+            blocks_per_request_max=blocks[-1] if blocks else 0, blocks_per_request_histogram=histogram(blocks), compaction_triggers=len(self.compaction_triggers),
             first_compaction_triggers_s=self.compaction_triggers[:10], compactions=len(self.result.compactions),
             moved_blocks=sum(c["moved_blocks"] for c in self.result.compactions))
 
@@ -277,6 +277,18 @@ def largest_free_run(ref_counts: list[int], free_tail: int = 0) -> int:
     if bool(free[-1]):
         lengths[-1] += free_tail
     return int(lengths.max()) if free_tail == 0 or bool(free[-1]) else max(int(lengths.max()), free_tail)
+
+
+BUCKETS = ((1, 1), (2, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None))
+
+
+def histogram(blocks: list[int]) -> dict[str, int]:
+    """Requests per blocks-held bucket ("6-10": requests that end up holding 6 to 10 blocks)."""
+    out = {}
+    for low, high in BUCKETS:
+        label = str(low) if high == low else (f"{low}-{high}" if high else f">{low - 1}")
+        out[label] = sum(1 for b in blocks if b >= low and (high is None or b <= high))
+    return out
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
 
 from llmdoctor.probes.kv import ModelKv, kv_findings, parse_size, run_kv_probe
 from llmdoctor.probes.kv_sim import BookkeepingCache, SimConfig, largest_free_run, simulate
@@ -209,3 +210,38 @@ def test_cli_replays_a_saved_trace(tmp_path):
     assert json.loads(replay.stdout)["findings"][0]["evidence"]["workload"] == f"trace: {trace}"
     bad = runner.invoke(probe, ["kv", "--trace", str(tmp_path / "missing.jsonl")])
     assert bad.exit_code == 2
+
+
+_requests = st.lists(st.tuples(st.floats(0, 20), st.integers(1, 200), st.integers(0, 200)), min_size=1, max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_requests, st.sampled_from([1, 4, 16, 64]), st.integers(4, 64), st.integers(1, 8))
+def test_any_trace_keeps_the_cache_consistent(rows, block_size, num_blocks, tick):
+    trace = sorted((Request(a, p, o) for a, p, o in rows), key=lambda r: r.arrival_s)
+    result = simulate(trace, SimConfig(block_size, num_blocks, tick_tokens=tick, step_s=0.5, compact_cooldown=1,
+                                       compact_scatter_above=0.0, cross_check=True))
+    s, line = result.summary, result.timeline
+    too_big = sum(1 for r in trace if r.total_tokens > block_size * num_blocks)
+    assert result.validation == []                     # engine invariants + probe == cache.stats() at every sample
+    assert s["rejected_too_long"] == too_big and s["completed"] == len(trace) - too_big
+    assert all(u <= num_blocks for u in line["used_blocks"])
+    assert all(0 <= live <= reserved for live, reserved in zip(line["live_tokens"], line["reserved_tokens"]))
+    assert line["used_blocks"][-1] == 0                # everything was freed at the end
+
+
+def test_pool_smaller_than_one_max_length_reservation():
+    trace = [Request(0.1 * i, 50, 20) for i in range(20)]
+    result = run_kv_probe(trace, "small", pool_tokens=1000, max_len=2048, block_sizes=(16,))
+    contiguous = result.run("contiguous").summary
+    assert contiguous["completed"] == 0 and contiguous["rejected_too_long"] == 20
+    assert result.run("block 16").summary["completed"] == 20
+    assert "cannot hold one max-length sequence" in result.notes[0]
+    findings = kv_findings(result)
+    assert findings[1].evidence["saving_vs_contiguous"] == 1.0 and "not one 2048-token reservation fits" in findings[1].message
+
+
+def test_blocks_per_request_histogram():
+    from llmdoctor.probes.kv_sim import histogram
+    assert histogram([1, 1, 2, 5, 6, 10, 11, 400]) == {"1": 2, "2": 1, "3-5": 1, "6-10": 2, "11-20": 1, "21-50": 0,
+                                                       "51-100": 0, ">100": 1}

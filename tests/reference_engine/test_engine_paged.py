@@ -11,17 +11,19 @@ from tests.reference_engine.core_models import engine, random_ids
 TOL = 1e-4
 
 
-def test_200_decode_steps_equal_full_recompute():
-    eng = engine("qwen3_qknorm_odd_head_dim", block_size=16)
+@pytest.mark.parametrize("variant,steps", [("qwen3_qknorm_odd_head_dim", 200), ("mistral_gqa3_window", 60)])
+def test_decode_steps_equal_full_recompute(variant, steps):
+    # 200 steps; the sliding-window model decodes well past its window of 24
+    eng = engine(variant, block_size=16)
     tokens = random_ids(12, seed=5)
     step_logits = [eng.prefill([0], [tokens])[0]]
-    for i in range(200):
+    for i in range(steps):
         tokens.append(int(step_logits[-1].argmax()) if i % 3 else random_ids(1, seed=100 + i)[0])
         step_logits.append(eng.decode([0], [tokens[-1]])[0])
     full = eng.logits(tokens)
     incremental = torch.stack(step_logits)                       # logits after 12, 13, ..., 212 tokens
     assert (incremental - full[11:]).abs().max().item() <= TOL
-    assert eng.cache.length(0) == len(tokens) == 212 and eng.validate() == []
+    assert eng.cache.length(0) == len(tokens) == 12 + steps and eng.validate() == []
 
 
 def _scenario(eng, compact_before_last: bool = False) -> list[torch.Tensor]:
@@ -107,3 +109,19 @@ def test_a_failing_step_is_rolled_back():
     with pytest.raises(RuntimeError, match="hook failed"):
         eng.prefill([0, 1], [[1, 2, 3], [4, 5]], capture=boom)
     assert eng.cache.sequences() == [0] and eng.cache.length(0) == 6 and eng.validate() == []
+
+
+def test_prefix_caching_reuses_blocks_and_changes_no_logits():
+    cached, plain = engine("qwen2_mqa_bias", block_size=8, prefix_caching=True), engine("qwen2_mqa_bias", block_size=8)
+    system = random_ids(27, seed=11)
+    prompts = [system + random_ids(5, seed=20 + i) for i in range(3)]
+    first = cached.prefill([0], [prompts[0]])
+    assert cached.cache.prefix.hits == 0
+    cached.free(0)
+    both = cached.prefill([1, 2], prompts[1:])                   # 3 full blocks of the system prompt reused
+    assert cached.cache.prefix.hits == 2 and cached.cache.stats().shared_blocks == 3
+    reference = plain.prefill([0, 1, 2], prompts)
+    assert (torch.cat([first, both]) - reference).abs().max().item() <= TOL
+    step = cached.decode([1, 2], [3, 4])
+    assert (step - plain.decode([1, 2], [3, 4])).abs().max().item() <= TOL
+    assert cached.validate() == []

@@ -30,6 +30,7 @@ def test_greedy_equals_transformers_64_tokens(preset):
     assert eng.cache.allocator.num_used == 0
 
 
+@pytest.mark.assets
 def test_smollm2_chat_answer_and_greedy_match(smollm2_dir):
     from reference_engine.engine import Engine
     eng = Engine.from_pretrained(smollm2_dir)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from tokenizers import AddedToken, Tokenizer as HFTokenizer
+from tokenizers import AddedToken
 
 from reference_engine.tokenizer import Tokenizer
 from tests.reference_engine import tokenizer_cases as cases
@@ -21,7 +21,7 @@ ADDED = [
 ]
 TEXTS = ["<tag>long<tag>x", "a  [L]  b", "a  [R]  b", "words word sword word_ word.", "Hello World!",
          "hello world", "ﬁne fine", "[L][R][L]", "<tag", "  [R]", "[L]  ", "x<|endoftext|>y<|im_start|>",
-         "<|endoftext|><|endoftext|>"]
+         "<|endoftext|><|endoftext|>", "a\x1c[L]\x1c[R]\x1cb", "a\u3000[L]\u00a0[R]\u2028b"]
 
 
 def _pair(family: str, extra=ADDED):

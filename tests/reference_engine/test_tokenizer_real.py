@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from tokenizers import Tokenizer as HFTokenizer
 
 from reference_engine.tokenizer import Tokenizer
@@ -52,6 +53,34 @@ def test_converted_tokenizer_matches_hugging_face(converted, botchan_text, name)
         assert ours.encode(text) == ids, text[:60]
         assert ours.decode(ids) == hf.decode(ids, skip_special_tokens=False), text[:60]
         assert ours.decode(ids, skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True)
+
+
+ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=80)
+PIECES = st.lists(st.sampled_from(CORPUS_LINES + ["  ", "\n\n", " ", "'s", "'LL", "12345", "<s>", "</s>",
+                                                  "<|endoftext|>", "<|begin_of_text|>", "▁", "\t"]), max_size=5)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(ANY_TEXT, PIECES.map("".join)), name=st.sampled_from(VOCABS))
+def test_arbitrary_text_matches_hugging_face(converted, text, name):
+    _, _, ours, hf = converted[name]
+    ids = hf.encode(text).ids
+    assert ours.encode(text) == ids
+    assert ours.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+
+
+@pytest.mark.parametrize("name", VOCABS)
+def test_every_id_detokenize_tokenize_detokenize_is_stable(converted, name):
+    """llama.cpp's test-tokenizer-1 invariant on the real vocabularies (Qwen2's 151,936 ids: every
+    second one, to stay inside the test-time budget; the others take every id)."""
+    _, _, ours, _ = converted[name]
+    step = 2 if name == "qwen2" else 1
+    unstable = []
+    for token_id in range(0, len(ours), step):
+        text = ours.decode([token_id])
+        if ours.decode(ours.encode(text, add_special_tokens=False)) != text:
+            unstable.append(token_id)
+    assert unstable == []
 
 
 @pytest.mark.parametrize("name", VOCABS)

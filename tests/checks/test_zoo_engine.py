@@ -1,0 +1,109 @@
+"""The engine fault zoo: every fault fires its expected engine check at its expected severity (with the
+evidence it must name), no engine check crashes, and healthy models — every factory preset and SmolLM2 —
+get no warning or error from the engine checks."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import checks
+from llmdoctor.baseline import record, save
+from llmdoctor.runner import run_checks
+from tests.checks.conftest import CONFUSION
+from tests.checks.zoo_engine import ENGINE_BASES, ENGINE_CATEGORIES, ENGINE_FAULTS
+
+PRESETS = ("llama", "mistral", "qwen2", "qwen3")
+ENGINE_FAMILIES = ("GLD", "ACT", "KVC", "NUM", "GEN", "DRF")
+# ids whose firing is tested outside the zoo (constructed cases / monkeypatched engine faults)
+COVERED_ELSEWHERE = {"GLD003", "ACT001", "ACT002", "ACT004", "KVC001", "KVC002", "NUM002", "NUM003", "GEN002",
+                     "GEN003", "GEN004", "DRF002", "DRF003"}
+
+
+def fired(report) -> list[str]:
+    return sorted({f"{f.check}:{f.severity.value}" for f in report.findings})
+
+
+def no_crashes(report) -> None:
+    crashed = [(c.id, c.reason) for c in report.checks if c.status == "crashed"]
+    assert not crashed, crashed
+
+
+def problems(report) -> list[str]:
+    return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]
+
+
+def contains(evidence: dict, expected: dict) -> bool:
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            if not isinstance(evidence.get(key), dict) or not contains(evidence[key], value):
+                return False
+        elif evidence.get(key) != value:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def engine_base(factory_model_dir):
+    def get(name: str) -> Path:
+        preset, overrides = ENGINE_BASES[name]
+        return factory_model_dir(preset, **overrides)
+    return get
+
+
+@pytest.mark.parametrize("fault", ENGINE_FAULTS, ids=[f.name for f in ENGINE_FAULTS])
+def test_engine_fault_fires_expected_check(fault, engine_base, tmp_path):
+    base = engine_base(fault.base)
+    broken = shutil.copytree(base, tmp_path / "model")
+    fault.apply(broken)
+    baseline = None
+    if fault.baseline:
+        baseline = save(record(base, quick=True), tmp_path / "golden.json", base)
+    report = run_checks(broken, select=[fault.check[:3]] if fault.baseline else [fault.check], quick=True,
+                        baseline=baseline)
+    CONFUSION[f"engine:{fault.name}"] = (fault.check, fired(report))
+    no_crashes(report)
+    assert f"{fault.check}:{fault.severity}" in fired(report), (fault.name, fired(report))
+    if fault.evidence:
+        findings = report.findings_for(fault.check)
+        assert any(contains(f.evidence, fault.evidence) for f in findings), [f.evidence for f in findings]
+
+
+def test_baseline_passes_identical_copy(engine_base, tmp_path):
+    base = engine_base("llama")
+    copy = shutil.copytree(base, tmp_path / "model")
+    baseline = save(record(base, quick=True), tmp_path / "golden.json", base)
+    report = run_checks(copy, select=["DRF"], quick=True, baseline=baseline)
+    no_crashes(report)
+    assert problems(report) == []
+    assert {r.id: r.status for r in report.checks} == {"DRF001": "passed", "DRF002": "passed", "DRF003": "passed"}
+
+
+def test_zoo_covers_every_engine_check():
+    engine = {s.id for s in checks.load_all() if s.id[:3] in ENGINE_FAMILIES}
+    assert engine - {f.check for f in ENGINE_FAULTS} - COVERED_ELSEWHERE == set()
+    assert COVERED_ELSEWHERE <= engine
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_healthy_factory_model_is_clean(preset, factory_model_dir):
+    report = run_checks(factory_model_dir(preset), select=ENGINE_CATEGORIES, quick=True)
+    no_crashes(report)
+    assert problems(report) == []
+    assert {r.status for r in report.checks} <= {"passed", "skipped"}
+    ran = {r.id for r in report.checks if r.status == "passed"}
+    assert {"GLD001", "GLD002", "GLD003", "KVC001", "KVC002", "KVC003", "NUM001", "ACT001"} <= ran
+
+
+def test_healthy_rope_scaled_model_is_clean(engine_base):
+    report = run_checks(engine_base("rope_scaled"), select=["kv_cache", "config"], quick=True)
+    no_crashes(report)
+    assert problems(report) == []
+
+
+@pytest.mark.assets
+def test_smollm2_engine_checks_are_clean(smollm2_dir):
+    report = run_checks(smollm2_dir, select=ENGINE_CATEGORIES, quick=True)
+    no_crashes(report)
+    assert problems(report) == []

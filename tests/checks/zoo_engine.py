@@ -1,0 +1,90 @@
+"""The engine fault zoo: named ways to break a healthy factory model so that an engine-backed check (golden,
+activations, kv_cache, numerics, generation, drift) must catch it. Same shape as tests/checks/zoo.py:
+ENGINE_FAULTS is the one table of (fault, expected check id, expected severity, bug anchor, base model).
+
+`baseline=True` faults are judged against a golden baseline recorded on the healthy base first (drift)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from reference_engine.factory import IM_END
+from tests.checks.zoo import DELETE, LM_HEAD, edit_json, edit_tensors, one_value, special_id
+
+ENGINE_CATEGORIES = ["golden", "activations", "kv_cache", "numerics", "generation"]
+# base model directories: name -> factory_model_dir(preset, **overrides) arguments
+ENGINE_BASES = {
+    "llama": ("llama", {}),
+    "deep": ("llama", {"num_hidden_layers": 4}),
+    # trained on 64 positions, extended to 256 by linear RoPE scaling (Phi-3 style: the trained context is
+    # also written at the top level, which is what survives when rope_scaling is dropped)
+    "rope_scaled": ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 4.0},
+                              "original_max_position_embeddings": 64}),
+}
+
+
+@dataclass(frozen=True)
+class EngineFault:
+    name: str
+    apply: Callable[[Path], None]
+    check: str                 # the check id that must fire
+    severity: str              # at this severity
+    anchor: str = ""           # the public bug report or pitfall it models
+    base: str = "llama"
+    baseline: bool = False     # record a baseline on the healthy base and check the copy against it
+    evidence: dict | None = None   # evidence keys the finding must carry, e.g. the layer bisection names
+
+
+def scale_mlp(layer: int, factor: float):
+    """Scale one layer's gate/up/down projections: weights stay small, the MLP output grows by factor**3."""
+    def change(t: dict, d: Path) -> None:
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            name = f"model.layers.{layer}.mlp.{proj}.weight"
+            t[name] = t[name] * factor
+    return edit_tensors(change)
+
+
+def perturb(name: str, relative: float, seed: int = 3):
+    """Add Gaussian noise of `relative` times the tensor's std (a botched conversion / quantization)."""
+    def change(t: dict, d: Path) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        t[name] = t[name] + relative * t[name].std() * torch.randn(t[name].shape, generator=gen)
+    return edit_tensors(change)
+
+
+def eos_row_dominates(d: Path) -> None:
+    """The lm_head row of EOS scaled 1000x: EOS wins every step (the untrained policy keeps it info)."""
+    eos = special_id(d, IM_END)
+
+    def change(t: dict, _: Path) -> None:
+        t[LM_HEAD] = t[LM_HEAD].clone()
+        t[LM_HEAD][eos] *= 1000.0
+    edit_tensors(change)(d)
+
+
+# roles written after a run of pad tokens: the seed's outage where <|user|> ended up behind the padding
+TEMPLATE_PADS_BEFORE_ROLES = (
+    "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}<|pad|><|pad|><|pad|>"
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+ENGINE_FAULTS: list[EngineFault] = [
+    EngineFault("nan_in_layer2_mlp", one_value("model.layers.2.mlp.down_proj.weight", float("nan")), "GLD002",
+                "error", "vllm#14126", base="deep",
+                evidence={"first_bad": {"layer": 2, "module": "mlp", "submodule": "mlp"}}),
+    EngineFault("fp16_overflow_layer1", scale_mlp(1, 300.0), "NUM001", "warning",
+                "onnxruntime-genai PR#2444", evidence={"float32_peak_at": {"layer": 1}}),
+    EngineFault("rope_scaling_removed", edit_json("config.json", rope_scaling=DELETE), "KVC003", "warning",
+                "unsloth PR#6197", base="rope_scaled"),
+    EngineFault("right_padding", edit_json("tokenizer_config.json", padding_side="right"), "GLD001", "warning",
+                "transformers#25790"),
+    EngineFault("template_pads_before_roles", edit_json("tokenizer_config.json",
+                                                        chat_template=TEMPLATE_PADS_BEFORE_ROLES),
+                "GLD001", "error", "seed: <|user|> padded to the end"),
+    EngineFault("eos_always_first_untrained", eos_row_dominates, "GEN001", "info"),
+    EngineFault("weights_perturbed", perturb(LM_HEAD, 0.5), "DRF001", "error", "conversion drift", baseline=True),
+    EngineFault("layer_scaled_std_jump", scale_mlp(1, 300.0), "ACT003", "warning", base="deep"),
+]
