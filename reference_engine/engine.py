@@ -33,6 +33,16 @@ def resolve_dtype(dtype) -> torch.dtype:
     return DTYPES[dtype]
 
 
+def resolve_device(device) -> torch.device:
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"invalid device {device!r}: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} requested but CUDA is not available to torch")
+    return device
+
+
 def default_num_blocks(config: ModelConfig, block_size: int, bytes_per_token: int) -> int:
     """Room for 4 full-length sequences, capped at ~1 GiB (but always at least one full sequence)."""
     budget_tokens = DEFAULT_KV_BYTES // bytes_per_token
@@ -54,7 +64,7 @@ class Engine:
         root = model_dir_path(model_dir)
         config = load_config(root)
         check_supported(config, root / "config.json")
-        device, torch_dtype = torch.device(device), resolve_dtype(dtype)
+        device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
         weights = load_model_weights(Weights.open(root), config, root, device, torch_dtype)
         rope = build_rope_table(config, device, torch_dtype, str(root / "config.json"))
         bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim

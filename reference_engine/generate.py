@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 import torch
 
 from .beam import beam_search
+from .closed_loop import validate  # noqa: F401  (the stage's validate() hook lives here for callers)
 from .config import load_generation_config
 from .detokenizer import IncrementalDetokenizer
 from .errors import ModelDirError
@@ -145,6 +146,19 @@ def _step(engine, scheduler: Scheduler, eos_ids, max_model_len: int) -> None:
             scheduler.finish(r)
 
 
+def _run(engine, scheduler: Scheduler, eos_ids, max_model_len: int) -> None:
+    try:
+        while not scheduler.done:
+            _step(engine, scheduler, eos_ids, max_model_len)
+    finally:
+        _release_all(scheduler)  # an exception (or Ctrl-C) mid-batch leaves the shared cache as it found it
+
+
+def _release_all(scheduler: Scheduler) -> None:
+    for r in list(scheduler.running):
+        scheduler.finish(r)
+
+
 def _output(engine, r: Request) -> Output:
     if r.detok is not None and r.detok.stopped_on is not None:
         text = r.detok.text
@@ -179,8 +193,7 @@ def generate(engine, prompts, sampling_params=None, *, max_num_seqs: int = 64, m
         else:
             requests.append(_make_request(engine, i, prompt_ids, p, stream=False))
             scheduler.add(requests[-1])
-    while not scheduler.done:
-        _step(engine, scheduler, eos_ids, max_model_len)
+    _run(engine, scheduler, eos_ids, max_model_len)
     outputs.update({r.index: _output(engine, r) for r in requests})
     if stats is not None:
         for f in fields(SchedulerStats):
@@ -192,7 +205,7 @@ def stream(engine, prompt, sampling_params=None, *, on_finish: Callable[[Output]
            **overrides) -> Iterator[str]:
     """Yield text deltas for one prompt as they become safe to show (never a broken character);
     their concatenation is the Output's text. on_finish, if given, receives the final Output."""
-    ids, params, max_model_len = _prepare(engine, [prompt] if is_chat(prompt) else prompt, sampling_params, overrides)
+    ids, params, max_model_len = _prepare(engine, prompt, sampling_params, overrides)
     if len(ids) != 1:
         raise ValueError("stream() takes a single prompt; use generate() for a batch")
     eos_ids = eos_ids_of(engine)
@@ -213,8 +226,6 @@ def stream(engine, prompt, sampling_params=None, *, on_finish: Callable[[Output]
             yield from pending
             pending.clear()
     finally:
-        for r in list(scheduler.running):  # a consumer that stops early must not leak KV blocks
-            scheduler.finish(r)
+        _release_all(scheduler)  # a consumer that stops early must not leak KV blocks
     if on_finish:
         on_finish(_output(engine, request))
-from .closed_loop import validate  # noqa: E402,F401  (the stage hook: reference_engine.generate.validate)

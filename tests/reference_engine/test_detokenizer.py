@@ -143,3 +143,44 @@ def test_stop_string_ends_pushes():
     detok = IncrementalDetokenizer(lambda seq: "".join(pieces[i] for i in seq), ["###"])
     out = [detok.push(i) for i in range(4)]
     assert "".join(out) + detok.finish() == "Hello " and detok.stopped_on == "###" and detok.finished
+
+
+# ---------------------------------------------------------------------------------------------- real tokenizers
+
+UNICODE = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=30)
+
+
+def _stream_with(tokenizer, text):
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    deltas, detok = stream(ids, lambda seq: tokenizer.decode(seq))
+    assert "".join(deltas) == tokenizer.decode(ids)
+    full = tokenizer.decode(ids)
+    assert all("\ufffd" not in d for d in deltas if "\ufffd" not in full)
+    assert not detok.unstable
+
+
+@pytest.fixture(scope="module")
+def factory_tokenizer():
+    from reference_engine.tokenizer import Tokenizer
+    from tests.reference_engine.generate_models import model_dir
+    return Tokenizer.from_pretrained(model_dir("llama"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(UNICODE)
+def test_random_unicode_through_our_byte_level_tokenizer(factory_tokenizer, text):
+    _stream_with(factory_tokenizer, text)
+
+
+@pytest.mark.assets
+def test_random_unicode_through_a_byte_fallback_tokenizer(llamacpp_tokenizer_dir):
+    from hypothesis import HealthCheck
+    from reference_engine.tokenizer import Tokenizer
+    tokenizer = Tokenizer.from_pretrained(llamacpp_tokenizer_dir("llama-spm"))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(UNICODE)
+    def check(text):
+        _stream_with(tokenizer, text)
+
+    check()

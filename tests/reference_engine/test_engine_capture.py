@@ -92,3 +92,15 @@ def test_bf16_logits_track_fp32():
     ref = hf_logits(hf_model("qwen2_mqa_bias"), ids)
     for dtype in ("bfloat16", "float16"):
         assert (engine("qwen2_mqa_bias", dtype=dtype).logits(ids) - ref).abs().max() < 0.1
+
+
+def test_bad_device_and_dtype_are_one_line_errors():
+    from reference_engine.engine import Engine
+    from tests.reference_engine.core_models import hf_dir
+    with pytest.raises(ValueError, match="unsupported dtype 'int8'"):
+        Engine.from_pretrained(hf_dir("llama_mha_untied"), dtype="int8")
+    with pytest.raises(ValueError, match="invalid device"):
+        Engine.from_pretrained(hf_dir("llama_mha_untied"), device="gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            Engine.from_pretrained(hf_dir("llama_mha_untied"), device="cuda")

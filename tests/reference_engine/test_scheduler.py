@@ -49,3 +49,30 @@ def test_max_num_seqs_caps_the_batch(max_num_seqs):
     stats = SchedulerStats()
     generate(engine("llama"), prompts, params, max_num_seqs=max_num_seqs, stats=stats)
     assert stats.peak_running == max_num_seqs
+
+
+def test_a_failing_step_leaves_the_cache_empty(monkeypatch):
+    eng = engine("llama")
+    real, calls = eng.decode, []
+
+    def flaky(seq_ids, token_ids, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("device fell over")
+        return real(seq_ids, token_ids, **kw)
+
+    monkeypatch.setattr(eng, "decode", flaky)
+    prompts, params = random_requests(5, seed=3, vocab=500)
+    with pytest.raises(RuntimeError, match="fell over"):
+        generate(eng, prompts, params)
+    assert eng.cache.allocator.num_used == 0 and eng.cache.sequences() == []
+
+
+def test_mixed_kinds_in_one_call():
+    eng = engine("llama")
+    prompt = [5, 6, 7, 8]
+    kinds = [SamplingParams(max_new_tokens=8, ignore_eos=True), SamplingParams(num_beams=3, max_new_tokens=8),
+             SamplingParams(temperature=0.8, seed=2, max_new_tokens=8, ignore_eos=True)]
+    together = generate(eng, [prompt] * 3, kinds)
+    assert [o.token_ids for o in together] == [generate(eng, prompt, k)[0].token_ids for k in kinds]
+    assert eng.cache.allocator.num_used == 0
