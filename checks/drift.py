@@ -157,7 +157,12 @@ def token_drift(ctx):
 @check("DRF003", category="golden", severity="info", needs=("engine", "tokenizer"),
        hint="Informational: the drift measured against the baseline, per probe and position.")
 def drift_summary(ctx):
-    """Drift summary against the baseline (info): per-probe max KL, top-1 agreement, plot of KL per position."""
+    """Drift summary against the baseline (info): per-probe max KL, top-1 agreement, plot of KL per position.
+
+    Always reported when --baseline is given, so a passing CI run still shows how close the model is to
+    the recorded one: the largest KL(baseline || now) and the lowest top-1 agreement over the probes, the
+    first diverging greedy token per probe, and a plot of KL per position for the HTML report.
+    """
     doc, results = drift_results(ctx)
     series = {r["label"]: [k if math.isfinite(k) else None for k in r["kl"]] for r in results}
     width = max(len(r["kl"]) for r in results)

@@ -147,7 +147,7 @@ def far_budget(ctx) -> int:
     """Longest sequence the far-position check runs: the whole context on a GPU, less on a CPU."""
     if ctx.device != "cpu":
         return ctx.threshold("KVC003", "max_tokens_gpu", 131072)
-    return ctx.threshold("KVC003", "max_tokens_cpu", 256 if ctx.quick else 2048)
+    return ctx.threshold("KVC003", "max_tokens_cpu", 128 if ctx.quick else 2048)
 
 
 @check("KVC003", category="kv_cache", severity="warning", needs=("engine", "tokenizer"),
@@ -160,7 +160,7 @@ def far_positions(ctx):
     (max_position_embeddings) with no rope_scaling: positions past the trained context run unscaled and
     degenerate (unsloth PR#6197: rope_scaling dropped -> gibberish past ~29K; mlx-vlm PR#1710: exact at
     position 0, cosine 0.757 at 8192 — short tests miss it). (2) A sequence reaching the end of the
-    context (capped on CPU: KVC003.max_tokens_cpu, 256 with --quick, 2048 otherwise) is decoded
+    context (capped on CPU: KVC003.max_tokens_cpu, 128 with --quick, 2048 otherwise) is decoded
     incrementally and compared with a float32 full recompute at its last positions: logits must be finite
     and agree as in KVC001, and the RoPE table must cover every position.
     """

@@ -35,7 +35,7 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
            top_k: int = DEFAULT_TOP_K) -> dict:
     """Run the probes on the model and return the baseline document."""
     from checks._probe_runs import eos_ids, forward_runs, greedy_traces
-    from checks._prompts import new_tokens, probe_inputs
+    from checks._prompts import new_tokens
     from checks.activations import activation_table
     from checks.context import CheckContext
     from llmdoctor import __version__

@@ -22,7 +22,7 @@ class StepMetadata:
     max_context: int                  # longest context (cached + new) in the batch
     positions: torch.Tensor           # [num_tokens] int64: RoPE position of each new token
     slot_mapping: torch.Tensor        # [num_tokens] int64: where each new token's K/V is written
-    query_index: torch.Tensor | None  # [num_tokens] row of each token in the padded [batch * max_query]; None: no padding
+    query_index: torch.Tensor | None  # [num_tokens] row of each token in padded [batch * max_query]; None: no padding
     context_slots: torch.Tensor | None  # [batch, max_context] slots to gather; None: use context_range
     context_range: tuple[int, int] | None  # (first slot, count) when the one sequence's slots are contiguous
     mask: torch.Tensor | None         # [batch, 1, max_query, max_context] bool (True = may attend)
@@ -50,7 +50,7 @@ class StepMetadata:
 def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts: list[int],
                    slot_mapping: torch.Tensor, device) -> StepMetadata:
     """starts[i]: tokens sequence i had cached before this step; counts[i]: its new tokens."""
-    batch, num_tokens = len(seq_ids), sum(counts)
+    batch = len(seq_ids)
     ctx = [s + n for s, n in zip(starts, counts)]
     max_query, max_context = max(counts), max(ctx)
     positions = torch.cat([torch.arange(s, s + n, dtype=torch.int64) for s, n in zip(starts, counts)])
@@ -78,8 +78,12 @@ def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts
     context_slots = torch.stack([
         torch.cat([cache.slots(s, 0, c), cache.slots(s, 0, 1).expand(max_context - c)])
         for s, c in zip(seq_ids, ctx)])
+    if max_query == 1:
+        query_index = None    # a pure decode step: one token per sequence, the packed layout is already [B, 1]
+    else:
+        query_index = query_index.to(device)
     return StepMetadata(batch, max_query, max_context, positions.to(device), slot_mapping.to(device),
-                        query_index.to(device), context_slots.to(device), None, mask[:, None].to(device),
+                        query_index, context_slots.to(device), None, mask[:, None].to(device),
                         query_pos.to(device), key_pos.to(device), is_causal=False)
 
 
@@ -97,8 +101,8 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: Step
     num_tokens, heads, head_dim = q.shape
     k = _context(cache.flat_k(layer), meta)
     v = _context(cache.flat_v(layer), meta)
-    if meta.query_index is None:
-        q4 = q.unsqueeze(0).transpose(1, 2)                                   # [1, heads, T, head_dim]
+    if meta.query_index is None:                                              # no padding needed
+        q4 = q.reshape(meta.batch, meta.max_query, heads, head_dim).transpose(1, 2)   # [B, heads, Q, head_dim]
     else:
         padded = q.new_zeros(meta.batch * meta.max_query, heads, head_dim)
         padded[meta.query_index] = q

@@ -44,9 +44,11 @@ def resolve_device(device) -> torch.device:
 
 
 def default_num_blocks(config: ModelConfig, block_size: int, bytes_per_token: int) -> int:
-    """Room for 4 full-length sequences, capped at ~1 GiB (but always at least one full sequence)."""
+    """Room for 4 full-length sequences, capped at ~1 GiB (but at least 4096 tokens, or one full sequence if
+    shorter); pass num_blocks to size it yourself."""
     budget_tokens = DEFAULT_KV_BYTES // bytes_per_token
-    tokens = min(4 * config.max_position_embeddings, max(config.max_position_embeddings, budget_tokens))
+    tokens = min(4 * config.max_position_embeddings,
+                 max(budget_tokens, min(config.max_position_embeddings, 4096)))
     return -(-tokens // block_size)
 
 
@@ -65,8 +67,8 @@ class Engine:
         config = load_config(root)
         check_supported(config, root / "config.json")
         device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
+        rope = build_rope_table(config, device, torch_dtype, str(root / "config.json"))  # cheap errors first
         weights = load_model_weights(Weights.open(root), config, root, device, torch_dtype)
-        rope = build_rope_table(config, device, torch_dtype, str(root / "config.json"))
         bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
                            * torch.finfo(torch_dtype).bits // 8)
         if num_blocks is None:

@@ -144,8 +144,9 @@ def validate_distribution(logprobs: torch.Tensor, params: SamplingParams, raw_lo
         total = float(probs.sum().item())
         if abs(total - 1.0) > 1e-3:
             problems.append(f"sampler: filtered probabilities sum to {total:.6f}, not 1")
+        # raw_logits carry no repetition penalty, so the kept mass is only comparable without one
         if (not params.greedy and params.top_p < 1.0 and params.top_k == 0 and params.min_p == 0.0
-                and params.dynamic_temperature is None):
+                and params.dynamic_temperature is None and params.repetition_penalty == 1.0):
             base = torch.softmax(raw_logits.float() / params.temperature, dim=-1)
             mass = float(base[kept].sum().item())
             if mass + 1e-5 < params.top_p:

@@ -87,7 +87,9 @@ class Scheduler:
                 self.waiting.popleft()
                 request.finish("kv_cache_full")  # could never be admitted, even into an empty cache
                 continue
-            if need > free or (admitted and tokens + n > self.max_prefill_tokens):
+            # keep one block per running request free for its next decode step, or the admission would
+            # only be preempted again at once (prefill work thrown away)
+            if need > free - len(self.running) or (admitted and tokens + n > self.max_prefill_tokens):
                 break
             self.waiting.popleft()
             admitted.append(request)

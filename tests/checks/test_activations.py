@@ -2,6 +2,7 @@
 fire and stay silent as they should, non-finite layers are named, and a mask that covers pads is caught."""
 from __future__ import annotations
 
+import io
 import shutil
 
 import pytest
@@ -11,6 +12,7 @@ from checks import activations
 from checks._probe_runs import point_stats
 from checks.context import CheckContext
 from llmdoctor.runner import run_checks
+from reports import render
 from reference_engine.capture import MODULES, ActivationRecorder
 from tests.checks.zoo import one_value
 
@@ -70,6 +72,9 @@ def test_info_table_and_plot_on_a_healthy_model(llama):
     assert 0 < info.evidence["mask_valid_ratio"]["overall"] < 1
     plot = info.data["plot"]
     assert plot["y_scale"] == "log" and all(len(v) == len(plot["x"]) for v in plot["series"].values())
+    html = io.StringIO()
+    render(report, "html", html)
+    assert "<svg" in html.getvalue() and "plot not drawn" not in html.getvalue()
 
 
 def test_nan_weight_names_first_nonfinite_layer(llama, tmp_path):

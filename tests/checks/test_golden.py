@@ -31,14 +31,21 @@ def test_healthy_model_passes_all_three_steps(llama):
     assert report.findings == []
 
 
-def test_nan_in_attention_is_named_attention_and_step_3_not_run(llama, tmp_path):
+@pytest.mark.parametrize("tensor, module, submodule", [
+    ("model.layers.0.self_attn.o_proj.weight", "attn", "attention"),
+    ("model.layers.1.mlp.up_proj.weight", "mlp", "mlp"),
+    ("model.layers.1.post_attention_layernorm.weight", "post_norm", "norm"),
+])
+def test_nan_is_bisected_to_layer_and_submodule_and_step_3_not_run(llama, tmp_path, tensor, module, submodule):
     broken = shutil.copytree(llama, tmp_path / "m")
-    one_value("model.layers.0.self_attn.o_proj.weight", float("nan"))(broken)
+    one_value(tensor, float("nan"))(broken)
     report = run_checks(broken, select=["GLD"], quick=True)
     gld2 = report.findings_for("GLD002")
-    assert gld2 and gld2[0].evidence["first_bad"] == {**gld2[0].evidence["first_bad"], "layer": 0,
-                                                       "module": "attn", "submodule": "attention"}
-    assert "layer 0 attention" in gld2[0].message
+    layer = int(tensor.split(".")[2])
+    assert gld2 and all(f.evidence["first_bad"]["layer"] == layer for f in gld2)
+    assert {(f.evidence["first_bad"]["module"], f.evidence["first_bad"]["submodule"]) for f in gld2} == {
+        (module, submodule)}
+    assert f"layer {layer} {submodule}" in gld2[0].message
     assert "'!!!!'" in gld2[0].message            # all-NaN logits: argmax is id 0
     run = next(c for c in report.checks if c.id == "GLD003")
     assert (run.status, run.reason) == ("skipped", "not run: step 2 failed")

@@ -107,3 +107,10 @@ def test_smollm2_engine_checks_are_clean(smollm2_dir):
     report = run_checks(smollm2_dir, select=ENGINE_CATEGORIES, quick=True)
     no_crashes(report)
     assert problems(report) == []
+
+
+def test_demo_model_is_clean_in_thorough_mode():
+    from llmdoctor.cli import DEMO_MODEL
+    report = run_checks(DEMO_MODEL, select=ENGINE_CATEGORIES)
+    no_crashes(report)
+    assert problems(report) == []

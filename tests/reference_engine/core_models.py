@@ -1,7 +1,9 @@
 """Shared, cached builders for the core tests: transformers-built model dirs and engines over them."""
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from reference_engine.engine import Engine
 from tests.hf_models import VARIANTS, VOCAB, build_hf_model, load_hf_model
 
 _ROOT = Path(tempfile.mkdtemp(prefix="llmdoctor-core-"))
+atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
 
 
 @functools.cache
