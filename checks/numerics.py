@@ -87,7 +87,8 @@ def dtype_results(ctx) -> tuple[list[ForwardRun], list[DtypeResult]]:
         count = 1 if ctx.quick else len(ref)
         results = []
         for dtype in LOW_DTYPES:
-            engine = _engine(ctx, dtype)
+            same = ctx.engine.dtype == getattr(torch, dtype)
+            engine = ctx.engine if same else _engine(ctx, dtype)   # reuse the run's engine when it matches
             runs = [run_forward(engine, r.probe) for r in ref[:count]]
             results.append(compare(dtype, ref[:count], runs))
             del engine

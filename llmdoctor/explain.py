@@ -30,9 +30,19 @@ def explain(query: str) -> tuple[str, int]:
     family = members(key, specs)
     if family:
         return "\n".join(f"{s.id}  {s.category:<12} {s.summary}" for s in family), 0
+    probe_summary = probe_ids().get(key.upper())
+    if probe_summary:
+        return f"{key.upper()}: {probe_summary}\n\nA probe finding: `llmdoctor probe` and `llmdoctor triage` " \
+               f"produce it (see docs/probes.md).", 0
     if ID_PATTERN.match(key.upper()):
         return f"unknown check id {key.upper()} (see `llmdoctor checks`)", 2
     return explain_error_text(key)
+
+
+def probe_ids() -> dict[str, str]:
+    """Finding ids that only the probes emit (they are not registered checks)."""
+    from llmdoctor.probes.report import SUMMARIES
+    return SUMMARIES
 
 
 def members(key: str, specs: list[CheckSpec]) -> list[CheckSpec]:

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+
+# OpenMP threads that spin while waiting make small torch ops ~100x slower whenever another process competes
+# for the 2 CI cores (pip, a helper, the asset converter); sleeping waiters cost nothing measurable here.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from pathlib import Path
 from typing import Callable
 
