@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .sampler import process_logits, validate_distribution
+from .sampler import apply_repetition_penalty, process_logits, validate_distribution
 from .sampling_params import SamplingParams
 
 PROBE_PROMPT = "The capital of France is"
@@ -40,7 +40,9 @@ def validate(engine, prompt=None) -> list[str]:
         except Exception as e:
             problems.append(f"sampler: {params_label(params)} raised {type(e).__name__}: {e}")
             continue
-        problems += [f"{p} ({params_label(params)})" for p in validate_distribution(logprobs, params, logits)]
+        # the top-p bound is checked against the distribution top-p saw: after the repetition penalty
+        penalised = apply_repetition_penalty(logits.float(), context, params.repetition_penalty)
+        problems += [f"{p} ({params_label(params)})" for p in validate_distribution(logprobs, params, penalised)]
     return problems
 
 

@@ -132,7 +132,8 @@ def greedy_fast_path(logits: torch.Tensor) -> list[int]:
 # ---------------------------------------------------------------------------------------------- validation
 
 def validate_distribution(logprobs: torch.Tensor, params: SamplingParams, raw_logits: torch.Tensor) -> list[str]:
-    """Sampler invariants on one processed row: non-empty, finite, normalised, top-p kept mass >= p."""
+    """Sampler invariants on one processed row: non-empty, finite, normalised, top-p kept mass >= p.
+    raw_logits: the row before temperature (after any repetition penalty)."""
     problems = []
     try:
         probs = logprobs.float().exp()

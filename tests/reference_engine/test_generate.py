@@ -2,6 +2,7 @@
 plus prompt forms, stopping rules, seeded sampling, streaming and the closed-loop validate()."""
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from reference_engine import generate as gen
 from reference_engine.sampling_params import SamplingParams
@@ -174,6 +175,19 @@ def test_stream_concatenates_to_the_output_text(llama):
         assert "".join(deltas) == finished[0].text == llama.generate(PROMPTS[0], params)[0].text
         assert all(d and "\ufffd" not in d for d in deltas if "\ufffd" not in finished[0].text)
     assert llama.cache.allocator.num_used == 0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20), st.integers(0, 99))
+def test_stream_random_unicode_prompts(llama, prompt, seed):
+    """A random model emits byte tokens that split and break characters: the stream still adds up."""
+    finished = []
+    deltas = list(llama.stream(prompt, max_new_tokens=12, temperature=1.5, seed=seed, on_finish=finished.append))
+    out = finished[0]
+    assert "".join(deltas) == out.text
+    assert out.text == llama.tokenizer.decode(out.token_ids[:-1] if out.finish_reason == "eos" else out.token_ids,
+                                              skip_special_tokens=True)
+    assert all("\ufffd" not in d for d in deltas if "\ufffd" not in out.text)
 
 
 def test_abandoned_stream_frees_its_blocks(llama):
