@@ -60,3 +60,18 @@ def pytest_terminal_summary(terminalreporter):
                 marks[check_id] = mark
         cells = [(marks.get(i, ".") + ("*" if i == expected else " ")).ljust(3) for i in ids]
         write(f"{name.ljust(width)}  " + " ".join(cells))
+
+
+def fired(report) -> list[str]:
+    """'ID:severity' of every finding, for comparing against a fault's expectation."""
+    return sorted({f"{f.check}:{f.severity.value}" for f in report.findings})
+
+
+def no_crashes(report) -> None:
+    crashed = [(c.id, c.reason) for c in report.checks if c.status == "crashed"]
+    assert not crashed, crashed
+
+
+def problems(report) -> list[str]:
+    """Every warning or error, as one readable line each (a healthy model has none)."""
+    return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]

@@ -5,26 +5,13 @@ from __future__ import annotations
 import pytest
 
 import checks
-from tests.checks.conftest import CONFUSION, STATIC_CATEGORIES, run_static
+from tests.checks.conftest import CONFUSION, STATIC_CATEGORIES, fired, no_crashes, problems, run_static
 from tests.checks.zoo import FAULTS
 
 PRESETS = ("llama", "mistral", "qwen2", "qwen3")
 # checks whose firing is tested outside the zoo: VOC001 always reports (info); TOK007 fires on the healthy
 # factory template (it writes bos_token, Llama-3 style) and is tested as a pair in test_tokenizer.py
 COVERED_ELSEWHERE = {"VOC001", "TOK007"}
-
-
-def fired(report) -> list[str]:
-    return sorted({f"{f.check}:{f.severity.value}" for f in report.findings})
-
-
-def no_crashes(report) -> None:
-    crashed = [(c.id, c.reason) for c in report.checks if c.status == "crashed"]
-    assert not crashed, crashed
-
-
-def problems(report) -> list[str]:
-    return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])

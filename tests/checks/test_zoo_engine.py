@@ -11,7 +11,7 @@ import pytest
 import checks
 from llmdoctor.baseline import record, save
 from llmdoctor.runner import run_checks
-from tests.checks.conftest import CONFUSION
+from tests.checks.conftest import CONFUSION, fired, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_BASES, ENGINE_CATEGORIES, ENGINE_FAULTS
 
 PRESETS = ("llama", "mistral", "qwen2", "qwen3")
@@ -19,19 +19,6 @@ ENGINE_FAMILIES = ("GLD", "ACT", "KVC", "NUM", "GEN", "DRF")
 # ids whose firing is tested outside the zoo (constructed cases / monkeypatched engine faults)
 COVERED_ELSEWHERE = {"GLD003", "ACT001", "ACT002", "ACT004", "KVC001", "KVC002", "NUM002", "NUM003", "GEN002",
                      "GEN003", "GEN004", "DRF002", "DRF003"}
-
-
-def fired(report) -> list[str]:
-    return sorted({f"{f.check}:{f.severity.value}" for f in report.findings})
-
-
-def no_crashes(report) -> None:
-    crashed = [(c.id, c.reason) for c in report.checks if c.status == "crashed"]
-    assert not crashed, crashed
-
-
-def problems(report) -> list[str]:
-    return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]
 
 
 def contains(evidence: dict, expected: dict) -> bool:

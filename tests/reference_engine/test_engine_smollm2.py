@@ -39,4 +39,6 @@ def test_botchan_perplexity_equals_transformers(models, botchan_text):
     with torch.no_grad():
         theirs = math.exp(hf(input_ids=torch.tensor([ids]), labels=torch.tensor([ids])).loss.item())
     assert abs(ours - theirs) / theirs <= 1e-3
-    assert 20 < ours < 45, ours          # about 31.75 for this checkpoint
+    # measured 24.87 (ours == transformers); the issue quoted ~31.75, which neither side reproduces on this
+    # Q4_1-dequantized checkpoint with the plain first 1024 tokens, so the band only guards against nonsense
+    assert 20 < ours < 45, ours
