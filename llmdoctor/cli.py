@@ -26,12 +26,12 @@ class InputError(Exception):
 
 
 def input_errors() -> tuple[type[Exception], ...]:
-    from checks.context import ThresholdError
+    from checks.context import ResourceError, ThresholdError
     from llmdoctor.config_file import ConfigFileError
     from llmdoctor.runner import DeviceError
     from llmdoctor.selection import SelectionError
     from reference_engine.errors import ModelDirError
-    return InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError
+    return InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError
 
 
 class DoctorGroup(click.Group):

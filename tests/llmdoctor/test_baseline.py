@@ -86,3 +86,13 @@ def test_load_rejects_untrustworthy_files(tmp_path, content, problem):
     path.write_text(content)
     with pytest.raises(BaselineError, match=problem):
         load(path)
+
+
+def test_unloadable_model_is_one_line_exit_2(runner, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{bad")
+    result = runner.invoke(cli, ["baseline", str(model), "-o", str(tmp_path / "golden.json")])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and "config.json: invalid JSON" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "golden.json").exists()
