@@ -15,6 +15,7 @@ from .attention import build_metadata
 from .config import ModelConfig, load_config, model_dir_path
 from .errors import ModelDirError
 from .kv_cache import CacheFullError, PagedKVCache
+from .linear import decode_linear, pack_for_decode
 from .model import CaptureHook, check_supported, forward, layer_windows
 from .model_weights import ModelWeights, load_model_weights
 from .rope import RopeTable, build_rope_table
@@ -58,6 +59,7 @@ class Engine:
         self.config, self.weights, self.rope, self.cache = config, weights, rope, cache
         self.device, self.dtype, self.model_dir = device, dtype, model_dir
         self.windows = layer_windows(config)
+        self._decode_weights: tuple | None = None   # (source, packed) on the first decode step (linear.py)
         self._tokenizer = None
 
     @classmethod
@@ -92,13 +94,17 @@ class Engine:
         self._tokenizer = value
 
     # ---- steps ---------------------------------------------------------------------------------------
-    @torch.inference_mode()
     def prefill(self, seq_ids: list, token_lists: list, *, all_logits: bool = False,
                 capture: CaptureHook | None = None) -> torch.Tensor:
         """Run new tokens of several sequences in one batched step (new ids are allocated, known ones extended).
         Returns float32 logits [len(seq_ids), vocab] of each sequence's last new token, or with
         all_logits=True [total new tokens, vocab] packed in input order. With prefix caching on (and
         all_logits off) a new sequence reuses the cached blocks of its longest known prefix."""
+        return self._step(seq_ids, token_lists, all_logits, capture, torch.nn.functional.linear, self.weights)
+
+    @torch.inference_mode()
+    def _step(self, seq_ids: list, token_lists: list, all_logits: bool, capture: CaptureHook | None,
+              linear, weights: ModelWeights) -> torch.Tensor:
         token_lists = [_as_ids(t) for t in token_lists]
         self._check_step(seq_ids, token_lists)
         new = [s for s in seq_ids if s not in self.cache]
@@ -111,14 +117,14 @@ class Engine:
                                for s, t in zip(seq_ids, token_lists)])
             meta = build_metadata(self.cache, seq_ids, starts, counts, slots, self.device)
             tokens = torch.tensor([t for ts in token_lists for t in ts], dtype=torch.int64, device=self.device)
-            hidden = forward(self.weights, self.config, tokens, self.cache, meta, self.rope, self.windows, capture)
+            hidden = forward(weights, self.config, tokens, self.cache, meta, self.rope, self.windows, capture, linear)
         except BaseException:
             self._rollback(seq_ids, starts, new)
             raise
         if not all_logits:
             last = torch.tensor(counts, device=self.device).cumsum(0) - 1
             hidden = hidden[last]
-        logits = torch.nn.functional.linear(hidden, self.weights.lm_head)
+        logits = linear(hidden, weights.lm_head)
         if capture is not None:
             replaced = capture(self.config.num_hidden_layers, "logits", logits)
             logits = logits if replaced is None else replaced
@@ -137,7 +143,15 @@ class Engine:
         missing = [s for s in seq_ids if s not in self.cache]
         if missing:
             raise KeyError(f"decode of sequences without a prefill: {missing[:5]}")
-        return self.prefill(seq_ids, [[int(t)] for t in token_ids], capture=capture)
+        # the fastest kernel and layout for few-row steps (see linear.py); prefill keeps transformers' kernel
+        return self._step(seq_ids, [[int(t)] for t in token_ids], False, capture, decode_linear,
+                          self._weights_for_decode())
+
+    def _weights_for_decode(self) -> ModelWeights:
+        """self.weights with the projections in oneDNN's layout, built once (again if self.weights is replaced)."""
+        if self._decode_weights is None or self._decode_weights[0] is not self.weights:
+            self._decode_weights = (self.weights, pack_for_decode(self.weights))
+        return self._decode_weights[1]
 
     def _check_step(self, seq_ids: list, token_lists: list[list[int]]) -> None:
         if not seq_ids or len(seq_ids) != len(token_lists):

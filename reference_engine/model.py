@@ -19,6 +19,8 @@ from .rope import RopeTable, apply_rope
 
 # capture(layer, module, tensor [num_tokens, hidden]) -> replacement tensor or None
 CaptureHook = Callable[[int, str, torch.Tensor], "torch.Tensor | None"]
+# project(x [T, in], weight [out, in], bias [out] | None) -> [T, out]: F.linear, or linear.decode_linear
+Projection = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 SUPPORTED_ACTIVATIONS = ("silu", "swish")
 
 
@@ -60,10 +62,11 @@ def _emit(capture: CaptureHook | None, layer: int, module: str, x: torch.Tensor)
 
 
 def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer: int, cache: PagedKVCache,
-                    meta: StepMetadata, cos: torch.Tensor, sin: torch.Tensor, window: int | None) -> torch.Tensor:
+                    meta: StepMetadata, cos: torch.Tensor, sin: torch.Tensor, window: int | None,
+                    linear: Projection = F.linear) -> torch.Tensor:
     """x [num_tokens, hidden] (normed) -> attention output [num_tokens, hidden]."""
     heads, kv_heads, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
-    qkv = F.linear(x, w.qkv, w.qkv_bias)                       # [T, (heads + 2 kv_heads) * d]
+    qkv = linear(x, w.qkv, w.qkv_bias)                         # [T, (heads + 2 kv_heads) * d]
     qk, v = qkv.split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
     qk, v = qk.view(-1, heads + kv_heads, d), v.view(-1, kv_heads, d)
     if w.qk_norm is not None:                                  # per-head RMSNorm of q and k (Qwen3)
@@ -72,26 +75,26 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
     q, k = qk[:, :heads], qk[:, heads:]                        # [T, heads, d], [T, kv_heads, d]
     cache.write(layer, meta.slot_mapping, k, v)
     out = paged_attention(q, cache, layer, meta, window)      # [T, heads * d]
-    return F.linear(out, w.o, w.o_bias)
+    return linear(out, w.o, w.o_bias)
 
 
-def mlp_block(x: torch.Tensor, w: LayerWeights) -> torch.Tensor:
-    gate, up = F.linear(x, w.gate_up, w.gate_up_bias).chunk(2, dim=-1)   # [T, intermediate] each
-    return F.linear(F.silu(gate) * up, w.down, w.down_bias)
+def mlp_block(x: torch.Tensor, w: LayerWeights, linear: Projection = F.linear) -> torch.Tensor:
+    gate, up = linear(x, w.gate_up, w.gate_up_bias).chunk(2, dim=-1)     # [T, intermediate] each
+    return linear(F.silu(gate) * up, w.down, w.down_bias)
 
 
 def forward(weights: ModelWeights, config: ModelConfig, tokens: torch.Tensor, cache: PagedKVCache,
             meta: StepMetadata, rope: RopeTable, windows: list[int | None],
-            capture: CaptureHook | None = None) -> torch.Tensor:
+            capture: CaptureHook | None = None, linear: Projection = F.linear) -> torch.Tensor:
     """tokens [num_tokens] -> final-norm hidden states [num_tokens, hidden]; writes this step's K/V."""
     eps = config.rms_norm_eps
     cos, sin = rope.lookup(meta.positions, check=False)        # [T, head_dim] each; Engine checked the range
     h = _emit(capture, -1, "embed", F.embedding(tokens, weights.embed))
     for i, w in enumerate(weights.layers):
         x = _emit(capture, i, "input_norm", rms_norm(h, w.input_norm, eps))
-        a = _emit(capture, i, "attn", attention_block(x, w, config, i, cache, meta, cos, sin, windows[i]))
-        h = h + a
+        a = attention_block(x, w, config, i, cache, meta, cos, sin, windows[i], linear)
+        h = h + _emit(capture, i, "attn", a)
         x = _emit(capture, i, "post_norm", rms_norm(h, w.post_norm, eps))
-        m = _emit(capture, i, "mlp", mlp_block(x, w))
+        m = _emit(capture, i, "mlp", mlp_block(x, w, linear))
         h = _emit(capture, i, "hidden", h + m)
     return _emit(capture, len(weights.layers), "final_norm", rms_norm(h, weights.norm, eps))
