@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from reference_engine.factory import IM_END
-from tests.checks.zoo import DELETE, LM_HEAD, edit_json, edit_tensors, one_value, special_id
+from tests.checks.zoo import DELETE, LM_HEAD, Fault, edit_json, edit_tensors, one_value, special_id
 
 ENGINE_CATEGORIES = ["golden", "activations", "kv_cache", "numerics", "generation"]
 # base model directories: name -> factory_model_dir(preset, **overrides) arguments
@@ -27,13 +26,7 @@ ENGINE_BASES = {
 
 
 @dataclass(frozen=True)
-class EngineFault:
-    name: str
-    apply: Callable[[Path], None]
-    check: str                 # the check id that must fire
-    severity: str              # at this severity
-    anchor: str = ""           # the public bug report or pitfall it models
-    base: str = "llama"
+class EngineFault(Fault):
     baseline: bool = False     # record a baseline on the healthy base and check the copy against it
     evidence: dict | None = None   # evidence keys the finding must carry, e.g. the layer bisection names
 

@@ -14,7 +14,6 @@ from safetensors.torch import save_file
 import checks
 import llmdoctor
 from checks import LoadError
-from checks.context import ResourceError
 from checks.registry import Problem, Skip, check
 from llmdoctor.fingerprint import fingerprint
 from llmdoctor.progress import Progress
