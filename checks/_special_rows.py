@@ -6,6 +6,7 @@ fix_untrained_tokens write) or 'ok'. Used by the EMB checks and by `llmdoctor fi
 are untrained and on what "the mean of the trained rows" is."""
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import torch
@@ -86,3 +87,9 @@ def is_mean_row(row: torch.Tensor, mean: torch.Tensor) -> bool:
         return False
     cosine = float(row @ mean) / (row_norm * mean_norm)
     return cosine >= MEAN_COSINE and abs(row_norm / mean_norm - 1.0) <= MEAN_NORM_TOLERANCE
+
+
+def row_key(row: torch.Tensor) -> bytes:
+    """The row's exact bytes, for grouping identical rows (no numpy: torch does not require it)."""
+    row = row.detach().cpu().contiguous()
+    return ctypes.string_at(row.data_ptr(), row.numel() * row.element_size())

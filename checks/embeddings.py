@@ -6,7 +6,7 @@ from __future__ import annotations
 from checks.chat_template import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from checks.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
-from ._special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows
+from ._special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows, row_key
 from ._tensor_layout import EMBED, LM_HEAD
 from ._tensor_scan import weight_scan
 
@@ -130,7 +130,7 @@ def identical_special_rows(ctx):
         groups: dict[bytes, list[int]] = {}
         for i, row in m.values.items():
             if m.verdicts[i].kind != "zero":
-                groups.setdefault(row.numpy().tobytes(), []).append(i)
+                groups.setdefault(row_key(row), []).append(i)
         for ids in (g for g in groups.values() if len(g) > 1):
             mean_init = m.verdicts[ids[0]].kind == "mean_init"
             in_use = sorted(set(ids) & used)

@@ -5,7 +5,12 @@
 """
 from __future__ import annotations
 
+import warnings
 from importlib import metadata
+
+# numpy is not one of our dependencies (nor torch's); torch warns on import when it is absent, which would
+# put a confusing line on stderr of every run in a minimal environment
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 try:
     __version__ = metadata.version("llmdoctor")

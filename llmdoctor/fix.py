@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from checks._special_rows import UNTRAINED, classify, read_rows
+from checks._special_rows import UNTRAINED, classify, read_rows, row_key
 from checks._tensor_layout import EMBED, LM_HEAD
 from checks._tensor_scan import scan_weights
 from checks.embeddings import special_token_ids
@@ -124,7 +124,7 @@ def untrained_rows(name: str, stats, values: dict[int, torch.Tensor]) -> list[in
     groups: dict[bytes, list[int]] = {}
     for i, row in values.items():
         if verdicts.verdicts[i].kind not in ("zero", "mean_init"):
-            groups.setdefault(row.numpy().tobytes(), []).append(i)
+            groups.setdefault(row_key(row), []).append(i)
     fill |= {i for ids in groups.values() if len(ids) > 1 for i in ids}
     return sorted(fill)
 

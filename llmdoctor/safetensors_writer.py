@@ -3,6 +3,7 @@ file, replaced tensors come from memory. Memory stays at one copy buffer plus th
 checkpoint can be rewritten on a laptop (safetensors' save_file needs every tensor in RAM at once)."""
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 from pathlib import Path
@@ -44,7 +45,11 @@ def _describe(source) -> tuple[str, tuple[int, ...], int]:
 def _write_data(f, source) -> None:
     if isinstance(source, torch.Tensor):
         # little-endian raw bytes, as safetensors stores them (every platform torch runs LLMs on is LE)
-        f.write(memoryview(source.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()))
+        data = source.detach().cpu().contiguous()
+        if data.numel() == 0:
+            return
+        # a view of the tensor's own memory: no copy, and no numpy (torch does not require it)
+        f.write(memoryview((ctypes.c_char * (data.numel() * data.element_size())).from_address(data.data_ptr())))
         return
     with open(source.file, "rb") as src:
         src.seek(source.offset)

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -49,3 +50,12 @@ def test_demo_prints_a_clean_table_and_exits_0(script, tmp_path):
     summary = next(line for line in reversed(lines) if " checks in " in line)
     assert lines[-1] == "PASS: nothing at or above error" and "0 crashed; 0 errors" in summary
     assert "\x1b[" not in done.stdout and done.stderr == ""  # not a terminal: no colour, no progress bar
+
+
+def test_runs_without_numpy(tmp_path):
+    """numpy is no runtime dependency (torch does not require it): the whole demo run must not touch it."""
+    blocker = "import sys; sys.modules['numpy'] = None\nfrom llmdoctor.cli import cli\ncli(prog_name='llmdoctor')"
+    done = subprocess.run([sys.executable, "-c", blocker, "check", "--demo", "--quick", "--fail-on", "error"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 crashed" in done.stdout and done.stderr == ""
