@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import hashlib
 import os
-
-# OpenMP threads that spin while waiting make small torch ops ~100x slower whenever another process competes
-# for the 2 CI cores (pip, a helper, the asset converter); sleeping waiters cost nothing measurable here.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from pathlib import Path
 from typing import Callable
 
-import pytest
+# OpenMP threads that spin while waiting make small torch ops ~100x slower whenever another process competes
+# for the 2 CI cores (pip, a helper, the asset converter); sleeping waiters cost nothing measurable here.
+# Set before anything imports torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from tests import assets
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from tests import assets  # noqa: E402
+
+# timing is not what the property tests test: a busy 2-core CI machine must not turn them into flakes
+settings.register_profile("llmdoctor", deadline=None)
+settings.load_profile("llmdoctor")
 
 
 def _asset(fetch: Callable, *args):
