@@ -9,6 +9,7 @@ from typing import Callable
 
 import regex
 
+from .components import build_component, chain
 from .errors import UnsupportedError
 from .pre_tokenizers import UNICODE_TO_BYTES, prepend_scheme
 
@@ -103,14 +104,7 @@ def replace(spec: dict, path: str) -> Decoder:
 
 
 def sequence(spec: dict, path: str) -> Decoder:
-    steps = [build_decoder(s, path) for s in spec.get("decoders", [])]
-
-    def run(tokens: list[str]) -> list[str]:
-        for step in steps:
-            tokens = step(tokens)
-        return tokens
-
-    return run
+    return chain([build_decoder(s, path) for s in spec.get("decoders", [])])
 
 
 BUILDERS = {"ByteLevel": byte_level, "Metaspace": metaspace, "ByteFallback": byte_fallback, "Fuse": fuse,
@@ -119,9 +113,4 @@ BUILDERS = {"ByteLevel": byte_level, "Metaspace": metaspace, "ByteFallback": byt
 
 def build_decoder(spec: dict | None, path: str) -> Decoder | None:
     """The decoder described by a tokenizer.json `decoder` entry (None: tokens joined by spaces)."""
-    if spec is None:
-        return None
-    kind = spec.get("type")
-    if kind not in BUILDERS:
-        raise UnsupportedError(path, f"decoder type {kind!r} is not supported")
-    return BUILDERS[kind](spec, path)
+    return build_component("decoder", BUILDERS, spec, path)

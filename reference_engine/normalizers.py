@@ -6,6 +6,7 @@ from typing import Callable
 
 import regex
 
+from .components import build_component, chain
 from .errors import UnsupportedError
 
 Normalizer = Callable[[str], str]
@@ -54,14 +55,7 @@ def strip(spec: dict, path: str) -> Normalizer:
 
 
 def sequence(spec: dict, path: str) -> Normalizer:
-    steps = [build_normalizer(s, path) for s in spec.get("normalizers", [])]
-
-    def run(text: str) -> str:
-        for step in steps:
-            text = step(text)
-        return text
-
-    return run
+    return chain([build_normalizer(s, path) for s in spec.get("normalizers", [])])
 
 
 BUILDERS = {"Lowercase": lowercase, "Prepend": prepend, "Replace": replace, "Strip": strip, "Sequence": sequence}
@@ -69,11 +63,6 @@ BUILDERS = {"Lowercase": lowercase, "Prepend": prepend, "Replace": replace, "Str
 
 def build_normalizer(spec: dict | None, path: str) -> Normalizer | None:
     """The normalizer described by a tokenizer.json `normalizer` entry (None when absent)."""
-    if spec is None:
-        return None
-    kind = spec.get("type")
-    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
-        return unicode_form(kind)
-    if kind not in BUILDERS:
-        raise UnsupportedError(path, f"normalizer type {kind!r} is not supported")
-    return BUILDERS[kind](spec, path)
+    if spec is not None and spec.get("type") in ("NFC", "NFD", "NFKC", "NFKD"):
+        return unicode_form(spec["type"])
+    return build_component("normalizer", BUILDERS, spec, path)

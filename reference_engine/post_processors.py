@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .components import build_component, chain
 from .errors import ModelDirError, UnsupportedError
 
 PostProcessor = Callable[[list[int]], list[int]]
@@ -62,14 +63,7 @@ def bert_like(cls_key: str, sep_key: str):
 
 
 def sequence(spec: dict, path: str) -> PostProcessor:
-    steps = [build_post_processor(s, path) for s in spec.get("processors", [])]
-
-    def run(ids: list[int]) -> list[int]:
-        for step in steps:
-            ids = step(ids)
-        return ids
-
-    return run
+    return chain([build_post_processor(s, path) for s in spec.get("processors", [])])
 
 
 BUILDERS = {"TemplateProcessing": template, "ByteLevel": byte_level, "Sequence": sequence,
@@ -78,9 +72,4 @@ BUILDERS = {"TemplateProcessing": template, "ByteLevel": byte_level, "Sequence":
 
 def build_post_processor(spec: dict | None, path: str) -> PostProcessor | None:
     """The post-processor from a tokenizer.json `post_processor` entry (None when absent)."""
-    if spec is None:
-        return None
-    kind = spec.get("type")
-    if kind not in BUILDERS:
-        raise UnsupportedError(path, f"post_processor type {kind!r} is not supported")
-    return BUILDERS[kind](spec, path)
+    return build_component("post_processor", BUILDERS, spec, path)

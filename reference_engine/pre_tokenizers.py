@@ -11,6 +11,7 @@ from typing import Callable
 
 import regex
 
+from .components import build_component, chain
 from .errors import UnsupportedError
 
 
@@ -212,14 +213,7 @@ def whitespace(spec: dict, path: str) -> PreTokenizer:
 
 
 def sequence(spec: dict, path: str) -> PreTokenizer:
-    steps = [build_pre_tokenizer(s, path) for s in spec.get("pretokenizers", [])]
-
-    def run(pieces: list[Piece]) -> list[Piece]:
-        for step in steps:
-            pieces = step(pieces)
-        return pieces
-
-    return run
+    return chain([build_pre_tokenizer(s, path) for s in spec.get("pretokenizers", [])])
 
 
 BUILDERS = {"ByteLevel": byte_level, "Metaspace": metaspace, "Split": split, "Digits": digits,
@@ -228,12 +222,9 @@ BUILDERS = {"ByteLevel": byte_level, "Metaspace": metaspace, "Split": split, "Di
 
 def build_pre_tokenizer(spec: dict | None, path: str) -> PreTokenizer | None:
     """The pre-tokenizer described by a tokenizer.json `pre_tokenizer` entry (None when absent)."""
-    if spec is None:
+    run = build_component("pre_tokenizer", BUILDERS, spec, path)
+    if run is None:
         return None
-    kind = spec.get("type")
-    if kind not in BUILDERS:
-        raise UnsupportedError(path, f"pre_tokenizer type {kind!r} is not supported")
-    run = BUILDERS[kind](spec, path)
     return lambda pieces: [p for p in run(pieces) if p.text]  # tokenizers drops empty pieces
 
 
