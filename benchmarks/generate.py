@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reference_engine.engine import Engine  # noqa: E402
-from reference_engine.sampling_params import SamplingParams  # noqa: E402
+from reference_engine.generate.sampling_params import SamplingParams  # noqa: E402
 
 WORDS = ("the lighthouse keeper walked down to the village to buy bread cheese and a newspaper while the "
          "children asked him about storms ships harbours and the sea").split()

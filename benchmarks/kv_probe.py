@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llmdoctor.probes.kv_sim import SimConfig, simulate  # noqa: E402
-from llmdoctor.probes.kv_workload import SyntheticSpec, synthetic  # noqa: E402
+from probes.kv_sim import SimConfig, simulate  # noqa: E402
+from probes.kv_workload import SyntheticSpec, synthetic  # noqa: E402
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tokenizers import Tokenizer as HFTokenizer  # noqa: E402  (after the env var, on purpose)
 
-from reference_engine.tokenizer import Tokenizer  # noqa: E402
+from reference_engine.tokenizer.tokenizer import Tokenizer  # noqa: E402
 from tests import assets  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)

@@ -7,9 +7,9 @@ import pkgutil
 import traceback
 from dataclasses import dataclass
 
-from .registry import REGISTRY, CheckSpec, Problem, RegistryError, Skip, check, specs
+from checks.registry import REGISTRY, CheckSpec, Problem, RegistryError, Skip, check, specs
 
-MACHINERY = {"registry", "context"}
+MACHINERY = {"registry", "context", "analysis"}
 
 __all__ = ["REGISTRY", "CheckSpec", "Problem", "RegistryError", "Skip", "check", "specs", "load_all",
            "LoadError", "load_errors"]

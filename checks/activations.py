@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from checks._probe_runs import PointStats, forward_runs
-from checks._prompts import probe_texts
+from checks.analysis.probe_runs import PointStats, forward_runs
+from checks.analysis.prompts import probe_texts
 from checks.registry import Problem, check
 
 TABLE_MODULES = ("hidden", "attn", "mlp")

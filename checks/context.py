@@ -97,14 +97,14 @@ class CheckContext:
     @property
     def tokenizer(self):
         def build():
-            from reference_engine.tokenizer import Tokenizer
+            from reference_engine.tokenizer.tokenizer import Tokenizer
             return Tokenizer.from_pretrained(self.model_dir)
         return self._get("tokenizer", build)
 
     @property
     def weights(self):
         def build():
-            from reference_engine.weights import Weights
+            from reference_engine.files.weights import Weights
             return Weights.open(self.model_dir)
         return self._get("weights", build)
 

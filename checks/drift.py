@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from checks._probe_runs import eos_ids, greedy_traces
-from checks._prompts import render_chat
+from checks.analysis.probe_runs import eos_ids, greedy_traces
+from checks.analysis.prompts import render_chat
 from checks.registry import Problem, Skip, check
 
 SAME_DTYPE_KL, CROSS_DTYPE_KL = 1e-3, 5e-2
@@ -20,7 +20,7 @@ def baseline(ctx) -> dict:
     if ctx.baseline is None:
         raise Skip("no --baseline given")
     if "baseline" not in ctx.state:
-        from llmdoctor.baseline import BaselineError, load
+        from checks.analysis.baseline_file import BaselineError, load
         try:
             ctx.state["baseline"] = load(ctx.baseline)
         except BaselineError as e:
@@ -147,7 +147,7 @@ def token_drift(ctx):
     tok = ctx.tokenizer
     for probe in doc["probes"]:
         if probe.get("chat"):
-            from checks._prompts import CHAT_PROBE
+            from checks.analysis.prompts import CHAT_PROBE
             rendered = render_chat(tok, CHAT_PROBE)
             now = tok.encode(rendered, add_special_tokens=False) if rendered is not None else []
         else:

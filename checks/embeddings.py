@@ -6,9 +6,9 @@ from __future__ import annotations
 from checks.chat_template import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from checks.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
-from ._special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows, row_key
-from ._tensor_layout import EMBED, LM_HEAD
-from ._tensor_scan import weight_scan
+from checks.analysis.special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows, row_key
+from checks.analysis.tensor_layout import EMBED, LM_HEAD
+from checks.analysis.tensor_scan import weight_scan
 
 
 def special_token_ids(tok) -> list[int]:

@@ -1,5 +1,5 @@
 """Environment checks (ENV): the installed torch can use the machine's GPUs. The full environment report
-(packages, env vars, CPU, RAM) is `llmdoctor triage`'s job (llmdoctor/triage.py)."""
+(packages, env vars, CPU, RAM) is `llmdoctor triage`'s job (probes/environment.py)."""
 from __future__ import annotations
 
 from checks.registry import Problem, check
@@ -18,8 +18,8 @@ def torch_matches_gpus(ctx):
     """
     import torch
 
-    from llmdoctor.gpu_state import NvmlSession
-    from llmdoctor.triage import torch_info, environment_problems
+    from probes.environment import environment_problems, torch_info
+    from probes.gpu_state import NvmlSession
     with NvmlSession() as session:
         nvml = session.snapshot().as_dict()
     env = {"torch": torch_info(torch), "nvml": nvml}

@@ -7,8 +7,8 @@ from pathlib import Path
 from checks.registry import Problem, check
 from reference_engine.config import read_json
 from reference_engine.errors import ModelDirError
-from reference_engine.safetensors_io import read_header, validate_file
-from reference_engine.weights import find_pickle_files, safe_weight_path
+from reference_engine.files.safetensors_io import read_header, validate_file
+from reference_engine.files.weights import find_pickle_files, safe_weight_path
 
 INDEX = "model.safetensors.index.json"
 SIDE_JSON = ("generation_config.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from checks._probe_runs import GreedyTrace, eos_ids, greedy_traces, trained_state
-from checks._prompts import new_tokens, probe_inputs
+from checks.analysis.probe_runs import GreedyTrace, eos_ids, greedy_traces, trained_state
+from checks.analysis.prompts import new_tokens, probe_inputs
 from checks.registry import Problem, Skip, check
 
 NGRAM = 3

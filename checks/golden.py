@@ -4,8 +4,8 @@ the report names the first broken stage instead of piling up consequences.
 """
 from __future__ import annotations
 
-from checks._probe_runs import eos_ids, forward_runs, greedy_traces
-from checks._prompts import CHAT_PROBE, probe_inputs, probe_texts, render_chat
+from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
+from checks.analysis.prompts import CHAT_PROBE, probe_inputs, probe_texts, render_chat
 from checks.registry import Problem, Skip, check
 
 STEP_KEY = "golden_steps"      # ctx.state[STEP_KEY][n] = True (passed) / False (failed)
@@ -155,7 +155,7 @@ def golden_core(ctx):
 def golden_closed_loop(ctx):
     """Golden step 3: prompt -> logits -> argmax -> decode gives valid text, and greedy steps stay finite.
 
-    The detokenizer stage's validate() (reference_engine.generate.validate): the last position's softmax
+    The detokenizer stage's validate() (reference_engine.generate.loop.validate): the last position's softmax
     is finite and sums to 1, the argmax id exists in the tokenizer and the embedding and decodes to valid
     UTF-8, and the sampler's filtered distributions are sane for common settings. Then a few greedy steps
     through the KV cache: a step whose logits are all NaN makes argmax pick id 0, which most byte-level

@@ -12,7 +12,7 @@ def nvml_state_of(device, backend=None):
     """(GpuState or None, reason) of the CUDA device `device` through NVML."""
     import torch
 
-    from llmdoctor.gpu_state import NvmlSession
+    from probes.gpu_state import NvmlSession
     with NvmlSession(backend) as session:
         if not session.available:
             return None, f"NVML not available ({session.reason})"
@@ -34,7 +34,7 @@ def gpu_device_state(ctx):
     diagnostics (`dcgmi diag -r 1`). Skipped on machines without a CUDA device; on a GPU whose driver
     does not expose NVML, skipped with the NVML reason.
     """
-    from llmdoctor.probes.bandwidth import gpu_problems
+    from probes.bandwidth import gpu_problems
     state, reason = nvml_state_of(ctx.gpu)
     if state is None:
         raise Skip(reason)
@@ -53,7 +53,7 @@ def gpu_memory_bandwidth(ctx):
     batch-1 decode is bandwidth bound, so tokens/s falls with it. Reported as info when healthy, with the
     measured figures as evidence and a bar chart in the HTML report.
     """
-    from llmdoctor.probes.bandwidth import achieved_finding, run_bandwidth_probe
+    from probes.bandwidth import achieved_finding, run_bandwidth_probe
     result = run_bandwidth_probe(str(ctx.gpu), 256 * 2**20 if ctx.quick else None, 3 if ctx.quick else 5)
     finding = achieved_finding(result)
     ctx.state["measured_bandwidth"] = result.best_bytes_per_s
@@ -72,8 +72,8 @@ def decode_roofline(ctx):
     matmul's FLOP/s. gpt-fast reaches ~80% of an A100's bandwidth at batch 1; far less means kernel
     launch and Python overhead dominate, which no amount of memory bandwidth fixes.
     """
-    from llmdoctor.probes.bandwidth import measure_kernels
-    from llmdoctor.probes.decode_roofline import measure_decode, roofline_finding
+    from probes.bandwidth import measure_kernels
+    from probes.decode_roofline import measure_decode, roofline_finding
     measured = ctx.state.get("measured_bandwidth")
     if measured is None:
         measured = max(m.bytes_per_s for m in measure_kernels(ctx.gpu, 256 * 2**20, 3))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from checks._prompts import probe_inputs, probe_texts
+from checks.analysis.prompts import probe_inputs, probe_texts
 from checks.registry import Problem, Skip, check
 
 TOP_K = 5                 # vLLM's check_logprobs_close: when argmaxes differ, each must be in the other's top-k
@@ -42,16 +42,13 @@ def probe_sequence(ctx, length: int) -> list[int]:
 
 def incremental(engine, ids: list[int], prefill: int, chunk: int) -> torch.Tensor:
     """Logits [len(ids) - prefill + 1, vocab] for positions prefill-1..end: prefill in chunks, then decode."""
-    seq, rows = object(), []
-    try:
+    rows = []
+    with engine.scratch() as (seq,):
         for start in range(0, prefill, chunk):
             last = engine.prefill([seq], [ids[start:min(start + chunk, prefill)]])
         rows.append(last[0])
         for t in ids[prefill:]:
             rows.append(engine.decode([seq], [t])[0])
-    finally:
-        if seq in engine.cache:
-            engine.free(seq)
     return torch.stack(rows)
 
 
@@ -117,18 +114,13 @@ def batch_vs_alone(ctx):
 
 def _run_rows(engine, rows: list[list[int]], together: bool) -> torch.Tensor:
     """[2 * len(rows), vocab]: each row's prefill logits, then its logits after one decode step of its argmax."""
-    seqs = [object() for _ in rows]
-    try:
+    with engine.scratch(len(rows)) as seqs:
         if together:
-            first = engine.prefill(seqs, rows)
-            second = engine.decode(seqs, first.argmax(-1).tolist())
+            first = engine.prefill(list(seqs), rows)
+            second = engine.decode(list(seqs), first.argmax(-1).tolist())
         else:
             first = torch.cat([engine.prefill([s], [r]) for s, r in zip(seqs, rows)])
             second = torch.cat([engine.decode([s], [int(t)]) for s, t in zip(seqs, first.argmax(-1))])
-    finally:
-        for s in seqs:
-            if s in engine.cache:
-                engine.free(s)
     return torch.cat([first, second])
 
 
@@ -195,12 +187,8 @@ def far_positions(ctx):
 
 def last_logits(engine, ids: list[int]) -> torch.Tensor:
     """[1, vocab] logits of the last position of one fresh prefill of ids."""
-    seq = object()
-    try:
+    with engine.scratch() as (seq,):
         return engine.prefill([seq], [ids])
-    finally:
-        if seq in engine.cache:
-            engine.free(seq)
 
 
 def _float32(ctx):

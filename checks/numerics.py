@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from checks._probe_runs import ForwardRun, forward_runs, run_forward
-from checks._prompts import probe_inputs
+from checks.analysis.probe_runs import ForwardRun, forward_runs, run_forward
+from checks.analysis.prompts import probe_inputs
 from checks.registry import Problem, Skip, check
 
 LOW_DTYPES = ("bfloat16", "float16")

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from llmdoctor.finding import CATEGORIES, Severity
+from findings import CATEGORIES, Severity
 
 ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu")

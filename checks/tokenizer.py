@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from checks.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
-from reference_engine.pre_tokenizers import BYTES_TO_UNICODE
-from ._token_table import TokenTable, token_table
+from reference_engine.tokenizer.pre_tokenizers import BYTES_TO_UNICODE
+from checks.analysis.token_table import TokenTable, token_table
 
 # Round-trip probes: scripts, emoji with modifiers and ZWJ, whitespace runs, code, control characters, NUL.
 PROBES = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checks.registry import Problem, check
-from ._tensor_layout import EMBED, output_rows_name
-from ._token_table import special_strings
+from checks.analysis.tensor_layout import EMBED, output_rows_name
+from checks.analysis.token_table import special_strings
 
 NAMES = ("bos", "eos", "pad", "unk")
 

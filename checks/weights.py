@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 
 from checks.registry import Problem, check
-from ._tensor_layout import HARMLESS_EXTRA, LM_HEAD, expected_tensors, optional_tensors, role_of
-from ._tensor_scan import weight_scan
+from checks.analysis.tensor_layout import HARMLESS_EXTRA, LM_HEAD, expected_tensors, optional_tensors, role_of
+from checks.analysis.tensor_scan import weight_scan
 
 FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float64"}
 FLOAT16_MAX = 65504.0

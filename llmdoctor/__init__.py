@@ -23,9 +23,9 @@ __all__ = ["__version__", "check", "Report", "Finding", "Severity", "CATEGORIES"
 def __getattr__(name):
     # lazy so that `import llmdoctor` (and `llmdoctor --version`) does not import torch
     if name == "check":
-        from .runner import check
+        from llmdoctor.runner import check
         return check
     if name in ("Report", "Finding", "Severity", "CATEGORIES", "CheckRun"):
-        from . import finding
-        return getattr(finding, name)
+        import findings
+        return getattr(findings, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,34 +8,19 @@ from a newer version is refused rather than misread. Never written into the mode
 from __future__ import annotations
 
 import json
-import math
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
-
-SCHEMA_VERSION = 1
-KIND = "llmdoctor-baseline"
-DEFAULT_TOP_K = 20
-
-
-class BaselineError(ValueError):
-    """A baseline cannot be written or read; the message names the file and the problem."""
-
-
-def top_k_rows(logits: torch.Tensor, k: int) -> list[dict]:
-    """Per position {"ids": [...], "logprobs": [...]} of the k most likely tokens (log-softmax in float64)."""
-    logprobs = torch.log_softmax(logits.double(), dim=-1)
-    values, ids = logprobs.topk(min(k, logprobs.shape[-1]), dim=-1)
-    return [{"ids": i.tolist(), "logprobs": [round(float(v), 9) if math.isfinite(v) else None for v in row.tolist()]}
-            for i, row in zip(ids, values)]
+from checks.analysis.baseline_file import (DEFAULT_TOP_K, KIND, SCHEMA_VERSION, BaselineError, clean,
+                                          top_k_rows)
+from llmdoctor.output_guard import refuse_inside_model
 
 
 def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
            top_k: int = DEFAULT_TOP_K) -> dict:
     """Run the probes on the model and return the baseline document."""
-    from checks._probe_runs import eos_ids, forward_runs, greedy_traces
-    from checks._prompts import new_tokens
+    from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
+    from checks.analysis.prompts import new_tokens
     from checks.activations import activation_table
     from checks.context import CheckContext
     from llmdoctor import __version__
@@ -56,33 +41,13 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "model": str(model_dir), "fingerprint": fingerprint(Path(model_dir)), "device": ctx.device,
             "dtype": ctx.dtype, "quick": quick, "top_k": top_k, "new_tokens": new_tokens(quick),
-            "probes": probes, "activations": _clean(activation_table(runs))}
-
-
-def _clean(value):
-    """JSON has no NaN/Infinity: non-finite floats become null."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def inside(path: Path, directory: Path) -> bool:
-    try:
-        path.resolve().relative_to(directory.resolve())
-        return True
-    except ValueError:
-        return False
+            "probes": probes, "activations": clean(activation_table(runs))}
 
 
 def save(document: dict, output: str | Path, model_dir: str | Path) -> Path:
     """Write the baseline (whole, via a temporary file); refuses any path inside the model directory."""
     output = Path(output)
-    if inside(output, Path(model_dir)):
-        raise BaselineError(f"{output}: refusing to write inside the model directory {model_dir}")
+    refuse_inside_model(output, model_dir, "baseline")
     text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
     tmp = output.with_name(output.name + ".tmp")
     try:
@@ -93,27 +58,3 @@ def save(document: dict, output: str | Path, model_dir: str | Path) -> Path:
     return output
 
 
-def load(path: str | Path) -> dict:
-    """Read and validate a baseline file; BaselineError with a one-line reason otherwise."""
-    path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise BaselineError(f"{path}: cannot read baseline: {e.strerror or e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BaselineError(f"{path}: not a baseline file (invalid JSON: {e})") from None
-    if not isinstance(document, dict) or document.get("kind") != KIND:
-        raise BaselineError(f"{path}: not an llmdoctor baseline (written by `llmdoctor baseline`)")
-    version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise BaselineError(f"{path}: baseline schema_version {version!r}; this llmdoctor reads {SCHEMA_VERSION}")
-    probes = document.get("probes")
-    if not isinstance(probes, list) or not probes or not all(_valid_probe(p) for p in probes):
-        raise BaselineError(f"{path}: baseline has no valid probes")
-    return document
-
-
-def _valid_probe(p) -> bool:
-    return (isinstance(p, dict) and isinstance(p.get("ids"), list) and isinstance(p.get("top_k"), list)
-            and isinstance(p.get("text"), str) and len(p["top_k"]) == len(p["ids"])
-            and all(isinstance(i, int) for i in p["ids"]) and isinstance(p.get("greedy", []), list))

@@ -30,8 +30,10 @@ def input_errors() -> tuple[type[Exception], ...]:
     from llmdoctor.config_file import ConfigFileError
     from llmdoctor.runner import DeviceError
     from llmdoctor.selection import SelectionError
+    from llmdoctor.output_guard import InsideModelError
     from reference_engine.errors import ModelDirError
-    return InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError
+    return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
+            InsideModelError)
 
 
 class DoctorGroup(click.Group):
@@ -82,11 +84,14 @@ def cli():
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config):
     """Run the checks on the model directory PATH and print a report."""
     from llmdoctor.config_file import Settings, load_settings
+    from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.progress import Progress
     from llmdoctor.runner import run_checks, validate_model_dir
     from llmdoctor.selection import parse_selectors
 
     root = validate_model_dir(model_path(path, demo))
+    if output is not None:
+        refuse_inside_model(output, root, "report")
     if baseline is not None and not baseline.is_file():
         raise InputError(f"{baseline}: baseline file not found")
     settings = Settings() if no_config else load_settings(root)

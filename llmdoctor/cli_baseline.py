@@ -21,13 +21,13 @@ def baseline_command(model_dir, output, device, dtype, quick, top_k):
     """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes."""
     from llmdoctor.baseline import BaselineError, record, save
     from llmdoctor.cli import InputError
+    from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.runner import validate_device, validate_model_dir
 
     root = validate_model_dir(model_dir)
     validate_device(device)
     try:
-        if Path(output).resolve().is_relative_to(root.resolve()):
-            raise BaselineError(f"{output}: refusing to write inside the model directory {root}")
+        refuse_inside_model(output, root, "baseline")
         document = record(root, device=device, dtype=dtype, quick=quick, top_k=top_k)
         save(document, output, root)
     except BaselineError as e:

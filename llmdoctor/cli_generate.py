@@ -29,7 +29,7 @@ def resolve_device_dtype(device: str, dtype: str, model_dir: Path) -> tuple[str,
 
 def build_params(**values):
     from llmdoctor.cli import InputError
-    from reference_engine.sampling_params import SamplingParams
+    from reference_engine.generate.sampling_params import SamplingParams
     try:
         return SamplingParams(**values)
     except ValueError as e:
@@ -87,7 +87,7 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
 
 def _run(engine, request, params, stream: bool):
     from llmdoctor.cli import InputError
-    from reference_engine.generate import generate, stream as stream_text
+    from reference_engine.generate.loop import generate, stream as stream_text
     try:
         if not stream:
             return generate(engine, request, params)[0]

@@ -13,7 +13,7 @@ FORMATS = ("table", "json", "junit", "markdown", "html")
 def _size(ctx, param, value):
     if value is None:
         return None
-    from llmdoctor.probes.kv import parse_size
+    from probes.kv import parse_size
     try:
         return parse_size(value)
     except ValueError as exc:
@@ -90,9 +90,9 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
              block_sizes, pool_tokens, with_model, memory_budget, kv_dtype, max_len, tick_tokens, step_ms,
              max_running, fmt, output, fail_on):
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
-    from llmdoctor.probes.kv import ModelKv, kv_findings, run_kv_probe
-    from llmdoctor.probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
-    from llmdoctor.probes.report import ProbeRecorder
+    from probes.kv import ModelKv, kv_findings, run_kv_probe
+    from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
+    from llmdoctor.probe_report import ProbeRecorder
     started = time.perf_counter()
     recorder = ProbeRecorder(str(with_model) if with_model else "(no model)")
     kv = ModelKv.from_dir(with_model, kv_dtype) if with_model else None
@@ -130,7 +130,7 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
     """Measure achieved memory bandwidth vs the NVML peak (or host memory without a GPU)."""
     import torch
 
-    from llmdoctor.probes.report import ProbeRecorder
+    from llmdoctor.probe_report import ProbeRecorder
     from llmdoctor.triage_probes import run_bandwidth_part, run_roofline_part
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise click.BadParameter(f"no CUDA device available to torch {torch.__version__} "

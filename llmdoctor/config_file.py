@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmdoctor.finding import FAIL_ON
+from findings import FAIL_ON
 
 try:
     import tomllib as _toml

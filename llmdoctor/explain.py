@@ -6,7 +6,7 @@ from importlib import import_module
 
 import checks
 from checks.registry import ID_PATTERN, CheckSpec
-from llmdoctor.finding import CATEGORIES
+from findings import CATEGORIES
 
 
 def describe_check(spec: CheckSpec) -> str:
@@ -41,7 +41,7 @@ def explain(query: str) -> tuple[str, int]:
 
 def probe_ids() -> dict[str, str]:
     """Finding ids that only the probes emit (they are not registered checks)."""
-    from llmdoctor.probes.report import SUMMARIES
+    from llmdoctor.probe_report import SUMMARIES
     return SUMMARIES
 
 

@@ -23,15 +23,16 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from checks._special_rows import UNTRAINED, classify, read_rows, row_key
-from checks._tensor_layout import EMBED, LM_HEAD
-from checks._tensor_scan import scan_weights
+from checks.analysis.special_rows import UNTRAINED, classify, read_rows, row_key
+from checks.analysis.tensor_layout import EMBED, LM_HEAD
+from checks.analysis.tensor_scan import scan_weights
 from checks.embeddings import special_token_ids
+from llmdoctor.output_guard import is_inside
 from llmdoctor.safetensors_writer import write_safetensors
 from reference_engine.config import load_config, model_dir_path, read_json
 from reference_engine.errors import ModelDirError
-from reference_engine.tokenizer import Tokenizer
-from reference_engine.weights import SAFETENSORS_INDEX, Weights
+from reference_engine.tokenizer.tokenizer import Tokenizer
+from reference_engine.files.weights import SAFETENSORS_INDEX, Weights
 
 
 class FixError(ModelDirError):
@@ -76,14 +77,13 @@ def fix_model(model_dir: str | Path, out_dir: str | Path, *, vocab: bool = False
 
 def check_output_dir(src: Path, out: Path) -> Path:
     """The resolved output path; refuses the source itself, anything inside it, and non-empty directories."""
-    real_src, real_out = src.resolve(), out.resolve()
-    if real_out == real_src or real_src in real_out.parents:
+    if is_inside(out, src):
         raise FixError(out, "the output must not be the model directory or inside it (fix never writes in place)")
     if out.exists() and not out.is_dir():
         raise FixError(out, "exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
         raise FixError(out, "exists and is not empty")
-    return real_out
+    return out.resolve()
 
 
 def repair_matrix(weights: Weights, name: str, tok, rows: int | None, untrained: bool,

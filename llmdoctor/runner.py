@@ -19,7 +19,7 @@ from checks.registry import CheckSpec, Problem, Skip
 from llmdoctor import __version__
 from llmdoctor.config_file import load_settings
 from llmdoctor.fingerprint import fingerprint
-from llmdoctor.finding import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
+from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from llmdoctor.progress import Progress
 from llmdoctor.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path

@@ -4,7 +4,7 @@ ignore wins."""
 from __future__ import annotations
 
 from checks.registry import FAMILIES, CheckSpec
-from llmdoctor.finding import CATEGORIES
+from findings import CATEGORIES
 
 
 class SelectionError(ValueError):

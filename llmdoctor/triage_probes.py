@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from llmdoctor.probes.report import ProbeRecorder
+from llmdoctor.probe_report import ProbeRecorder
 from reference_engine.errors import ModelDirError
 
 
@@ -26,7 +26,7 @@ def run_checks_part(recorder: ProbeRecorder, model_dir: Path, device: str) -> st
 
 
 def run_bandwidth_part(recorder: ProbeRecorder, device: str, size_bytes: int | None, runs: int, nvml_backend=None):
-    from llmdoctor.probes.bandwidth import bandwidth_findings, run_bandwidth_probe
+    from probes.bandwidth import bandwidth_findings, run_bandwidth_probe
     started = time.perf_counter()
     try:
         result = run_bandwidth_probe(device, size_bytes, runs, nvml_backend)
@@ -39,7 +39,7 @@ def run_bandwidth_part(recorder: ProbeRecorder, device: str, size_bytes: int | N
 
 def run_roofline_part(recorder: ProbeRecorder, model_dir: Path, measured_bytes_per_s: float, device: str,
                       dtype: str) -> None:
-    from llmdoctor.probes.decode_roofline import roofline_finding, run_decode_roofline
+    from probes.decode_roofline import roofline_finding, run_decode_roofline
     started = time.perf_counter()
     try:
         result = run_decode_roofline(model_dir, measured_bytes_per_s, device=device, dtype=dtype)
@@ -51,8 +51,8 @@ def run_roofline_part(recorder: ProbeRecorder, model_dir: Path, measured_bytes_p
 
 def run_kv_part(recorder: ProbeRecorder, model_dir: Path | None, requests: int, memory_budget: int | None = None,
                 block_sizes=(1, 16, 256)) -> None:
-    from llmdoctor.probes.kv import ModelKv, kv_findings, run_kv_probe
-    from llmdoctor.probes.kv_workload import SyntheticSpec, synthetic
+    from probes.kv import ModelKv, kv_findings, run_kv_probe
+    from probes.kv_workload import SyntheticSpec, synthetic
     started = time.perf_counter()
     pool_tokens, max_len, per_token = 262144, 4096, None
     if model_dir is not None:

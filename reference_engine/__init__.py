@@ -1,4 +1,11 @@
-"""reference_engine: a readable three-stage LLM inference engine (tokenizer -> transformer core -> detokenizer).
+"""reference_engine: a readable three-stage LLM inference engine.
+
+    tokenizer/  stage 1: text -> token ids
+    core/       stage 2: token ids -> logits (decoder, RoPE, paged KV cache)
+    generate/   stage 3: logits -> tokens -> text (sampler, beam, stopping, streaming, continuous batching)
+    engine.py   Engine: the three stages composed
+    files/      safetensors and weight files, validated before use
+    testing/    not inference: tiny model directories and BPE training for tests and the demo
 
 Public names are imported lazily so that `import reference_engine` stays cheap and each stage can be
 used on its own.
@@ -13,12 +20,13 @@ _EXPORTS = {
     "load_config": "config",
     "load_generation_config": "config",
     "load_tokenizer_config": "config",
-    "Weights": "weights",
+    "Weights": "files.weights",
     "Tokenizer": "tokenizer",
-    "train_bpe": "train_bpe",
+    "CoreEngine": "core",
     "Engine": "engine",
-    "SamplingParams": "sampling_params",
+    "SamplingParams": "generate",
     "Output": "generate",
+    "train_bpe": "testing.train_bpe",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelDirError, UnsupportedError
+from reference_engine.errors import ModelDirError, UnsupportedError
 
 SUPPORTED_ARCHITECTURES = (
     "LlamaForCausalLM",

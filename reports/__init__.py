@@ -1,4 +1,4 @@
-"""Report renderers. Each module has `render(report, stream)` and knows only `llmdoctor.finding`."""
+"""Report renderers. Each module has `render(report, stream)` and knows only `findings`."""
 from __future__ import annotations
 
 from importlib import import_module

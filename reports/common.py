@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from llmdoctor.finding import STATUSES, Report
+from findings import STATUSES, Report
 
 SEVERITIES = ("error", "warning", "info")
 

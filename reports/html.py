@@ -7,11 +7,11 @@ from typing import TextIO
 
 from jinja2 import Environment
 
-from llmdoctor.finding import Finding, Report
+from findings import Finding, Report
 
-from . import svg
-from .common import resource_line, severity_counts, status_counts, summary_line, verdict
-from .html_template import TEMPLATE
+from reports import svg
+from reports.common import resource_line, severity_counts, status_counts, summary_line, verdict
+from reports.html_template import TEMPLATE
 
 
 def plots_of(finding: Finding) -> list[dict]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from llmdoctor.finding import Report
+from findings import Report
 
-from .common import severity_counts, status_counts
+from reports.common import severity_counts, status_counts
 
 SCHEMA_VERSION = 1
 

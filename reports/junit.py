@@ -7,9 +7,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TextIO
 
-from llmdoctor.finding import CheckRun, Finding, Report
+from findings import CheckRun, Finding, Report
 
-from .common import compact_evidence
+from reports.common import compact_evidence
 
 
 def build(report: Report) -> ET.Element:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from llmdoctor.finding import Finding, Report
+from findings import Finding, Report
 
-from .common import status_counts, summary_line, verdict
+from reports.common import status_counts, summary_line, verdict
 
 PER_CHECK = 10
 ICONS = {"error": "🔴", "warning": "🟠", "info": "🔵"}

@@ -10,9 +10,9 @@ from typing import TextIO
 
 from tabulate import tabulate
 
-from llmdoctor.finding import Report
+from findings import Report
 
-from .common import compact_evidence, resource_line, status_counts, summary_line, verdict
+from reports.common import compact_evidence, resource_line, status_counts, summary_line, verdict
 
 COLOURS = {"error": "31;1", "warning": "33;1", "info": "36", "passed": "32", "failed": "31", "skipped": "2",
            "crashed": "35;1", "PASS": "32;1", "FAIL": "31;1", "heading": "1"}

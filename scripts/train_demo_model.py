@@ -2,9 +2,9 @@
 
 Dev-only script (needs the test extras: transformers, tokenizers). It
 1. fetches Botchan (Natsume Soseki, English translation, public domain) through tests/assets.py,
-2. trains a byte-level BPE tokenizer with the project's own reference_engine.train_bpe,
+2. trains a byte-level BPE tokenizer with the project's own reference_engine.testing.train_bpe,
 3. trains a 4-layer LlamaForCausalLM (transformers) on it for a few CPU minutes, single-threaded,
-4. writes the directory with reference_engine.factory.write_model_dir (same layout as the test models).
+4. writes the directory with reference_engine.testing.factory.write_model_dir (same layout as the test models).
 
     python scripts/train_demo_model.py --minutes 5 --out llmdoctor/demo_model
 """
@@ -23,8 +23,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reference_engine import factory  # noqa: E402
-from reference_engine.train_bpe import LLAMA3_PATTERN, train_bpe  # noqa: E402
+from reference_engine.testing import factory  # noqa: E402
+from reference_engine.testing.train_bpe import LLAMA3_PATTERN, train_bpe  # noqa: E402
 from tests.assets import botchan_text  # noqa: E402
 
 ARCH = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
@@ -42,7 +42,7 @@ A tiny, healthy Llama-architecture model embedded in llmdoctor so that `llmdocto
 - Architecture: LlamaForCausalLM, {layers} layers, hidden {hidden}, {heads} heads / {kv} KV heads (GQA),
   intermediate {inter}, tied embeddings, vocab {vocab}, float32, {params:,} parameters.
 - Tokenizer: byte-level BPE ({vocab} tokens incl. special tokens {specials}) trained by
-  `reference_engine.train_bpe` on the training text; ChatML chat template in tokenizer_config.json.
+  `reference_engine.testing.train_bpe` on the training text; ChatML chat template in tokenizer_config.json.
 - Training text: *Botchan* by Natsume Soseki, English translation by Yasotaro Morri (1919), from Project
   Gutenberg; public domain. Copied from `test/botchan.txt` of the `sentencepiece==0.2.3` sdist on PyPI.
   The Project Gutenberg header and licence footer were removed before training.

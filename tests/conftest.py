@@ -69,7 +69,7 @@ def factory_model_dir(tmp_path_factory) -> Callable[..., Path]:
     """Build (once per session and argument set) a tiny factory model dir: factory_model_dir("qwen3", seed=1).
 
     Treat the result as read-only; copy it (shutil.copytree) before changing anything."""
-    from reference_engine.factory import build_model_dir
+    from reference_engine.testing.factory import build_model_dir
 
     built: dict[tuple, Path] = {}
 

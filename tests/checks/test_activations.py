@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from checks import activations
-from checks._probe_runs import point_stats
+from checks.analysis.probe_runs import point_stats
 from checks.context import CheckContext
 from llmdoctor.runner import run_checks
 from reports import render
-from reference_engine.capture import MODULES, ActivationRecorder
+from reference_engine.core.capture import MODULES, ActivationRecorder
 from tests.checks.zoo import one_value
 
 

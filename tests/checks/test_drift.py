@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from checks import drift
-from llmdoctor.baseline import record, save, top_k_rows
+from checks.analysis.baseline_file import top_k_rows
+from llmdoctor.baseline import record, save
 from llmdoctor.runner import run_checks
 from tests.checks.zoo import edit_tokenizer
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from checks._special_rows import classify
+from checks.analysis.special_rows import classify
 from llmdoctor.runner import run_checks
 from tests.checks import zoo
 

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from checks import generation
-from checks._probe_runs import GreedyTrace, forward_runs, looks_untrained, trained_state
-from checks._prompts import ProbeInput
+from checks.analysis.probe_runs import GreedyTrace, forward_runs, looks_untrained, trained_state
+from checks.analysis.prompts import ProbeInput
 from checks.context import CheckContext
 
 EOS = 99

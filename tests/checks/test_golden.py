@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from checks import golden
-from checks._probe_runs import ForwardRun, StatsRecorder
-from checks._prompts import probe_inputs
+from checks.analysis.probe_runs import ForwardRun, StatsRecorder
+from checks.analysis.prompts import probe_inputs
 from checks.context import CheckContext
 from llmdoctor.runner import run_checks
 from tests.checks.zoo import edit_json, one_value

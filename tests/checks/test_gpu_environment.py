@@ -6,8 +6,8 @@ import pytest
 import checks
 import llmdoctor
 from checks.registry import REGISTRY
-from llmdoctor import nvml
-from tests.llmdoctor import nvml_records as rec
+from probes import nvml
+from tests.probes import nvml_records as rec
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_env001_fires_when_nvml_sees_gpus_torch_cannot_use(model_dir, monkeypatc
 
 def test_gpu101_reports_each_device_problem(monkeypatch):
     from checks import gpu
-    from llmdoctor.gpu_state import NvmlSession
+    from probes.gpu_state import NvmlSession
     with NvmlSession(rec.fake(rec.A100_SXM4_40GB)) as session:
         state = session.read_device(0)
     monkeypatch.setattr(gpu, "nvml_state_of", lambda device: (state, ""))

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from checks import numerics
-from checks._probe_runs import ForwardRun, StatsRecorder
-from checks._prompts import ProbeInput
+from checks.analysis.probe_runs import ForwardRun, StatsRecorder
+from checks.analysis.prompts import ProbeInput
 from llmdoctor.runner import run_checks
 from tests.checks.zoo import edit_json
 from tests.checks.zoo_engine import scale_mlp

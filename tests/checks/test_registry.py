@@ -7,7 +7,7 @@ import pytest
 
 import checks
 from checks.registry import REGISTRY, NEEDS, Problem, RegistryError, check, specs
-from llmdoctor.finding import CATEGORIES, Severity
+from findings import CATEGORIES, Severity
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 
-from checks._tensor_scan import scan_weights
-from reference_engine.weights import Weights
+from checks.analysis.tensor_scan import scan_weights
+from reference_engine.files.weights import Weights
 
 EMBED = "model.embed_tokens.weight"
 

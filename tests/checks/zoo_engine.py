@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from reference_engine.factory import IM_END
+from reference_engine.testing.factory import IM_END
 from tests.checks.zoo import DELETE, LM_HEAD, Fault, edit_json, edit_tensors, one_value, special_id
 
 ENGINE_CATEGORIES = ["golden", "activations", "kv_cache", "numerics", "generation"]

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmdoctor.cli import cli
-from tests.reference_engine.generate_models import engine, model_dir
+from tests.reference_engine.generate.generate_models import engine, model_dir
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import torch
 
 import llmdoctor
 from reference_engine.config import load_config, load_generation_config, load_tokenizer_config
-from reference_engine.weights import Weights
+from reference_engine.files.weights import Weights
 
 DEMO = Path(llmdoctor.__file__).parent / "demo_model"
 FILES = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from llmdoctor.cli import cli
 from llmdoctor.fix import FixError, fix_model
 from llmdoctor.runner import run_checks
-from reference_engine.safetensors_io import validate_file
+from reference_engine.files.safetensors_io import validate_file
 from tests.checks import zoo
 
 STATIC = ["files", "config", "weights", "vocab", "embeddings", "tokenizer"]

@@ -20,7 +20,7 @@ from llmdoctor.progress import Progress
 from llmdoctor.runner import run_checks
 from reference_engine.errors import ModelDirError
 
-from .conftest import llama_tensors, TINY_CONFIG
+from tests.llmdoctor.conftest import llama_tensors, TINY_CONFIG
 
 
 def register_fakes():
@@ -99,7 +99,7 @@ def test_info_only_passes_and_timing_is_measured(registry_sandbox, weights_dir):
 
 
 def test_resources_are_built_only_when_needed_and_once(registry_sandbox, weights_dir, monkeypatch):
-    from reference_engine import weights as weights_module
+    from reference_engine.files import weights as weights_module
     opened = []
     real_open = weights_module.Weights.open.__func__
     monkeypatch.setattr(weights_module.Weights, "open",
@@ -122,7 +122,7 @@ def test_resources_are_built_only_when_needed_and_once(registry_sandbox, weights
 
 
 def test_a_resource_failure_is_cached_not_retried(registry_sandbox, config_only_dir, monkeypatch):
-    from reference_engine import weights as weights_module
+    from reference_engine.files import weights as weights_module
     calls = []
 
     def broken(cls, d):
@@ -212,7 +212,7 @@ def test_python_api_uses_config_file_and_arguments_win(weights_dir):
 
 
 def test_resource_build_time_is_reported_apart_from_check_time(registry_sandbox, weights_dir, monkeypatch):
-    from reference_engine import weights as weights_module
+    from reference_engine.files import weights as weights_module
     real_open = weights_module.Weights.open.__func__
 
     def slow_open(cls, d):

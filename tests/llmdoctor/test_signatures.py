@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from checks.registry import FAMILIES
-from llmdoctor.finding import CATEGORIES
-from llmdoctor.signature_table import SIGNATURES
+from findings import CATEGORIES
+from llmdoctor.signatures import SIGNATURES
 from llmdoctor.signatures import match_details, match_signatures, render_explanation
 
 # (text as users paste it, the signature it must produce) — the table first.

@@ -6,9 +6,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from llmdoctor.triage import BUNDLE_FILES, environment_problems, relevant_env, run_triage
-from reference_engine.errors import ModelDirError
-from tests.llmdoctor import nvml_records as rec
+from llmdoctor.output_guard import InsideModelError
+from llmdoctor.triage import BUNDLE_FILES, run_triage
+from probes.environment import environment_problems, relevant_env
+from tests.probes import nvml_records as rec
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_bundle_has_every_file_and_the_model_dir_is_untouched(tmp_path, tiny_mod
 
 def test_bundle_inside_the_model_dir_is_refused(tiny_model_dir, dir_snapshot):
     before = dir_snapshot(tiny_model_dir)
-    with pytest.raises(ModelDirError, match="may not be written inside the model directory"):
+    with pytest.raises(InsideModelError, match="triage bundle inside the model directory"):
         run_triage(tiny_model_dir, tiny_model_dir / "bundle", nvml_backend=rec.no_library())
     assert dir_snapshot(tiny_model_dir) == before
 

@@ -9,7 +9,7 @@ import pytest
 from reference_engine.config import (load_config, load_generation_config, load_tokenizer_config, parse_config,
                                      read_json)
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.weights import Weights
+from reference_engine.files.weights import Weights
 from tests.conftest import snapshot_dir
 
 

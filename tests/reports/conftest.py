@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.finding import CheckRun, Finding, Report
+from findings import CheckRun, Finding, Report
 
 ACTIVATION_PLOT = {"kind": "line", "title": "max |hidden state| per layer", "x": list(range(8)),
                    "series": {"max": [3.0, 12.0, 80.0, 400.0, 2e3, 9e3, 4.1e4, 7.2e4],

@@ -13,7 +13,7 @@ import pytest
 
 from reports import FORMATS, json as json_report, render
 
-from .conftest import make_report
+from tests.reports.conftest import make_report
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "docs" / "report.schema.json").read_text())
 
@@ -145,7 +145,7 @@ def test_table_honours_no_color_on_a_terminal(sample_report, monkeypatch):
 
 
 def test_every_format_renders_an_empty_report():
-    from llmdoctor.finding import Report
+    from findings import Report
     empty = Report(model="m", fingerprint=None, tool_version="0", generated_at="2026-01-01T00:00:00+00:00")
     for fmt in FORMATS:
         assert rendered(empty, fmt)
@@ -153,7 +153,7 @@ def test_every_format_renders_an_empty_report():
 
 
 def test_a_flood_from_one_check_is_capped_in_table_and_markdown_not_in_json():
-    from llmdoctor.finding import CheckRun, Finding, Report
+    from findings import CheckRun, Finding, Report
     flood = [Finding("FIL002", "files", "error", f"tensor {i} runs past the end", {"i": i}, "Download it again.")
              for i in range(23)]
     report = Report(model="m", fingerprint=None, tool_version="0", generated_at="2026-01-01T00:00:00+00:00",

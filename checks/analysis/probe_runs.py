@@ -1,0 +1,156 @@
+"""Engine runs shared by the engine checks: one recorded forward pass per probe, greedy traces, and the
+"does this model look trained at all" measure. Each run happens once per check run (cached in ctx.state).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from checks.analysis.prompts import ProbeInput, probe_inputs
+
+STAT_NAMES = ("min", "max", "mean", "std", "absmax")
+
+
+@dataclass
+class PointStats:
+    """Statistics of one capture point (layer, module) over a probe's tokens, finite values only."""
+    layer: int
+    module: str
+    min: float
+    max: float
+    mean: float
+    std: float
+    absmax: float
+    nonfinite: int
+    numel: int
+
+
+def point_stats(layer: int, module: str, x: torch.Tensor) -> PointStats:
+    x = x.detach().float().reshape(-1)
+    finite = torch.isfinite(x)
+    bad = int((~finite).sum())
+    x = x[finite] if bad else x
+    if x.numel() == 0:
+        nan = float("nan")
+        return PointStats(layer, module, nan, nan, nan, nan, nan, bad, 0)
+    return PointStats(layer, module, float(x.min()), float(x.max()), float(x.mean()),
+                      float(x.std(unbiased=False)), float(x.abs().max()), bad, int(x.numel()))
+
+
+class StatsRecorder:
+    """Capture hook: PointStats for every hook point, in call order (see reference_engine/capture.py)."""
+
+    def __init__(self):
+        self.points: list[PointStats] = []
+
+    def __call__(self, layer: int, module: str, x: torch.Tensor) -> None:
+        self.points.append(point_stats(layer, module, x))
+        return None
+
+    def first_bad(self, explode: float) -> PointStats | None:
+        """The first point whose values are non-finite or whose |max| exceeds `explode`."""
+        return next((p for p in self.points if p.nonfinite or p.absmax > explode), None)
+
+
+@dataclass
+class ForwardRun:
+    probe: ProbeInput
+    logits: torch.Tensor          # [seq, vocab] float32, on the CPU
+    stats: StatsRecorder = field(default_factory=StatsRecorder)
+
+
+def run_forward(engine, probe: ProbeInput) -> ForwardRun:
+    recorder = StatsRecorder()
+    logits = engine.logits(list(probe.ids), capture=recorder)
+    return ForwardRun(probe, logits.float().cpu(), recorder)
+
+
+def forward_runs(ctx) -> list[ForwardRun]:
+    """One recorded forward pass of every probe on the run's engine (cached)."""
+    key = ("forward", ctx.quick)
+    if key not in ctx.state:
+        ctx.state[key] = [run_forward(ctx.engine, p) for p in probe_inputs(ctx)]
+    return ctx.state[key]
+
+
+# ---- greedy traces ---------------------------------------------------------------------------------------
+
+@dataclass
+class GreedyTrace:
+    prompt: tuple[int, ...]
+    tokens: list[int]             # generated ids (an EOS that ended it included)
+    eos_probs: list[float]        # P(any EOS id) at each step
+    finish: str                   # "eos", "length", "nonfinite" or "context"
+
+
+def eos_ids(engine) -> frozenset[int]:
+    from reference_engine.generate.loop import eos_ids_of
+    try:
+        return eos_ids_of(engine)
+    except Exception:  # a broken tokenizer/generation config is another check's finding
+        return frozenset(engine.config.eos_token_ids or [])
+
+
+def greedy_traces(engine, prompts, steps: int, eos: frozenset[int]) -> list[GreedyTrace]:
+    """Greedy decoding of several prompts as one batch through the paged cache (one prefill, then one batched
+    decode per step), recording P(EOS) at every step. A step with non-finite logits ends that prompt with
+    the id argmax picks (NaN -> id 0), which is what a server would emit."""
+    prompts = [tuple(int(t) for t in p) for p in prompts]
+    eos_list = [e for e in eos if 0 <= e < engine.config.vocab_size]
+    limit = engine.config.max_position_embeddings
+    traces = [GreedyTrace(p, [], [], "length") for p in prompts]
+    live = list(range(len(prompts)))
+    with engine.scratch(len(prompts)) as seqs:
+        logits = engine.prefill(list(seqs), [list(p) for p in prompts])
+        for step in range(steps):
+            for row, i in enumerate(live):
+                _advance(traces[i], logits[row], eos_list, limit)
+            live = [i for i in live if traces[i].finish == "length" and len(traces[i].tokens) == step + 1]
+            if not live or step + 1 == steps:
+                break
+            logits = engine.decode([seqs[i] for i in live], [traces[i].tokens[-1] for i in live])
+    return traces
+
+
+def _advance(trace: GreedyTrace, logits: torch.Tensor, eos_list: list[int], limit: int) -> None:
+    token = int(torch.argmax(logits))
+    trace.tokens.append(token)
+    if not torch.isfinite(logits).all():
+        trace.finish = "nonfinite"
+        return
+    trace.eos_probs.append(float(torch.softmax(logits.float(), -1)[eos_list].sum()) if eos_list else 0.0)
+    if token in eos_list:
+        trace.finish = "eos"
+    elif len(trace.prompt) + len(trace.tokens) >= limit:
+        trace.finish = "context"
+
+
+# ---- is the model trained? ------------------------------------------------------------------------------
+
+def probe_nll(runs: list[ForwardRun]) -> float:
+    """Mean negative log-likelihood (nats) of each probe's next tokens under the model."""
+    total, count = 0.0, 0
+    for run in runs:
+        ids = torch.tensor(run.probe.ids[1:], dtype=torch.long)
+        if ids.numel() == 0 or not torch.isfinite(run.logits).all():
+            continue
+        logprobs = torch.log_softmax(run.logits[:-1].double(), dim=-1)
+        total += float(-logprobs.gather(1, ids[:, None]).sum())
+        count += ids.numel()
+    return total / count if count else float("nan")
+
+
+def looks_untrained(nll: float, vocab_size: int, fraction: float = 0.8) -> bool:
+    """A model whose probe NLL is close to the uniform distribution's ln(vocab) has learnt nothing about
+    text (random weights, a test model): its generations say nothing about the model's quality."""
+    return math.isfinite(nll) and nll >= fraction * math.log(vocab_size)
+
+
+def trained_state(ctx) -> tuple[bool, float]:
+    """(untrained?, probe NLL) for this run, cached."""
+    if "untrained" not in ctx.state:
+        nll = probe_nll(forward_runs(ctx))
+        ctx.state["untrained"] = (looks_untrained(nll, ctx.engine.config.vocab_size), nll)
+    return ctx.state["untrained"]

@@ -1,0 +1,216 @@
+"""CoreEngine: the transformer core of the reference engine (weights + RoPE table + paged KV cache).
+
+`CoreEngine.from_pretrained(dir)` reads config.json and the safetensors weights; `prefill`/`decode` run
+batched steps over the paged cache for the generate loop; `logits(token_ids)` is the one-shot view the
+checks and tests use. It knows nothing of tokenizers or sampling: `reference_engine.engine.Engine` composes
+the three stages. See docs/design.md "Engine API for the generate loop".
+"""
+from __future__ import annotations
+
+import operator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from reference_engine.core.attention import build_metadata
+from reference_engine.config import ModelConfig, load_config, model_dir_path
+from reference_engine.errors import ModelDirError
+from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
+from reference_engine.core.linear import decode_linear, pack_for_decode
+from reference_engine.core.model import CaptureHook, check_supported, forward, layer_windows
+from reference_engine.core.model_weights import ModelWeights, load_model_weights
+from reference_engine.core.rope import RopeTable, build_rope_table
+from reference_engine.files.weights import Weights
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DEFAULT_KV_BYTES = 1 << 30   # default cache budget when num_blocks is not given
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"unsupported dtype {dtype!r} (choose from float32, bfloat16, float16)")
+    return DTYPES[dtype]
+
+
+def resolve_device(device) -> torch.device:
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"invalid device {device!r}: {e}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r} requested but CUDA is not available to torch")
+    return device
+
+
+def default_num_blocks(config: ModelConfig, block_size: int, bytes_per_token: int) -> int:
+    """Room for 4 full-length sequences, capped at ~1 GiB (but at least 4096 tokens, or one full sequence if
+    shorter); pass num_blocks to size it yourself."""
+    budget_tokens = DEFAULT_KV_BYTES // bytes_per_token
+    tokens = min(4 * config.max_position_embeddings,
+                 max(budget_tokens, min(config.max_position_embeddings, 4096)))
+    return -(-tokens // block_size)
+
+
+class CoreEngine:
+    def __init__(self, config: ModelConfig, weights: ModelWeights, rope: RopeTable, cache: PagedKVCache,
+                 device: torch.device, dtype: torch.dtype, model_dir: Path | None = None):
+        self.config, self.weights, self.rope, self.cache = config, weights, rope, cache
+        self.device, self.dtype, self.model_dir = device, dtype, model_dir
+        self.windows = layer_windows(config)
+        self._decode_weights: tuple | None = None   # (source, packed) on the first decode step (linear.py)
+
+    @classmethod
+    def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
+                        block_size: int = 16, prefix_caching: bool = False) -> "CoreEngine":
+        root = model_dir_path(model_dir)
+        config = load_config(root)
+        check_supported(config, root / "config.json")
+        device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
+        rope = build_rope_table(config, device, torch_dtype, str(root / "config.json"))  # cheap errors first
+        weights = load_model_weights(Weights.open(root), config, root, device, torch_dtype)
+        bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
+                           * torch.finfo(torch_dtype).bits // 8)
+        if num_blocks is None:
+            num_blocks = default_num_blocks(config, block_size, bytes_per_token)
+        cache = PagedKVCache(config.num_hidden_layers, num_blocks, block_size, config.num_key_value_heads,
+                             config.head_dim, torch_dtype, device, prefix_caching)
+        return cls(config, weights, rope, cache, device, torch_dtype, root)
+
+    # ---- steps ---------------------------------------------------------------------------------------
+    def prefill(self, seq_ids: list, token_lists: list, *, all_logits: bool = False,
+                capture: CaptureHook | None = None) -> torch.Tensor:
+        """Run new tokens of several sequences in one batched step (new ids are allocated, known ones extended).
+        Returns float32 logits [len(seq_ids), vocab] of each sequence's last new token, or with
+        all_logits=True [total new tokens, vocab] packed in input order. With prefix caching on (and
+        all_logits off) a new sequence reuses the cached blocks of its longest known prefix."""
+        return self._step(seq_ids, token_lists, all_logits, capture, torch.nn.functional.linear, self.weights)
+
+    @torch.inference_mode()
+    def _step(self, seq_ids: list, token_lists: list, all_logits: bool, capture: CaptureHook | None,
+              linear, weights: ModelWeights) -> torch.Tensor:
+        token_lists = [_as_ids(t) for t in token_lists]
+        self._check_step(seq_ids, token_lists)
+        new = [s for s in seq_ids if s not in self.cache]
+        starts = [self.cache.length(s) if s in self.cache else 0 for s in seq_ids]
+        try:
+            if self.cache.prefix is not None and not all_logits:
+                token_lists, starts = self._reuse_prefixes(seq_ids, token_lists, starts, new)
+            counts = [len(t) for t in token_lists]
+            slots = torch.cat([self.cache.append(s, len(t), t) if s in self.cache else self.cache.allocate(s, len(t), t)
+                               for s, t in zip(seq_ids, token_lists)])
+            meta = build_metadata(self.cache, seq_ids, starts, counts, slots, self.device)
+            tokens = torch.tensor([t for ts in token_lists for t in ts], dtype=torch.int64, device=self.device)
+            hidden = forward(weights, self.config, tokens, self.cache, meta, self.rope, self.windows, capture, linear)
+        except BaseException:
+            self._rollback(seq_ids, starts, new)
+            raise
+        if not all_logits:
+            last = torch.tensor(counts, device=self.device).cumsum(0) - 1
+            hidden = hidden[last]
+        logits = linear(hidden, weights.lm_head)
+        if capture is not None:
+            replaced = capture(self.config.num_hidden_layers, "logits", logits)
+            logits = logits if replaced is None else replaced
+        return logits.float()
+
+    def _reuse_prefixes(self, seq_ids, token_lists, starts, new):
+        """New sequences start on the cached blocks of their longest known prefix; only the rest is computed."""
+        for i, s in enumerate(seq_ids):
+            if s in new:
+                cached = self.cache.allocate_prefix(s, token_lists[i])
+                token_lists[i], starts[i] = token_lists[i][cached:], cached
+        return token_lists, starts
+
+    def decode(self, seq_ids: list, token_ids: list[int], *, capture: CaptureHook | None = None) -> torch.Tensor:
+        """One new token per (already prefilled) sequence -> float32 logits [len(seq_ids), vocab]."""
+        missing = [s for s in seq_ids if s not in self.cache]
+        if missing:
+            raise KeyError(f"decode of sequences without a prefill: {missing[:5]}")
+        # the fastest kernel and layout for few-row steps (see linear.py); prefill keeps transformers' kernel
+        return self._step(seq_ids, [[int(t)] for t in token_ids], False, capture, decode_linear,
+                          self._weights_for_decode())
+
+    def _weights_for_decode(self) -> ModelWeights:
+        """self.weights with the projections in oneDNN's layout, built once (again if self.weights is replaced)."""
+        if self._decode_weights is None or self._decode_weights[0] is not self.weights:
+            self._decode_weights = (self.weights, pack_for_decode(self.weights))
+        return self._decode_weights[1]
+
+    def _check_step(self, seq_ids: list, token_lists: list[list[int]]) -> None:
+        if not seq_ids or len(seq_ids) != len(token_lists):
+            raise ValueError(f"need one token list per sequence ({len(seq_ids)} ids, {len(token_lists)} lists)")
+        if len(set(seq_ids)) != len(seq_ids):
+            raise ValueError("a sequence id appears twice in one step")
+        vocab, table = self.config.vocab_size, self.rope.max_positions
+        for s, tokens in zip(seq_ids, token_lists):
+            if not tokens:
+                raise ValueError(f"sequence {s!r} has no new tokens")
+            bad = [t for t in tokens if not 0 <= t < vocab]
+            if bad:
+                raise ValueError(f"token id {bad[0]!r} is outside the vocabulary (size {vocab})")
+            end = (self.cache.length(s) if s in self.cache else 0) + len(tokens)
+            if end > table:
+                raise ValueError(f"sequence {s!r} would reach position {end - 1}, past the RoPE table "
+                                 f"(max_position_embeddings = {table})")
+        needed = sum(self.cache.blocks_needed(s, len(t)) for s, t in zip(seq_ids, token_lists))
+        if needed > self.cache.allocator.num_free:
+            raise CacheFullError(f"step needs {needed} KV blocks, {self.cache.allocator.num_free} free")
+
+    def _rollback(self, seq_ids: list, starts: list[int], new: list) -> None:
+        for s, start in zip(seq_ids, starts):   # new sequences are freed whatever their start
+            if s in new and s in self.cache:
+                self.cache.free(s)
+            elif s in self.cache:
+                self.cache.truncate(s, start)
+
+    # ---- sequence management -------------------------------------------------------------------------
+    def fork(self, parent_id, child_id) -> None:
+        self.cache.fork(parent_id, child_id)
+
+    def free(self, seq_id) -> None:
+        self.cache.free(seq_id)
+
+    @contextmanager
+    def scratch(self, count: int = 1):
+        """`count` private sequence ids, equal only to themselves, freed from the cache on exit whatever happens."""
+        seqs = tuple(_Scratch() for _ in range(count))
+        try:
+            yield seqs
+        finally:
+            for seq in seqs:
+                if seq in self.cache:
+                    self.cache.free(seq)
+
+    # ---- one-shot logits -----------------------------------------------------------------------------
+    def logits(self, token_ids, *, capture: CaptureHook | None = None) -> torch.Tensor:
+        """float32 logits [seq_len, vocab] of every position of one prefill (the cache is left as it was)."""
+        if isinstance(token_ids, torch.Tensor):
+            token_ids = token_ids.reshape(-1).tolist()
+        with self.scratch() as (seq,):
+            return self.prefill([seq], [list(token_ids)], all_logits=True, capture=capture)
+
+    def validate(self, logits: torch.Tensor | None = None, *, positions=None,
+                 max_abs_logit: float = 100.0) -> list[str]:
+        """Problems with the core (and with `logits` when given); [] when healthy. Never raises."""
+        from reference_engine.core.validate import validate
+        return validate(self, logits, positions, max_abs_logit)
+
+
+def _as_ids(tokens) -> list[int]:
+    if isinstance(tokens, torch.Tensor):
+        tokens = tokens.reshape(-1).tolist()
+    try:
+        return [operator.index(t) for t in tokens]
+    except TypeError:
+        raise ValueError(f"token ids must be integers, found {tokens!r:.80}") from None
+
+
+class _Scratch:
+    """A private sequence id, equal only to itself, so it never clashes with a caller's ids."""
+
+    def __repr__(self) -> str:
+        return "<scratch sequence>"

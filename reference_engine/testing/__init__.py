@@ -1,0 +1,1 @@
+"""Not inference: tools that build models for tests, the demo and benchmarks (tiny model directories, BPE training)."""

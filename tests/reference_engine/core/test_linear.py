@@ -1,0 +1,57 @@
+"""Decode-step projections (reference_engine/linear.py): oneDNN kernels and packed weights against F.linear."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from reference_engine.core import linear
+from reference_engine.engine import Engine
+from tests.reference_engine.core.core_models import engine, random_ids
+
+
+@pytest.mark.parametrize("rows", [1, 3, 16, 40])
+def test_decode_linear_equals_f_linear_plain_and_packed(rows):
+    gen = torch.Generator().manual_seed(rows)
+    x, w, b = (torch.randn(rows, 96, generator=gen), torch.randn(200, 96, generator=gen),
+               torch.randn(200, generator=gen))
+    expected = F.linear(x, w, b)
+    assert (linear.decode_linear(x, w, b) - expected).abs().max().item() <= 1e-4
+    packed = linear.pack_for_decode(_weights_of(w)).lm_head
+    got = linear.decode_linear(x, packed, b)
+    assert got.shape == expected.shape and (got - expected).abs().max().item() <= 1e-4
+
+
+def test_other_dtypes_use_f_linear_and_are_not_packed():
+    x, w = torch.randn(2, 8, dtype=torch.bfloat16), torch.randn(4, 8, dtype=torch.bfloat16)
+    assert torch.equal(linear.decode_linear(x, w), F.linear(x, w))
+    weights = _weights_of(w)
+    assert linear.pack_for_decode(weights) is weights
+
+
+def test_weights_over_the_budget_are_not_packed(monkeypatch):
+    monkeypatch.setattr(linear, "PACK_LIMIT_BYTES", 16)
+    weights = _weights_of(torch.randn(4, 8))
+    assert linear.pack_for_decode(weights) is weights
+
+
+def test_decode_follows_a_replaced_weights_object():
+    eng = engine("llama_rope_yarn")
+    ids = random_ids(9, seed=2)
+    eng.prefill([0], [ids])
+    before = eng.decode([0], [5])
+    eng.cache.truncate(0, len(ids))
+    eng.core.weights = _scaled_head(eng, 2.0)         # a new weights object: decode must not use the old pack
+    after = eng.decode([0], [5])
+    assert (after - 2.0 * before).abs().max().item() <= 1e-4 * max(1.0, before.abs().max().item())
+    eng.free(0)
+
+
+def _weights_of(w: torch.Tensor):
+    from reference_engine.core.model_weights import ModelWeights
+    return ModelWeights(embed=w, layers=[], norm=torch.ones(w.shape[1], dtype=w.dtype), lm_head=w)
+
+
+def _scaled_head(eng: Engine, factor: float):
+    from dataclasses import replace
+    return replace(eng.weights, lm_head=eng.weights.lm_head * factor)
