@@ -48,6 +48,8 @@ def save(document: dict, output: str | Path, model_dir: str | Path) -> Path:
     """Write the baseline (whole, via a temporary file); refuses any path inside the model directory."""
     output = Path(output)
     refuse_inside_model(output, model_dir, "baseline")
+    if output.is_dir():
+        raise BaselineError(f"{output}: is a directory; give a file name for the baseline")
     text = json.dumps(document, indent=1, sort_keys=True, allow_nan=False) + "\n"
     tmp = output.with_name(output.name + ".tmp")
     try:

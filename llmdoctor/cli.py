@@ -30,10 +30,10 @@ def input_errors() -> tuple[type[Exception], ...]:
     from llmdoctor.config_file import ConfigFileError
     from llmdoctor.runner import DeviceError
     from llmdoctor.selection import SelectionError
-    from llmdoctor.output_guard import InsideModelError
+    from llmdoctor.output_guard import OutputError
     from reference_engine.errors import ModelDirError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
-            InsideModelError)
+            OutputError)
 
 
 class DoctorGroup(click.Group):
@@ -68,8 +68,8 @@ def cli():
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these checks (same syntax as --select).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="Report format.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the report to this file instead of stdout.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+              help="Write the report to this file instead of stdout (never inside the model directory).")
 @click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default=None,
               help="Exit 1 when a finding is at or above this severity [default: error].")
 @click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default=None,

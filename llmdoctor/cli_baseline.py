@@ -8,7 +8,7 @@ import click
 
 @click.command("baseline")
 @click.argument("model_dir", type=click.Path(file_okay=False, dir_okay=True, path_type=Path))
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
               help="Baseline file to write (JSON); never inside the model directory.")
 @click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True,
               help="Device to run the probes on.")

@@ -33,8 +33,8 @@ def _block_sizes(ctx, param, value):
 def report_options(func):
     func = click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default="error",
                         show_default=True, help="Exit 1 when a finding is at or above this severity.")(func)
-    func = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                        help="Write the report to this file instead of stdout.")(func)
+    func = click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+                        help="Write the report to this file instead of stdout (never inside the model).")(func)
     return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                         help="Report format (html draws the plots).")(func)
 
@@ -92,7 +92,10 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
     from probes.kv import ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
+    from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.probe_report import ProbeRecorder
+    refuse_inside_model(output, with_model, "report")
+    refuse_inside_model(save_trace, with_model, "trace")
     started = time.perf_counter()
     recorder = ProbeRecorder(str(with_model) if with_model else "(no model)")
     kv = ModelKv.from_dir(with_model, kv_dtype) if with_model else None
@@ -130,8 +133,10 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
     """Measure achieved memory bandwidth vs the NVML peak (or host memory without a GPU)."""
     import torch
 
+    from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.probe_report import ProbeRecorder
     from llmdoctor.triage_probes import run_bandwidth_part, run_roofline_part
+    refuse_inside_model(output, model_dir, "report")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise click.BadParameter(f"no CUDA device available to torch {torch.__version__} "
                                  f"(CUDA build {torch.version.cuda or 'none'}); use --device cpu or auto",
@@ -152,7 +157,7 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
 
 @click.command("triage")
 @click.argument("model_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--output", "-o", "bundle", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--output", "-o", "bundle", type=click.Path(path_type=Path), required=True,
               help="Bundle directory to write (created; must not be inside the model directory).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--kv-requests", type=click.IntRange(1), default=5000, show_default=True,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from findings import Finding, Report
-from llmdoctor.output_guard import refuse_inside_model
+from llmdoctor.output_guard import OutputError, refuse_inside_model
 from probes.environment import collect_environment, environment_problems
 from llmdoctor.probe_report import ProbeRecorder
 from reference_engine.errors import ModelDirError
@@ -51,7 +51,10 @@ def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str 
     root = Path(model_dir) if model_dir is not None else None
     bundle = Path(bundle)
     refuse_inside_model(bundle, root, "triage bundle")
-    bundle.mkdir(parents=True, exist_ok=True)
+    try:
+        bundle.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{bundle}: cannot create the bundle directory: {e.strerror or e}") from None
     recorder = ProbeRecorder(str(model_dir) if model_dir is not None else "(no model)")
     started = time.perf_counter()
     env = collect_environment(nvml_backend)
