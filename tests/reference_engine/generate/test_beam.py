@@ -4,8 +4,6 @@ import pytest
 from reference_engine.generate.sampling_params import SamplingParams
 from tests.reference_engine.generate.generate_models import engine, hf_generate, model_dir
 
-pytest.importorskip("transformers")
-
 PROMPT = "The old lighthouse stood"
 
 

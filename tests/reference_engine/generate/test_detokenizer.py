@@ -4,10 +4,9 @@ The decoders are the oracle's own (tokenizers' ByteLevel and SentencePiece byte_
 token sequences that split multi-byte characters at every possible byte boundary."""
 import pytest
 from hypothesis import given, settings, strategies as st
+from tokenizers import decoders
 
 from reference_engine.generate.detokenizer import IncrementalDetokenizer
-
-decoders = pytest.importorskip("tokenizers.decoders")
 
 
 def gpt2_bytes_to_unicode() -> dict[int, str]:

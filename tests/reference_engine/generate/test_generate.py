@@ -8,8 +8,6 @@ from reference_engine.generate import loop as gen
 from reference_engine.generate.sampling_params import SamplingParams
 from tests.reference_engine.generate.generate_models import engine, hf_generate, model_dir
 
-pytest.importorskip("transformers")
-
 PROMPTS = ["The old lighthouse stood", "Question: What is the capital of France? Answer:", "A small library"]
 
 

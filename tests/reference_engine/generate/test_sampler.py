@@ -5,13 +5,12 @@ import math
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
+from transformers.generation import logits_process as hf_logits_process
 
 from reference_engine.generate.sampler import (apply_min_p, apply_repetition_penalty, apply_top_k, apply_top_p, choose,
                                       entropy_temperature, make_generator, process_logits, sample,
                                       validate_distribution)
 from reference_engine.generate.sampling_params import SamplingParams
-
-hf_logits_process = pytest.importorskip("transformers.generation.logits_process")
 
 VOCAB = 12
 
