@@ -6,6 +6,7 @@ checks that needed it, while the files/config checks report the underlying probl
 """
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from pathlib import Path
@@ -16,6 +17,8 @@ from reference_engine.config import (load_generation_config, load_tokenizer_conf
 from reference_engine.errors import ModelDirError
 
 DEVICES = ("auto", "cpu", "cuda")
+# LLMDOCTOR_STREAMING=1 streams even a model that fits (tests, and comparing both paths on one model)
+FORCE_STREAMING = lambda: os.environ.get("LLMDOCTOR_STREAMING", "") not in ("", "0")  # noqa: E731
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -35,8 +38,12 @@ class ThresholdError(ValueError):
 
 class CheckContext:
     def __init__(self, model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
-                 thresholds: dict[str, dict[str, Any]] | None = None, baseline: str | Path | None = None):
+                 thresholds: dict[str, dict[str, Any]] | None = None, baseline: str | Path | None = None,
+                 memory_budget: int | None = None, workload=None):
         self.model_dir = Path(model_dir)
+        self.memory_budget = memory_budget       # bytes; None: what the machine has available (core/plan.py)
+        self.workload = workload                 # plan.Workload; None: the check run's (quick or full)
+        self.on_layer = None                     # progress callback handed to a streaming engine
         self.requested_device = device
         self.requested_dtype = dtype
         self.quick = quick                       # --quick: checks should trim their work (fewer prompts/steps)
@@ -109,10 +116,44 @@ class CheckContext:
         return self._get("weights", build)
 
     @property
+    def plan(self):
+        """Resident or streaming, predicted peak and passes (reference_engine/core/plan.py), before loading.
+        A model that cannot fit even one layer at a time raises plan.PlanError (the CLI exits 2)."""
+        if "plan" not in self._cache:
+            from reference_engine.core.engine import resolve_dtype
+            from reference_engine.core.pipeline import world
+            from reference_engine.core.plan import CHECK_FULL, CHECK_QUICK, make_plan
+            ranks, rank = world()
+            workload = self.workload or (CHECK_QUICK if self.quick else CHECK_FULL)
+            self._cache["plan"] = make_plan(self.model_dir, self.memory_budget, dtype=resolve_dtype(self.dtype),
+                                            device=self.device, workload=workload, ranks=ranks, rank=rank,
+                                            force="streaming" if ranks > 1 or FORCE_STREAMING() else None)
+        return self._cache["plan"]
+
+    def _plan_or_none(self):
+        """The plan, or None when this model cannot be planned (not a safetensors directory, a broken
+        config): the engine is then built resident and its own errors say what is wrong."""
+        from reference_engine.core.pipeline import PipelineError
+        from reference_engine.core.plan import PlanError
+        try:
+            return self.plan
+        except (PlanError, PipelineError):
+            raise
+        except Exception:
+            return None
+
+    @property
     def engine(self):
         def build():
             from reference_engine.engine import Engine
-            return Engine.from_pretrained(self.model_dir, device=self.device, dtype=self.dtype)
+            from reference_engine.core.pipeline import attach_pipeline
+            plan = self._plan_or_none()
+            engine = Engine.from_pretrained(self.model_dir, device=self.device, dtype=self.dtype,
+                                            streaming=plan is not None and plan.streaming)
+            if plan is not None and plan.streaming:
+                engine.core.on_layer = self.on_layer
+                attach_pipeline(engine.core, plan)
+            return engine
         return self._get("engine", build)
 
     @property

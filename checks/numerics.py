@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from checks.analysis.probe_runs import ForwardRun, forward_runs, run_forward
+from checks.analysis.probe_runs import ForwardRun, forward_runs, run_forward, run_forwards
 from checks.analysis.prompts import probe_inputs
 from checks.registry import Problem, Skip, check
 
@@ -81,17 +81,27 @@ def _engine(ctx, dtype: str):
 
 
 def dtype_results(ctx) -> tuple[list[ForwardRun], list[DtypeResult]]:
-    """float32 reference runs and one DtypeResult per low-precision dtype (cached; --quick: first probe)."""
+    """float32 reference runs and one DtypeResult per low-precision dtype (cached; --quick: first probe).
+    On a float32 engine the bfloat16/float16 runs are shadows: each layer's weights are cast as the pass
+    reaches them (Engine.logits_many), so no second or third engine is built and, when streaming, every
+    probe in every dtype costs one read of the weights."""
     if "numerics" not in ctx.state:
         ref = reference_runs(ctx)
         count = 1 if ctx.quick else len(ref)
-        results = []
-        for dtype in LOW_DTYPES:
-            same = ctx.engine.dtype == getattr(torch, dtype)
-            engine = ctx.engine if same else _engine(ctx, dtype)   # reuse the run's engine when it matches
-            runs = [run_forward(engine, r.probe) for r in ref[:count]]
-            results.append(compare(dtype, ref[:count], runs))
-            del engine
+        if ctx.engine.dtype == torch.float32:
+            probes = [r.probe for r in ref[:count]]
+            runs = run_forwards(ctx.engine, probes * len(LOW_DTYPES),
+                                [getattr(torch, d) for d in LOW_DTYPES for _ in probes])
+            results = [compare(dtype, ref[:count], runs[k * count:(k + 1) * count])
+                       for k, dtype in enumerate(LOW_DTYPES)]
+        else:
+            results = []
+            for dtype in LOW_DTYPES:
+                same = ctx.engine.dtype == getattr(torch, dtype)
+                engine = ctx.engine if same else _engine(ctx, dtype)   # reuse the run's engine when it matches
+                runs = [run_forward(engine, r.probe) for r in ref[:count]]
+                results.append(compare(dtype, ref[:count], runs))
+                del engine
         ctx.state["numerics"] = (ref, results)
     return ctx.state["numerics"]
 

@@ -32,8 +32,10 @@ def input_errors() -> tuple[type[Exception], ...]:
     from llmdoctor.selection import SelectionError
     from llmdoctor.output_guard import OutputError
     from reference_engine.errors import ModelDirError
+    from reference_engine.core.pipeline import PipelineError
+    from reference_engine.core.plan import PlanError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
-            OutputError)
+            OutputError, PlanError, PipelineError)
 
 
 class DoctorGroup(click.Group):
@@ -81,7 +83,11 @@ def cli():
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Baseline file from `llmdoctor baseline` to compare against (drift checks).")
 @click.option("--no-config", is_flag=True, help="Ignore llmdoctor.toml / [tool.llmdoctor] settings.")
-def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config):
+@click.option("--memory-budget", default=None, metavar="SIZE",
+              help="Memory the engine may use, e.g. 4GiB, 512MiB, 8G (default: available memory minus headroom); "
+                   "models that do not fit are streamed one layer at a time (docs/memory.md).")
+def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
+                  memory_budget):
     """Run the checks on the model directory PATH and print a report."""
     from llmdoctor.config_file import Settings, load_settings
     from llmdoctor.output_guard import refuse_inside_model
@@ -95,14 +101,35 @@ def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, qui
     if baseline is not None and not baseline.is_file():
         raise InputError(f"{baseline}: baseline file not found")
     settings = Settings() if no_config else load_settings(root)
+    rank = pipeline_rank()
     report = run_checks(
         root, select=parse_selectors(select) or settings.select, ignore=parse_selectors(ignore) or settings.ignore,
         fail_on=fail_on or settings.fail_on or "error", device=device or settings.device or "auto",
         dtype=dtype or settings.dtype or "auto", quick=_first(quick, settings.quick, False),
-        thresholds=settings.thresholds, baseline=baseline, progress=Progress(0),
-        model_label="demo" if demo else str(path))
-    emit(report, fmt, output)
+        thresholds=settings.thresholds, baseline=baseline, progress=Progress(0, enabled=None if rank == 0 else False),
+        model_label="demo" if demo else str(path), memory_budget=budget_option(memory_budget, settings),
+        plan_stream=sys.stderr if rank == 0 else None)
+    if rank == 0:                  # in a torchrun pipeline, rank 0 prints the report
+        emit(report, fmt, output)
     sys.exit(report.exit_code())
+
+
+def budget_option(value: str | None, settings) -> int | None:
+    """--memory-budget SIZE (or memory-budget in the config file) in bytes; InputError when malformed."""
+    from reference_engine.core.plan import parse_size
+    value = value if value is not None else getattr(settings, "memory_budget", None)
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise InputError(f"--memory-budget: {e}") from None
+
+
+def pipeline_rank() -> int:
+    """This process's rank under torchrun (starting the process group); 0 without one."""
+    from reference_engine.core.pipeline import world
+    return world()[1]
 
 
 def model_path(path: str | None, demo: bool) -> Path:

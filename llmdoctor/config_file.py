@@ -28,7 +28,7 @@ except ModuleNotFoundError:  # Python 3.10
     except ModuleNotFoundError:
         _toml = None
 
-KEYS = ("select", "ignore", "fail-on", "device", "dtype", "quick", "thresholds")
+KEYS = ("select", "ignore", "fail-on", "device", "dtype", "quick", "thresholds", "memory-budget")
 CHOICES = {"fail-on": FAIL_ON, "device": ("auto", "cpu", "cuda"),
            "dtype": ("auto", "float32", "bfloat16", "float16")}
 
@@ -47,6 +47,7 @@ class Settings:
     quick: bool | None = None
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: Path | None = None     # the file these came from
+    memory_budget: str | int | None = None   # "4GiB" or bytes (reference_engine/core/plan.py parse_size)
 
 
 def candidate_files(model_dir: Path | None, cwd: Path) -> list[Path]:
@@ -103,10 +104,16 @@ def parse_settings(table: dict, path: Path) -> Settings:
             raise ConfigFileError(f"{where} {key} must be one of {', '.join(choices)}, found {table[key]!r}")
     if "quick" in table and not isinstance(table["quick"], bool):
         raise ConfigFileError(f"{where} quick must be true or false, found {table['quick']!r}")
+    if "memory-budget" in table:
+        from reference_engine.core.plan import parse_size
+        try:
+            parse_size(table["memory-budget"])
+        except ValueError as e:
+            raise ConfigFileError(f"{where} memory-budget: {e}") from None
     return Settings(select=_selectors(table, "select", where), ignore=_selectors(table, "ignore", where),
                     fail_on=table.get("fail-on"), device=table.get("device"), dtype=table.get("dtype"),
                     quick=table.get("quick"), thresholds=_thresholds(table.get("thresholds", {}), where),
-                    source=path)
+                    source=path, memory_budget=table.get("memory-budget"))
 
 
 def _selectors(table: dict, key: str, where: str) -> list[str] | None:

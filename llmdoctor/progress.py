@@ -15,11 +15,18 @@ class Progress:
 
     def start(self, label: str) -> None:
         """Show that the check named `label` is now running."""
+        self._label = label
         if self.enabled:
             self._draw(label)
 
     def advance(self) -> None:
         self.done += 1
+
+    def layer(self, done: int, total: int, bytes_read: int) -> None:
+        """A streaming pass reached layer `done` of `total` (llmdoctor/runner.py hands this to the engine)."""
+        if self.enabled:
+            self._label = getattr(self, "_label", "")
+            self._draw(f"{self._label} | layer {done}/{total}, {bytes_read / 1e9:.1f} GB read")
 
     def close(self) -> None:
         if self.enabled:

@@ -24,6 +24,8 @@ from llmdoctor.progress import Progress
 from llmdoctor.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
+from reference_engine.core.pipeline import PipelineError
+from reference_engine.core.plan import PlanError, parse_size
 
 # a directory with none of these is not a model directory (exit 2), not a broken model (exit 1)
 MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json",
@@ -51,7 +53,8 @@ def validate_model_dir(path: str | Path) -> Path:
 
 def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: str | None = None,
           device: str | None = None, dtype: str | None = None, quick: bool | None = None,
-          baseline: str | Path | None = None, use_config: bool = True, progress: bool = False) -> Report:
+          baseline: str | Path | None = None, use_config: bool = True, progress: bool = False,
+          memory_budget: int | str | None = None) -> Report:
     """Python API with the CLI's semantics: config file settings, overridden by the arguments given."""
     root = validate_model_dir(path)
     settings = load_settings(root) if use_config else None
@@ -62,23 +65,30 @@ def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: 
                       fail_on=pick(fail_on, "fail_on", "error"), device=pick(device, "device", "auto"),
                       dtype=pick(dtype, "dtype", "auto"), quick=pick(quick, "quick", False),
                       thresholds=settings.thresholds if settings else {}, baseline=baseline,
-                      progress=Progress(0, enabled=None if progress else False), model_label=str(path))
+                      progress=Progress(0, enabled=None if progress else False), model_label=str(path),
+                      memory_budget=pick(memory_budget, "memory_budget", None))
 
 
 def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
                fail_on: str = "error", device: str = "auto", dtype: str = "auto", quick: bool = False,
                thresholds: dict | None = None, baseline: str | Path | None = None,
-               progress: Progress | None = None, model_label: str | None = None) -> Report:
+               progress: Progress | None = None, model_label: str | None = None,
+               memory_budget: int | str | None = None, plan_stream=None) -> Report:
+    """memory_budget: bytes or '4GiB' (None: available memory minus headroom); the plan is made before any
+    engine is loaded and raises plan.PlanError (exit 2) when not even one layer fits; plan_stream gets it."""
     fail_on_rank(fail_on)  # reject a bad level before doing any work
     root = validate_model_dir(model_dir)
     validate_device(device)
     chosen = select_checks(checks.load_all(), select, ignore)
-    ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline)
+    ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
+                       memory_budget=None if memory_budget is None else parse_size(memory_budget))
+    progress = progress or Progress(0, enabled=False)
+    plan = plan_engine(ctx, chosen, plan_stream)
+    ctx.on_layer = progress.layer
     started = time.perf_counter()
     report = Report(model=model_label or str(model_dir), fingerprint=fingerprint(root), tool_version=__version__,
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
-    progress = progress or Progress(0, enabled=False)
     progress.total = len(chosen)
     try:
         for spec in chosen:
@@ -92,7 +102,35 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = _resolved(ctx)
     report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}
+    report.plan = plan_with_actuals(ctx, plan, report.duration_s)
     return report
+
+
+def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):
+    """The memory plan when a chosen check needs the engine (printed to `stream`); None otherwise or when
+    the model cannot be planned (its checks then report why the engine cannot be built)."""
+    if not any("engine" in spec.needs for spec in chosen):
+        return None
+    try:
+        plan = ctx.plan
+    except (PlanError, PipelineError):
+        raise
+    except Exception:
+        return None
+    if stream is not None and plan is not None:
+        print(plan.summary(), file=stream, flush=True)
+    return plan
+
+
+def plan_with_actuals(ctx: CheckContext, plan, seconds: float) -> dict | None:
+    if plan is None:
+        return None
+    out = plan.to_dict()
+    core = getattr(ctx._cache.get("engine"), "core", None)
+    out["actual"] = {"passes": getattr(core, "passes", 0 if core is not None else None),
+                     "bytes_read": core.reader.bytes_read if hasattr(core, "reader") else None,
+                     "seconds": round(seconds, 3)}
+    return out
 
 
 def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]]:

@@ -23,7 +23,12 @@ class Engine:
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
-                        block_size: int = 16, prefix_caching: bool = False) -> "Engine":
+                        block_size: int = 16, prefix_caching: bool = False, streaming: bool = False) -> "Engine":
+        """streaming=True: one decoder layer in memory at a time (core/streaming.py; core/plan.py decides)."""
+        if streaming:
+            from reference_engine.core.streaming import StreamingCore
+            return cls(StreamingCore.from_pretrained(model_dir, device=device, dtype=dtype, num_blocks=num_blocks,
+                                                     block_size=block_size, prefix_caching=prefix_caching))
         return cls(CoreEngine.from_pretrained(model_dir, device=device, dtype=dtype, num_blocks=num_blocks,
                                               block_size=block_size, prefix_caching=prefix_caching))
 
@@ -60,6 +65,16 @@ class Engine:
 
     def logits(self, token_ids, *, capture=None):
         return self.core.logits(token_ids, capture=capture)
+
+    def logits_many(self, token_lists, *, captures=None, dtypes=None):
+        """float32 logits [len(ids), vocab] per token list, as `logits` gives each, all in one pass over the
+        weights when streaming; dtypes[i] (e.g. torch.bfloat16) runs list i as a low-precision shadow."""
+        from reference_engine.core.sweep import LogitsRequest, logits_many
+        n = len(token_lists)
+        captures, dtypes = captures or [None] * n, dtypes or [None] * n
+        return logits_many(self.core, [LogitsRequest(list(t), c, d) for t, c, d in zip(token_lists, captures, dtypes)])
+
+    streaming = property(lambda self: getattr(self.core, "streaming", False))
 
     def fork(self, parent_id, child_id) -> None:
         self.core.fork(parent_id, child_id)

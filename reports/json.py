@@ -25,6 +25,7 @@ def as_dict(report: Report) -> dict:
         "fail_on": report.fail_on,
         "exit_code": report.exit_code(),
         "resources": {name: round(seconds, 6) for name, seconds in report.resources.items()},
+        "plan": report.plan,
         "summary": {"checks": len(report.checks), **status_counts(report), **severity_counts(report)},
         "checks": [run.as_dict() for run in report.checks],
         "findings": [f.as_dict() for f in report.findings],

@@ -68,11 +68,20 @@ def run_forward(engine, probe: ProbeInput) -> ForwardRun:
 
 
 def forward_runs(ctx) -> list[ForwardRun]:
-    """One recorded forward pass of every probe on the run's engine (cached)."""
+    """One recorded forward pass of every probe on the run's engine (cached); a streaming engine runs all
+    probes in one pass over the weights (Engine.logits_many), each exactly as Engine.logits would."""
     key = ("forward", ctx.quick)
     if key not in ctx.state:
-        ctx.state[key] = [run_forward(ctx.engine, p) for p in probe_inputs(ctx)]
+        ctx.state[key] = run_forwards(ctx.engine, probe_inputs(ctx))
     return ctx.state[key]
+
+
+def run_forwards(engine, probes, dtypes=None) -> list[ForwardRun]:
+    """ForwardRun of each probe (in dtypes[i] when given: a low-precision shadow in the same pass)."""
+    probes = list(probes)
+    recorders = [StatsRecorder() for _ in probes]
+    logits = engine.logits_many([list(p.ids) for p in probes], captures=recorders, dtypes=dtypes)
+    return [ForwardRun(p, x.float().cpu(), r) for p, x, r in zip(probes, logits, recorders)]
 
 
 # ---- greedy traces ---------------------------------------------------------------------------------------

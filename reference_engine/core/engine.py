@@ -104,18 +104,25 @@ class CoreEngine:
                                for s, t in zip(seq_ids, token_lists)])
             meta = build_metadata(self.cache, seq_ids, starts, counts, slots, self.device)
             tokens = torch.tensor([t for ts in token_lists for t in ts], dtype=torch.int64, device=self.device)
-            hidden = forward(weights, self.config, tokens, self.cache, meta, self.rope, self.windows, capture, linear)
+            hidden = self._forward(weights, tokens, meta, capture, linear)
         except BaseException:
             self._rollback(seq_ids, starts, new)
             raise
         if not all_logits:
             last = torch.tensor(counts, device=self.device).cumsum(0) - 1
             hidden = hidden[last]
-        logits = linear(hidden, weights.lm_head)
+        logits = self._head(hidden, weights, linear)
         if capture is not None:
             replaced = capture(self.config.num_hidden_layers, "logits", logits)
             logits = logits if replaced is None else replaced
         return logits.float()
+
+    def _forward(self, weights, tokens, meta, capture, linear) -> torch.Tensor:
+        """tokens [T] -> final-norm hidden [T, hidden]; the streaming core (streaming.py) loads layers instead."""
+        return forward(weights, self.config, tokens, self.cache, meta, self.rope, self.windows, capture, linear)
+
+    def _head(self, hidden, weights, linear) -> torch.Tensor:
+        return linear(hidden, weights.lm_head)                 # [rows, vocab]
 
     def _reuse_prefixes(self, seq_ids, token_lists, starts, new):
         """New sequences start on the cached blocks of their longest known prefix; only the rest is computed."""

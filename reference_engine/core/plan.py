@@ -1,0 +1,258 @@
+"""The memory model: resident or streaming, and what a run will cost, decided before any weight is loaded.
+
+    plan = make_plan(model_dir, budget=parse_size("4GiB"), dtype=torch.float32, workload=CHECK_QUICK)
+    plan.mode        # "resident" | "streaming"; PlanError when even streaming does not fit
+
+Resident peak  = base + all weights in the compute dtype (+ oneDNN's packed decode copy where decode packs)
+                 + KV cache in use + activations of the longest step.
+Streaming peak = base + one layer (its file bytes, its compute copy, the fused Q/K/V and gate/up copies, and
+                 the low-precision shadows the numerics checks run beside it) + one LM-head block (read and
+                 cast) + the final norm + KV cache in use + activations.
+A pass reads every layer and the head once (resident: nothing after loading). docs/memory.md explains it.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from reference_engine.config import ModelConfig, load_config, model_dir_path
+from reference_engine.core.sweep import HEAD_BLOCK_BYTES
+from reference_engine.files.weights import Weights
+
+GiB, MiB = 1 << 30, 1 << 20
+BASE_BYTES = 400 * MiB           # python + torch + tokenizer + the checks' own state (measured ~260 MB + slack)
+HEADROOM_FRACTION, HEADROOM_MIN = 0.10, 512 * MiB
+DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine (issue 13)
+CPU_FLOPS = 20e9                 # float32 matmul throughput of a small CPU box, for the rough time only
+PACK_LIMIT_BYTES = 1 << 30       # linear.PACK_LIMIT_BYTES: decode keeps a packed copy below this
+
+
+class PlanError(ValueError):
+    """Even streaming one layer at a time does not fit the memory budget (one line, exit 2)."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the run will do to the model: passes over the weights, tokens per pass, KV and shadows."""
+    name: str
+    passes: int                  # estimated passes (steps) over the weights
+    tokens_per_pass: int         # typical new tokens per pass (for the time estimate)
+    max_step_tokens: int         # longest single step (activation memory)
+    kv_tokens: int               # KV-cache tokens held at once
+    shadows: tuple = ()          # dtypes computed beside the compute dtype in the same pass (numerics)
+
+
+# measured on the tiny test models with the pass counter (streaming core), see docs/memory.md
+CHECK_FULL = Workload("check", 190, 24, 2048, 2048 + 512, (torch.bfloat16, torch.float16))
+CHECK_QUICK = Workload("check --quick", 80, 16, 128, 128 + 256, (torch.bfloat16, torch.float16))
+GENERATE = Workload("generate", 257, 4, 512, 1024)
+BASELINE = Workload("baseline", 40, 24, 512, 512, ())
+
+
+@dataclass
+class Plan:
+    mode: str                    # "resident" | "streaming"
+    budget_bytes: int
+    budget_source: str           # "--memory-budget", "available memory", ...
+    device: str
+    dtype: str
+    workload: str
+    weight_file_bytes: int
+    resident_peak_bytes: int
+    streaming_peak_bytes: int
+    predicted_peak_bytes: int
+    largest_layer_bytes: int     # one layer in the compute dtype
+    bytes_per_pass: int          # read from disk per pass (0 when resident)
+    passes: int                  # estimated
+    predicted_seconds: float
+    ranks: int = 1
+    layers: list = field(default_factory=list)    # [first, end) of this rank's layers
+    actual: dict = field(default_factory=dict)     # filled after the run: passes, bytes_read, seconds
+
+    @property
+    def streaming(self) -> bool:
+        return self.mode == "streaming"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        read = (f"{gb(self.bytes_per_pass)} read per pass x ~{self.passes} passes" if self.streaming
+                else f"{gb(self.weight_file_bytes)} read once")
+        ranks = f", rank layers {self.layers[0]}..{self.layers[1] - 1} of {self.ranks} ranks" if self.ranks > 1 else ""
+        return (f"plan: {self.mode} ({self.dtype} on {self.device}{ranks}): predicted peak "
+                f"{gb(self.predicted_peak_bytes)} of a {gb(self.budget_bytes)} budget ({self.budget_source}); "
+                f"{read}; ~{fmt_seconds(self.predicted_seconds)} for {self.workload}")
+
+
+# ---- sizes ----------------------------------------------------------------------------------------------
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3, "m": MiB, "mib": MiB, "mb": 10 ** 6,
+          "g": GiB, "gib": GiB, "gb": 10 ** 9, "t": 1 << 40, "tib": 1 << 40, "tb": 10 ** 12}
+
+
+def parse_size(text) -> int:
+    """'512MiB', '4GiB', '4G' (binary), '4GB' (decimal), '1.5g', 123456 -> bytes; ValueError otherwise."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value, unit = float(text), ""
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"invalid memory size {text!r} (examples: 512MiB, 4GiB, 4G, 8GB)")
+        value, unit = float(m.group(1)), m.group(2).lower()
+    size = int(value * _UNITS[unit])
+    if size <= 0:
+        raise ValueError(f"memory size must be positive, found {text!r}")
+    return size
+
+
+def gb(n: int) -> str:
+    return f"{n / GiB:.2f} GiB" if n >= GiB else f"{n / MiB:.0f} MiB"
+
+
+def fmt_seconds(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
+
+
+def available_memory() -> tuple[int, str]:
+    """What this process may use: MemAvailable, or the cgroup limit minus its usage when that is lower."""
+    avail, source = None, "available memory"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    for limit_file, usage_file in _cgroup_files():
+        room = _cgroup_room(limit_file, usage_file)
+        if room is not None and (avail is None or room < avail):
+            avail, source = room, "cgroup memory limit"
+    if avail is None:
+        avail = 8 * GiB
+    return avail, source
+
+
+def _cgroup_files() -> list[tuple[Path, Path]]:
+    """(limit, usage) files of this process's memory cgroup, v2 and v1."""
+    out = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        hier, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        rel = path.lstrip("/")
+        if hier == "0":
+            base = Path("/sys/fs/cgroup") / rel
+            out.append((base / "memory.max", base / "memory.current"))
+        elif "memory" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/memory") / rel
+            out.append((base / "memory.limit_in_bytes", base / "memory.usage_in_bytes"))
+    return out
+
+
+def _cgroup_room(limit_file: Path, usage_file: Path) -> int | None:
+    try:
+        limit = limit_file.read_text().strip()
+        if limit == "max" or int(limit) >= 1 << 60:
+            return None
+        return max(int(limit) - int(usage_file.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return None
+
+
+def default_budget(device: str = "cpu") -> tuple[int, str]:
+    """Available memory (GPU memory on cuda) minus headroom: 10%, at least 512 MiB."""
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info()
+        avail, source = free, "free GPU memory"
+    else:
+        avail, source = available_memory()
+    return max(avail - max(int(avail * HEADROOM_FRACTION), HEADROOM_MIN), 0), source + " minus headroom"
+
+
+# ---- the model's sizes ----------------------------------------------------------------------------------
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def layer_sizes(weights: Weights, config: ModelConfig) -> tuple[list[int], list[int]]:
+    """(elements, file bytes) of each decoder layer."""
+    elems, files = [0] * config.num_hidden_layers, [0] * config.num_hidden_layers
+    for name in weights.names:
+        m = re.match(r"model\.layers\.(\d+)\.", name)
+        if m and int(m.group(1)) < config.num_hidden_layers:
+            info = weights.info(name)
+            elems[int(m.group(1))] += _numel(info.shape)
+            files[int(m.group(1))] += info.nbytes
+    return elems, files
+
+
+def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, device="cpu",
+              workload: Workload = CHECK_FULL, budget_source: str | None = None, ranks: int = 1,
+              rank: int = 0, force: str | None = None) -> Plan:
+    """Decide resident or streaming for this model, budget and workload; PlanError when nothing fits."""
+    root = model_dir_path(model_dir)
+    config, weights = load_config(root), Weights.open(root)
+    if budget is None:
+        budget, budget_source = default_budget(device)
+    elem = torch.finfo(dtype).bits // 8
+    layer_elems, layer_files = layer_sizes(weights, config)
+    first, end = split_layers(config.num_hidden_layers, ranks)[rank]
+    mine = range(first, end)
+    vocab_rows = config.vocab_size * config.hidden_size
+    head_copies = 1 if config.tie_word_embeddings else 2
+    file_bytes = sum(weights.info(n).nbytes for n in weights.names)
+    kv = workload.kv_tokens * 2 * len(mine) * config.num_key_value_heads * config.head_dim * elem
+    act = activation_bytes(config, workload.max_step_tokens, elem)
+    resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
+    projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem
+    packed = projections if (str(device) == "cpu" and elem == 4 and projections <= PACK_LIMIT_BYTES) else 0
+    resident = BASE_BYTES + resident_weights + packed + kv + act
+    big = max((layer_elems[i] for i in mine), default=0)
+    big_file = max((layer_files[i] for i in mine), default=0)
+    shadow = sum(big * (torch.finfo(d).bits // 8) for d in workload.shadows)
+    mlp = 2 * config.intermediate_size * config.hidden_size * elem          # fused gate_up: pieces + the cat
+    layer_peak = big_file + big * elem + mlp + shadow
+    head_block = min(HEAD_BLOCK_BYTES, vocab_rows * elem) * 2               # read in file dtype, then cast
+    streaming = BASE_BYTES + layer_peak + head_block + kv + act * (1 + len(workload.shadows))
+    per_pass = sum(layer_files[i] for i in mine) + head_block // 2
+    mode = force or ("resident" if resident <= budget else "streaming")
+    if mode == "streaming" and streaming > budget and force is None:
+        raise PlanError(f"{root}: needs at least {gb(streaming)} to stream one layer at a time "
+                        f"(largest layer {gb(big * elem)} in {dtype_name(dtype)}, plus {gb(kv + act)} of "
+                        f"KV cache and activations); the memory budget is {gb(budget)}")
+    flops = 2 * sum(layer_elems[i] for i in mine) * workload.tokens_per_pass * workload.passes
+    seconds = flops / CPU_FLOPS + (per_pass * workload.passes / DISK_BYTES_PER_S if mode == "streaming"
+                                   else file_bytes / DISK_BYTES_PER_S)
+    return Plan(mode, budget, budget_source or "--memory-budget", str(device), dtype_name(dtype), workload.name,
+                file_bytes, resident, streaming, resident if mode == "resident" else streaming, big * elem,
+                per_pass if mode == "streaming" else 0, workload.passes, seconds, ranks, [first, end])
+
+
+def activation_bytes(config: ModelConfig, tokens: int, elem: int) -> int:
+    """The longest step's transient tensors: residual, norms, Q/K/V, MLP intermediate, and its logits rows."""
+    qkv = (config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim
+    per_token = (6 * config.hidden_size + qkv + 3 * config.intermediate_size) * elem
+    return tokens * per_token + min(tokens, 128) * config.vocab_size * 4
+
+
+def split_layers(num_layers: int, ranks: int) -> list[tuple[int, int]]:
+    """Contiguous layer ranges, the first ranks one layer longer when it does not divide."""
+    base, extra = divmod(num_layers, ranks)
+    out, start = [], 0
+    for r in range(ranks):
+        end = start + base + (1 if r < extra else 0)
+        out.append((start, end))
+        start = end
+    return out
+
+
+def dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")

@@ -1,0 +1,170 @@
+"""One pass over the layers carrying several independent steps ("lanes") at once.
+
+A lane is one step of one or more sequences: its residual stream, KV cache, step metadata, RoPE rows, capture
+hook and compute dtype. `run_layers` fetches each layer's weights once from a source and advances every lane
+through `model.decoder_layer` before the next layer is fetched, so N probes, or a probe in float32 with its
+bfloat16 and float16 shadows, cost one read of the weights instead of N (or three engines). Each lane computes
+exactly what it would compute alone (same inputs, same kernels), so its logits are those of `Engine.logits`.
+
+Sources: `ResidentSource` (the weights already in memory; other dtypes are cast one layer at a time) and the
+streaming core (streaming.py, loads each layer from the files just in time). A source provides
+`layer(i)`, `layer_done(i)`, `embed(tokens, dtype)`, `norm(dtype)`, `head(hidden, linear)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+import torch.nn.functional as F
+
+from reference_engine.core.attention import StepMetadata, build_metadata
+from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.model import CaptureHook, _emit, decoder_layer, rms_norm
+from reference_engine.core.model_weights import LayerWeights
+from reference_engine.core.rope import build_rope_table
+
+HEAD_BLOCK_BYTES = 64 << 20     # LM head rows cast and multiplied at a time when it is not resident
+
+
+@dataclass
+class Lane:
+    h: torch.Tensor                   # [num_tokens, hidden] residual stream, in `dtype`
+    cache: PagedKVCache
+    meta: StepMetadata
+    cos: torch.Tensor                 # [num_tokens, head_dim]
+    sin: torch.Tensor
+    capture: CaptureHook | None
+    dtype: torch.dtype
+
+
+@dataclass
+class LogitsRequest:
+    """One throwaway prefill (what Engine.logits does): float32 logits [len(tokens), vocab]."""
+    tokens: list[int]
+    capture: CaptureHook | None = None
+    dtype: torch.dtype | None = None  # None: the engine's dtype; another one runs as a shadow in the same pass
+
+
+def cast_layer(w: LayerWeights, dtype: torch.dtype) -> LayerWeights:
+    """The layer's tensors in another dtype (a shadow lane's copy, dropped with the layer)."""
+    return replace(w, **{f.name: getattr(w, f.name).to(dtype) for f in fields(w)
+                         if isinstance(getattr(w, f.name), torch.Tensor)})
+
+
+def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, layers=None) -> None:
+    """Advance every lane through `layers` (default: all), fetching each layer's weights once."""
+    for i in (range(config.num_hidden_layers) if layers is None else layers):
+        w = source.layer(i)
+        by_dtype = {w.qkv.dtype: w}
+        for lane in lanes:
+            if lane.dtype not in by_dtype:
+                by_dtype[lane.dtype] = cast_layer(w, lane.dtype)
+            lane.h = decoder_layer(lane.h, by_dtype[lane.dtype], config, i, lane.cache, lane.meta, lane.cos,
+                                   lane.sin, windows[i], lane.capture, linear)
+        del w, by_dtype
+        source.layer_done(i)
+
+
+def finish(source, config, lane: Lane, linear=F.linear, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Final norm and LM head of a lane -> float32 logits [rows or all tokens, vocab] (as CoreEngine._step)."""
+    n = config.num_hidden_layers
+    hidden = _emit(lane.capture, n, "final_norm", rms_norm(lane.h, source.norm(lane.dtype), config.rms_norm_eps))
+    if rows is not None:
+        hidden = hidden[rows]
+    logits = source.head(hidden, linear)
+    if lane.capture is not None:
+        replaced = lane.capture(n, "logits", logits)
+        logits = logits if replaced is None else replaced
+    return logits.float()
+
+
+def blocked_head(hidden: torch.Tensor, read_rows, vocab: int, linear=F.linear,
+                 block_bytes: int = HEAD_BLOCK_BYTES) -> torch.Tensor:
+    """hidden [T, H] @ head^T block by block: read_rows(start, end) -> [end - start, H] in any dtype;
+    never more than one block of the head in hidden's dtype at a time."""
+    rows = max(1, block_bytes // (hidden.shape[-1] * hidden.element_size()))
+    out = torch.empty(hidden.shape[0], vocab, dtype=hidden.dtype, device=hidden.device)   # [T, vocab]
+    for start in range(0, vocab, rows):
+        end = min(vocab, start + rows)
+        out[:, start:end] = linear(hidden, read_rows(start, end).to(device=hidden.device, dtype=hidden.dtype))
+    return out
+
+
+class ResidentSource:
+    """The resident engine's weights as a sweep source; other dtypes are cast layer by layer, never whole."""
+
+    def __init__(self, core):
+        self.core = core
+
+    def layer(self, i: int) -> LayerWeights:
+        return self.core.weights.layers[i]
+
+    def layer_done(self, i: int) -> None:
+        pass
+
+    def embed(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return F.embedding(tokens, self.core.weights.embed).to(dtype)
+
+    def norm(self, dtype: torch.dtype) -> torch.Tensor:
+        return self.core.weights.norm.to(dtype)
+
+    def head(self, hidden: torch.Tensor, linear=F.linear) -> torch.Tensor:
+        head = self.core.weights.lm_head
+        if hidden.dtype == head.dtype:
+            return linear(hidden, head)
+        return blocked_head(hidden, lambda a, b: head[a:b], head.shape[0], linear)
+
+
+def private_lane(core, source, tokens: list[int], capture, dtype: torch.dtype, ropes: dict) -> Lane:
+    """A lane for one fresh sequence on its own small cache (what a scratch prefill would do)."""
+    config, device = core.config, core.device
+    n = len(tokens)
+    block = core.cache.block_size
+    cache = PagedKVCache(config.num_hidden_layers, -(-n // block) + 1, block, config.num_key_value_heads,
+                         config.head_dim, dtype, device)
+    slots = cache.allocate(0, n)
+    meta = build_metadata(cache, [0], [0], [n], slots, device)
+    if dtype not in ropes:
+        ropes[dtype] = core.rope if dtype == core.dtype else build_rope_table(config, device, dtype)
+    cos, sin = ropes[dtype].lookup(meta.positions, check=False)
+    ids = torch.tensor(tokens, dtype=torch.int64, device=device)
+    h = _emit(capture, -1, "embed", source.embed(ids, dtype))
+    return Lane(h, cache, meta, cos, sin, capture, dtype)
+
+
+@torch.inference_mode()
+def logits_many(core, requests: list[LogitsRequest]) -> list[torch.Tensor]:
+    """float32 logits [len(tokens), vocab] per request. Resident engines run their own dtype through
+    `core.logits` (today's path) and the shadows in one sweep over the in-memory layers; a streaming core
+    runs everything in one pass over the files."""
+    streaming = getattr(core, "streaming", False)
+    source = core if streaming else ResidentSource(core)
+    out: list[torch.Tensor | None] = [None] * len(requests)
+    lanes, where, ropes = [], [], {}
+    for k, r in enumerate(requests):
+        dtype = r.dtype or core.dtype
+        if not streaming and dtype == core.dtype:
+            out[k] = core.logits(list(r.tokens), capture=r.capture)
+            continue
+        _check_tokens(core, r.tokens)
+        lanes.append(private_lane(core, source, list(r.tokens), r.capture, dtype, ropes))
+        where.append(k)
+    if lanes:
+        if streaming:
+            core.run_lanes(lanes)          # the streaming core's pass (progress, pipeline across ranks)
+        else:
+            run_layers(source, core.config, core.windows, lanes)
+        for k, lane in zip(where, lanes):
+            out[k] = finish(source, core.config, lane)
+    return out
+
+
+def _check_tokens(core, tokens) -> None:
+    vocab, table = core.config.vocab_size, core.rope.max_positions
+    if not tokens:
+        raise ValueError("a request has no tokens")
+    bad = [t for t in tokens if not 0 <= int(t) < vocab]
+    if bad:
+        raise ValueError(f"token id {bad[0]!r} is outside the vocabulary (size {vocab})")
+    if len(tokens) > table:
+        raise ValueError(f"{len(tokens)} tokens reach past the RoPE table (max_position_embeddings = {table})")
