@@ -1,0 +1,70 @@
+"""The weight scan (checks/analysis/tensor_scan.py) is bound by reading bytes: its time against a plain read of the
+same tensors, block by block, with the same reader and no statistics (the peer, measured in the same run).
+
+    python benchmarks/weight_scan.py [MODEL_DIR] [--repeat 5]
+
+MODEL_DIR defaults to SmolLM2-135M-Instruct from the test assets. Both passes read from the page cache after a
+warm-up pass, so the ratio measures the arithmetic on top of the reads, not the disk."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from checks.analysis.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, read_block, scan_weights  # noqa: E402
+from reference_engine.files.weights import Weights  # noqa: E402
+
+
+def read_only(weights) -> None:
+    """The peer: every block the scan reads, converted to float32 the same way, nothing computed on it."""
+    torch.set_num_threads(1)
+    for name in weights.names:
+        info = weights.info(name)
+        if info.dtype not in TORCH_DTYPES or not math.prod(info.shape):
+            continue
+        lead = info.shape[0] if info.shape else 1
+        per_row = max(1, math.prod(info.shape) // lead)
+        step = max(1, CHUNK_ELEMENTS // per_row)
+        with open(info.file, "rb", buffering=0) as handle:
+            for begin in range(0, lead, step):
+                read_block(handle, info, begin, min(step, lead - begin), per_row)
+
+
+def best_of(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", nargs="?")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if args.model_dir is None:
+        from tests import assets
+        args.model_dir = assets.smollm2_dir()
+    weights = Weights.open(args.model_dir)
+    nbytes = sum(math.prod(weights.info(n).shape) * 4 for n in weights.names)
+    threads = torch.get_num_threads()
+    scan_weights(weights)  # warm the page cache
+    scan = best_of(lambda: scan_weights(weights), args.repeat)
+    read = best_of(lambda: read_only(weights), args.repeat)
+    torch.set_num_threads(threads)
+    print(f"model: {args.model_dir} ({nbytes / 2**20:.0f} MiB as float32)")
+    print(f"read blocks only: {read:.3f} s  ({nbytes / read / 2**30:.2f} GiB/s)")
+    print(f"full scan:        {scan:.3f} s  ({nbytes / scan / 2**30:.2f} GiB/s)")
+    print(f"scan / read: {scan / read:.2f}x  (best of {args.repeat})")
+
+
+if __name__ == "__main__":
+    main()
