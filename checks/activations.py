@@ -1,4 +1,4 @@
-"""Activation statistics (the seed's "print min/max/mean/std of intermediate tensors"): a per-layer table of
+"""Activation statistics (printing min/max/mean/std of intermediate tensors, for every layer): a per-layer table of
 hidden states, attention output and MLP output on the probes, with NaN/Inf flags, residual-stream std jumps
 of orders of magnitude, and the attention-mask valid ratio of a padded probe batch."""
 from __future__ import annotations
@@ -75,7 +75,8 @@ def mask_ratios(tok, texts: list[str]) -> dict:
 def activation_statistics(ctx):
     """Per-layer min/max/mean/std/absmax of hidden states, attention and MLP outputs on the probes (info).
 
-    The seed's first debugging habit, done for every layer at once: the probes run through the engine with
+    Printing min/max/mean/std of intermediate tensors, done for every layer at once: the probes run through
+    the engine with
     capture hooks and each layer's residual stream (hidden), attention output (o_proj, before the residual
     add) and MLP output (down_proj) are summarised over all probe tokens. Shown as a table in evidence and
     as a log-scale plot (with the float16 limit) in the HTML report. Healthy trained models show a slowly
@@ -126,27 +127,3 @@ def std_jump(ctx):
         kind = "jumps" if j["ratio"] > 1 else "collapses"
         yield Problem(f"residual std {kind} {j['ratio']:.3g}x from layer {j['from_layer']} to {j['to_layer']} "
                       f"({j['std_before']:.3g} -> {j['std_after']:.3g})", evidence=j)
-
-
-@check("ACT004", category="activations", severity="warning", needs=("tokenizer",),
-       hint="The tokenizer's padding must be hidden by the attention mask; check its padding settings.")
-def mask_valid_ratio(ctx):
-    """In a padded probe batch the attention mask hides exactly the padding (valid ratio per row).
-
-    Pads the probe prompts into one batch with the tokenizer's settings and compares the attention mask's
-    valid ratio (mask sum / row width) with the real token counts: a row whose mask covers its pads
-    (ratio 1.0 in a ragged batch) lets the model attend to padding, a row with ratio 0 feeds nothing.
-    The ratios are reported in evidence either way.
-    """
-    tok = ctx.tokenizer
-    texts = list(probe_texts(ctx.quick))
-    batch = tok(texts, padding=True, return_tensors=None)
-    lengths = [len(tok.encode(t)) for t in texts]
-    width = len(batch["input_ids"][0]) if batch["input_ids"] else 0
-    ratios = [sum(m) / width if width else 0.0 for m in batch["attention_mask"]]
-    wrong = [{"row": i + 1, "tokens": n, "mask_sum": sum(m)} for i, (n, m) in
-             enumerate(zip(lengths, batch["attention_mask"])) if sum(m) != n or n == 0]
-    if wrong:
-        yield Problem(f"attention mask does not match the real tokens in {len(wrong)} of {len(texts)} rows "
-                      f"(e.g. row {wrong[0]['row']}: {wrong[0]['tokens']} tokens, mask sum {wrong[0]['mask_sum']})",
-                      evidence={"rows": wrong, "valid_ratio": ratios, "width": width})

@@ -168,24 +168,21 @@ def context_length_agrees(ctx):
 
 
 @check("CFG005", category="config", severity="error", needs=("config",),
-       hint="Restore rms_norm_eps, rope_theta and max_position_embeddings from the original config.json.")
+       hint="Restore rms_norm_eps and max_position_embeddings from the original config.json.")
 def numeric_fields_sane(ctx):
-    """rms_norm_eps, rope_theta and max_position_embeddings are in a range a model can run with.
+    """rms_norm_eps and max_position_embeddings are in a range a model can run with.
 
-    An `rms_norm_eps` of 0 divides by zero on an all-zero hidden state (NaN); a huge one flattens every
-    activation; a `rope_theta` <= 0 makes the RoPE table NaN; a non-positive
-    `max_position_embeddings` leaves no positions at all. These come from hand edits and broken
-    converters.
+    An `rms_norm_eps` of 0 divides by zero on an all-zero hidden state (NaN); a huge one (above
+    `max_rms_norm_eps`, default 1e-2) flattens every activation; a non-positive `max_position_embeddings`
+    leaves no positions at all. These come from hand edits and broken converters. (A `rope_theta` <= 0
+    cannot describe a RoPE table at all: the config parser refuses it and CFG001 names the field.)
 
     Remedy: restore the original values.
     """
     cfg = ctx.config
-    ev = {"rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta,
-          "max_position_embeddings": cfg.max_position_embeddings}
+    ev = {"rms_norm_eps": cfg.rms_norm_eps, "max_position_embeddings": cfg.max_position_embeddings}
     max_eps = ctx.threshold("CFG005", "max_rms_norm_eps", 1e-2)
     if not 0 < cfg.rms_norm_eps <= max_eps:
         yield Problem(f"rms_norm_eps {cfg.rms_norm_eps} outside (0, {max_eps}]", evidence=ev)
-    if not cfg.rope_theta > 0:
-        yield Problem(f"rope_theta {cfg.rope_theta} must be positive", evidence=ev)
     if cfg.max_position_embeddings < 1:
         yield Problem(f"max_position_embeddings {cfg.max_position_embeddings} must be positive", evidence=ev)

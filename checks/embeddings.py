@@ -1,5 +1,5 @@
 """Embedding checks (EMB): the input-embedding and lm_head rows of special and added tokens are trained, and no
-row is far out of scale (seed pitfall 3). Row statistics come from the streamed weight scan; only the few
+row is far out of scale (untrained special-token rows give NaN losses when fine-tuning on a chat template). Row statistics come from the streamed weight scan; only the few
 special-token rows are read individually."""
 from __future__ import annotations
 

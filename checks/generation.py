@@ -1,5 +1,5 @@
 """Generation quality on the probes (greedy): empty output and immediate EOS, repeated n-grams, EOS probability
-oscillation (the seed's disaster 3), and a chat answer that never ends.
+oscillation (generation that neither stops nor continues coherently), and a chat answer that never ends.
 
 Random-weight models: a model whose probe NLL is near ln(vocab) has learnt nothing (factory test models,
 a checkpoint whose weights failed to load into the right names); its generations are noise, so these checks
@@ -93,8 +93,8 @@ def repetition(ctx):
     For each probe's greedy continuation (at least 12 tokens) the fraction of token trigrams seen earlier
     in the same output. Small models loop now and then, so this fires when the mean rate over the probes
     exceeds `max_rate` (default 0.5) — every probe collapsing into a loop, which is what broken position
-    ids, a mis-scaled RoPE or a corrupted KV cache produce (the seed measured +400% repetition from a
-    missing position_ids). Generated texts are evidence.
+    ids, a mis-scaled RoPE or a corrupted KV cache produce (a missing position_ids has been measured to
+    multiply repetition by five). Generated texts are evidence.
     """
     severity, note = _severity(ctx)
     limit = ctx.threshold("GEN002", "max_rate", 0.5)
@@ -115,7 +115,7 @@ def repetition(ctx):
 def eos_oscillation(ctx):
     """P(EOS) does not swing back and forth between high and low during a greedy generation.
 
-    The seed's disaster 3: the model's EOS probability keeps flipping around 0.4-0.6 and never settles,
+    EOS oscillation: the model's EOS probability keeps flipping around 0.4-0.6 and never settles,
     so generation neither stops cleanly nor continues coherently. Counts swings of P(EOS) between >= 0.45
     and < 0.25 per probe; `min_swings` (default 4) or more on any probe fires, with the P(EOS) trace.
     """

@@ -1,4 +1,4 @@
-"""The seed's three-step golden debug method: tokenizer -> transformer core -> detokenizer, each step a check
+"""The three-step golden debug method: tokenizer -> transformer core -> detokenizer, each step a check
 built on that stage's validate() hook. A step that fails stops the later ones ("not run: step N failed"), so
 the report names the first broken stage instead of piling up consequences.
 """
@@ -7,7 +7,11 @@ from __future__ import annotations
 from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
 from checks.analysis.prompts import CHAT_PROBE, probe_inputs, probe_texts, render_chat
 from checks.registry import Problem, Skip, check
+from reference_engine.tokenizer import validate as tokenizer_validate
 
+# the tokenizer invariants the model's files decide; "batch" (padding, masks, positions: computed by llmdoctor
+# itself whatever the files say) is the reference engine's self-test ENG004
+FILE_PARTS = ("ids", "special tokens", "round trip")
 STEP_KEY = "golden_steps"      # ctx.state[STEP_KEY][n] = True (passed) / False (failed)
 TWO_TURNS = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"},
              {"role": "user", "content": "Name three colours of the rainbow, please."}]
@@ -62,14 +66,15 @@ def padding_problems(tok, rows: list[str], add_special_tokens: bool, label: str)
 def golden_tokenizer(ctx):
     """Golden step 1: the tokenizer's invariants hold on the probe prompts and chat template, per padded row.
 
-    The first of the seed's three debug steps. Runs the tokenizer stage's validate() on the built-in probes
-    (and the chat probe rendered with the model's template): token counts equal attention-mask sums,
-    position ids run 0..n-1 over the real tokens of every left-padded row, ids are in the vocabulary,
-    special tokens sit where the post-processor puts them, and encode/decode round-trips. Then it pads a
-    batch the way the tokenizer is configured and checks each row: a pad token inside the attention mask
-    (a template that injects padding before its role markers — the seed's two-day outage where every
-    <|user|> ended up after the padding) is an error; right padding for a decoder-only model is a warning
-    (generation appends after the pads; transformers#25790, unsloth#3699).
+    The first of the three debug steps (tokenizer, transformer core, detokenizer). Runs the parts of the
+    tokenizer stage's validate() that the tokenizer files decide, on the built-in probes and the chat probe
+    rendered with the model's template: ids are in the vocabulary, bos/eos/pad/unk tokens exist, special
+    tokens sit where the post-processor puts them, and encode/decode round-trips. Then it pads a batch the way
+    the tokenizer is configured and checks each row: a pad token inside the attention mask (a chat template
+    that writes pad tokens before its role markers, so every <|user|> ends up behind the padding: a two-day
+    production outage in the article this tool grew from) is an error; right padding for a decoder-only
+    model is a warning (generation appends after the pads; transformers#25790, unsloth#3699). The batch
+    invariants llmdoctor computes itself (mask sums, position ids) are the self-test ENG004.
 
     When this step fails, golden steps 2 and 3 report "not run: step 1 failed".
     """
@@ -77,7 +82,7 @@ def golden_tokenizer(ctx):
     texts = list(probe_texts(ctx.quick))
     chats = [c for c in (render_chat(tok, CHAT_PROBE), render_chat(tok, TWO_TURNS)) if c is not None]
     problems = [Problem(f"tokenizer validate(): {line}", evidence={"probes": texts + chats})
-                for line in tok.validate(texts + chats)]
+                for line in tokenizer_validate(tok, texts + chats, parts=FILE_PARTS)]
     try:
         problems += padding_problems(tok, texts, True, "probe batch")
         problems += padding_problems(tok, chats, False, "chat batch")
@@ -113,7 +118,7 @@ def golden_core(ctx):
     """Golden step 2: core forward logits are [seq, vocab], finite, below the magnitude threshold, not flat.
 
     The transformer core's validate() on every probe's logits: shape [seq, vocab], all finite, max |logit|
-    below `max_abs_logit` (the seed's 100; threshold GLD002.max_abs_logit), and a last-position standard
+    below `max_abs_logit` (default 100; threshold GLD002.max_abs_logit), and a last-position standard
     deviation that is not ~0 (a flat distribution: a zeroed norm or lm_head). When it fails, the recorded
     hidden states of every layer (the engine's capture hooks: embed, per layer input_norm, attn, post_norm,
     mlp, residual, then final_norm and logits) locate the first layer and sub-module where values go NaN/Inf

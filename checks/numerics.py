@@ -112,7 +112,7 @@ def declared_dtype(ctx) -> str | None:
     return value if value in RANGE else None
 
 
-@check("NUM001", category="numerics", severity="warning", needs=("engine", "tokenizer"),
+@check("NUM001", category="numerics", severity="error", needs=("engine", "tokenizer"),
        hint="Serve in bfloat16 or float32 (NUM003 names the safe dtype); do not run this checkpoint in float16.")
 def dtype_range(ctx):
     """Activations and logits fit the range of float16 (65504) and bfloat16.

@@ -21,15 +21,38 @@ from typing import Callable
 from findings import CATEGORIES, Severity
 
 ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
-NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu")
+NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
+         "pair",  # pair: two models, `llmdoctor diff` only (checks/diff/pair.py)
+         "endpoint")  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
 # id family prefix -> the category it belongs to (a family never changes category)
 FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",
             "TOK": "tokenizer", "GLD": "golden", "ACT": "activations", "KVC": "kv_cache", "NUM": "numerics",
-            "GEN": "generation", "DRF": None, "GPU": "gpu", "ENV": "environment"}  # DRF: any engine category
+            "GEN": "generation", "DRF": None, "GPU": "gpu", "ENV": "environment",
+            "ENG": "selftest", "GGF": None, "DIF": "diff", "EPT": "endpoint"}  # GGF: GGUF-format checks, in the category of what they check  # DRF: any engine category
+# Ids are never reused. A check that moved keeps resolving under its old id (--select/--ignore, explain):
+# retired id -> (the id that replaced it, why it moved)
+RETIRED = {
+    "KVC001": ("ENG001", "paged decode vs full recompute is a self-test of llmdoctor's reference engine"),
+    "KVC002": ("ENG002", "padded batch vs each sequence alone is a self-test of llmdoctor's reference engine"),
+    "ACT004": ("ENG003", "the attention mask covering the padding is a self-test of llmdoctor's tokenizer"),
+}
 
 
 class RegistryError(Exception):
     """A check declaration is wrong (programmer error, raised at import)."""
+
+
+class SeverityError(RuntimeError):
+    """A check emitted a finding above its declared severity: a bug in the check (the declaration is what
+    `llmdoctor checks` shows and what --fail-on users plan with). The runner reports the check as crashed."""
+
+
+def over_declaration(spec: "CheckSpec", severity: Severity) -> SeverityError | None:
+    """The error to raise when `severity` is above what `spec` declares, else None."""
+    if severity.rank <= spec.severity.rank:
+        return None
+    return SeverityError(f"{spec.id} emitted a {severity.value} finding but declares at most "
+                         f"{spec.severity.value}: a bug in the check's declaration")
 
 
 class Skip(Exception):
@@ -86,6 +109,8 @@ def make_spec(func: Callable, id: str, category: str, severity: str, needs: tupl
     where = f"{func.__module__}.{func.__name__}"
     if not ID_PATTERN.match(id):
         raise RegistryError(f"{where}: check id {id!r} is not a family prefix + 3 digits (e.g. VOC001)")
+    if id in RETIRED:
+        raise RegistryError(f"{where}: {id} is retired (now {RETIRED[id][0]}); ids are never reused")
     if category not in CATEGORIES:
         raise RegistryError(f"{where}: unknown category {category!r} (expected one of: {', '.join(CATEGORIES)})")
     family_category = FAMILIES.get(id[:3], "unknown")

@@ -1,5 +1,6 @@
 """Tokenizer checks (TOK001-TOK006, TOK010): tokenizer.json is well formed, covers every byte, round-trips
-a multilingual probe set and maps each special token string to its one id (seed pitfalls 1-2). Chat-template
+a multilingual probe set and maps each special token string to its one id (lossy round trips and special
+tokens split into pieces are the commonest tokenizer faults). Chat-template
 checks (TOK007-TOK009) live in checks/chat_template.py."""
 from __future__ import annotations
 

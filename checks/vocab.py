@@ -1,5 +1,7 @@
 """Vocab checks (VOC): the tokenizer, config.json and the embedding/lm_head matrices agree on how many tokens
-there are, and the special token ids every file declares exist and agree (seed pitfall 4)."""
+there are, and the special token ids every file declares exist and agree (config.json,
+generation_config.json, tokenizer_config.json and special_tokens_map.json naming different EOS/BOS ids is a
+classic cause of generations that never stop)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

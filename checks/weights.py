@@ -6,7 +6,8 @@ from __future__ import annotations
 import statistics
 
 from checks.registry import Problem, check
-from checks.analysis.tensor_layout import HARMLESS_EXTRA, LM_HEAD, expected_tensors, optional_tensors, role_of
+from checks.analysis.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
+                                          optional_tensors, role_of)
 from checks.analysis.tensor_scan import weight_scan
 
 FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float64"}
@@ -26,7 +27,11 @@ def missing_tensors(ctx):
     Remedy: re-export; for a missing lm_head that should be tied, set `tie_word_embeddings: true`.
     """
     cfg, names = ctx.config, set(ctx.weights.names)
-    missing = [n for n in expected_tensors(cfg) if n not in names]
+    shortfall = layer_shortfall(cfg, names)    # from the names present: a config may claim a billion layers
+    if shortfall is not None:
+        yield Problem(shortfall.message, evidence={"num_hidden_layers": shortfall.declared,
+                                                   "layers_in_weights": shortfall.backed})
+    missing = [n for n in expected_tensors(cfg, names) if n not in names]
     if LM_HEAD in missing:
         yield Problem("lm_head.weight is missing but tie_word_embeddings is false: the output layer would be "
                       "random", evidence={"tensor": LM_HEAD, "tie_word_embeddings": cfg.tie_word_embeddings})
@@ -49,7 +54,7 @@ def unexpected_tensors(ctx):
     Remedy: make config.json match the weights, or merge the adapter properly.
     """
     cfg = ctx.config
-    known = set(expected_tensors(cfg)) | optional_tensors(cfg)
+    known = set(expected_tensors(cfg, ctx.weights.names)) | optional_tensors(cfg)
     extra = [n for n in ctx.weights.names if n not in known]
     harmless = [n for n in extra if HARMLESS_EXTRA.search(n)]
     suspicious = [n for n in extra if n not in harmless]
@@ -73,7 +78,7 @@ def tensor_shapes(ctx):
 
     Remedy: take the numbers from the tensors (they are what was trained) and correct config.json.
     """
-    expected, weights = expected_tensors(ctx.config), ctx.weights
+    expected, weights = expected_tensors(ctx.config, ctx.weights.names), ctx.weights
     wrong = [(n, shape, weights.info(n).shape) for n, shape in expected.items()
              if n in weights and tuple(weights.info(n).shape) != shape]
     for name, want, got in wrong[:10]:
@@ -83,7 +88,7 @@ def tensor_shapes(ctx):
         yield Problem(f"{len(wrong) - 10} more tensors with unexpected shapes", evidence={"count": len(wrong)})
 
 
-@check("WGT004", category="weights", severity="warning", needs=("config", "weights"),
+@check("WGT004", category="weights", severity="error", needs=("config", "weights"),
        hint="Save all weights in one float dtype and set config.json torch_dtype to it.")
 def tensor_dtypes(ctx):
     """Weights share one float dtype and it matches config.json's torch_dtype.
@@ -111,11 +116,12 @@ def tensor_dtypes(ctx):
         main = max(floats, key=floats.get)
         odd = sorted(n for n in weights.names if weights.info(n).dtype in floats and weights.info(n).dtype != main)
         yield Problem(f"mixed float dtypes {floats}: {len(odd)} tensor(s) not {main}, e.g. {odd[0]}",
-                      evidence={**ev, "odd": odd[:10]})
+                      evidence={**ev, "odd": odd[:10]}, severity="warning")
     declared = ctx.config.torch_dtype
     if declared and len(floats) == 1 and FLOAT_DTYPES[next(iter(floats))] != declared:
         yield Problem(f"config torch_dtype is {declared} but the weights are stored as "
-                      f"{FLOAT_DTYPES[next(iter(floats))]}", evidence={**ev, "torch_dtype": declared})
+                      f"{FLOAT_DTYPES[next(iter(floats))]}", evidence={**ev, "torch_dtype": declared},
+                      severity="warning")
 
 
 @check("WGT005", category="weights", severity="error", needs=("weights",),

@@ -8,8 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+# "selftest": the reference engine checking itself on this model's shapes (findings there are llmdoctor bugs)
 CATEGORIES = ("files", "config", "weights", "vocab", "embeddings", "tokenizer", "golden", "activations",
-              "kv_cache", "numerics", "generation", "gpu", "environment")
+              "kv_cache", "numerics", "generation", "gpu", "environment", "selftest",
+              "diff",  # diff: `llmdoctor diff REF CAND`, two models compared (checks/diff/)
+              "endpoint")  # endpoint: a live server vs the reference (checks/endpoint/)
 STATUSES = ("passed", "failed", "skipped", "crashed")
 FAIL_ON = ("error", "warning", "never")
 

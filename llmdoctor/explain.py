@@ -1,11 +1,12 @@
-"""`llmdoctor explain`: a check id prints that check's documentation; an id prefix or category lists its
-checks; any other text is matched against the known error signatures (llmdoctor.signatures)."""
+"""`llmdoctor explain`: a check id prints that check's documentation (a retired id: a note and its successor's);
+an id prefix or category lists its checks; any other text is matched against the known error signatures
+(llmdoctor.signatures)."""
 from __future__ import annotations
 
 from importlib import import_module
 
 import checks
-from checks.registry import ID_PATTERN, CheckSpec
+from checks.registry import ID_PATTERN, RETIRED, CheckSpec
 from findings import CATEGORIES
 
 
@@ -27,6 +28,9 @@ def explain(query: str) -> tuple[str, int]:
     by_id = {s.id: s for s in specs}
     if key.upper() in by_id:
         return describe_check(by_id[key.upper()]), 0
+    if key.upper() in RETIRED and RETIRED[key.upper()][0] in by_id:
+        new_id, why = RETIRED[key.upper()]
+        return f"{key.upper()} is retired: it now runs as {new_id} ({why}).\n\n" + describe_check(by_id[new_id]), 0
     family = members(key, specs)
     if family:
         return "\n".join(f"{s.id}  {s.category:<12} {s.summary}" for s in family), 0

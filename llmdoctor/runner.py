@@ -15,7 +15,7 @@ from typing import Any
 
 import checks
 from checks.context import CheckContext, ResourceError
-from checks.registry import CheckSpec, Problem, Skip
+from checks.registry import CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
 from llmdoctor.config_file import load_settings
 from llmdoctor.fingerprint import fingerprint
@@ -143,6 +143,9 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
         result = spec.func(ctx)
         for item in ([] if result is None else [result] if isinstance(result, Problem) else result):
             findings.append(to_finding(spec, item))
+            wrong = over_declaration(spec, findings[-1].severity)
+            if wrong is not None:  # the finding stays as emitted; the check is reported crashed
+                raise wrong
     except Skip as e:
         status, reason = "skipped", str(e) or "does not apply"
     except ResourceError as e:

@@ -1,9 +1,12 @@
 """--select / --ignore, the way ruff does it: a selector is a check id (VOC001), an id prefix (VOC, VOC0),
 a category name (vocab) or ALL. When a check matches both lists, the more specific selector wins; on a tie,
-ignore wins."""
+ignore wins. A retired id (checks.registry.RETIRED, e.g. KVC001) selects the check that replaced it, with a
+note."""
 from __future__ import annotations
 
-from checks.registry import FAMILIES, CheckSpec
+import sys
+
+from checks.registry import FAMILIES, RETIRED, CheckSpec
 from findings import CATEGORIES
 
 
@@ -46,11 +49,32 @@ def _id_shaped(text: str) -> bool:
     return len(text) <= 6 and text[:3].isalpha() and (digits == "" or digits.isdigit())
 
 
+def resolve_retired(selectors: list[str]) -> tuple[list[str], list[str]]:
+    """(selectors with every retired id replaced by the id that took over, one note per replacement).
+    Ids are never reused, so a pipeline written against an old id keeps selecting the same check."""
+    resolved, notes = [], []
+    for selector in selectors:
+        moved = RETIRED.get(selector.strip().upper())
+        if moved is None:
+            resolved.append(selector)
+            continue
+        resolved.append(moved[0])
+        notes.append(f"{selector.upper()} is retired and now runs as {moved[0]} ({moved[1]}); "
+                     f"use {moved[0]} in --select/--ignore")
+    return resolved, notes
+
+
 def select_checks(specs: list[CheckSpec], select: list[str] | None = None,
-                  ignore: list[str] | None = None) -> list[CheckSpec]:
-    """The checks to run, in catalogue order. No select means ALL."""
-    select = list(select) if select else ["ALL"]
-    ignore = list(ignore or [])
+                  ignore: list[str] | None = None, notes=None) -> list[CheckSpec]:
+    """The checks to run, in catalogue order. No select means ALL. Retired ids resolve to their successor;
+    the notes saying so go to `notes` (a list) when given, else to stderr."""
+    select, select_notes = resolve_retired(list(select) if select else ["ALL"])
+    ignore, ignore_notes = resolve_retired(list(ignore or []))
+    for note in dict.fromkeys(select_notes + ignore_notes):
+        if notes is None:
+            print(f"llmdoctor: note: {note}", file=sys.stderr)
+        else:
+            notes.append(note)
     validate_selectors(select + ignore, specs)
     return [spec for spec in specs if is_selected(spec, select, ignore)]
 

@@ -1,4 +1,4 @@
-"""From an error message to its likely root causes: the seed's "error -> cause" table, made executable.
+"""From an error message to its likely root causes: an "error -> cause" table, made executable.
 
 `match_signatures(text)` returns the known signatures found in a traceback, a log excerpt or a
 symptom described in words ("GPU at 30% but slow"), most specific first. Each names the likely causes

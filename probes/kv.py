@@ -1,7 +1,7 @@
 """`llmdoctor probe kv`: KV-cache fragmentation of a workload, per block size, vs a contiguous reservation.
 
-Runs the same workload through kv_sim for each block size (default 1, 16, 256: the seed uses 256) and for
-a contiguous max-length reservation, on a pool of the same size, and turns the comparison into findings
+Runs the same workload through kv_sim for each block size (default 1, 16, 256: one token per block up to
+large pages) and for a contiguous max-length reservation, on a pool of the same size, and turns the comparison into findings
 (category kv_cache) with an occupancy-over-time plot. `--with-model` sizes the pool from the model's KV
 bytes per token and a memory budget, so the numbers are bytes of this model, not abstract slots.
 """
@@ -208,7 +208,7 @@ def pressure_finding(result: KvProbeResult) -> Finding:
 
 
 def seed_rule_finding(result: KvProbeResult) -> Finding:
-    """The seed's diagnosis: most sequences hold > 5 pages while free pages < 10% -> fragmentation."""
+    """The page-table pressure rule: most sequences hold > 5 pages while free pages < 10% -> fragmentation."""
     hits = {}
     for run in result.paged:
         line, total = run.timeline, run.config.num_blocks

@@ -48,7 +48,7 @@ class SimConfig:
     samples: int = 200             # occupancy samples over the run
     max_running: int = 256         # batch limit (vLLM's max_num_seqs)
     compaction: bool = True
-    compact_free_below: float = 0.10   # the seed's rule: free blocks < 10% ...
+    compact_free_below: float = 0.10   # the page-table pressure rule: free blocks < 10% ...
     compact_blocks_per_seq: float = 5  # ... and most sequences hold > 5 blocks
     compact_scatter_above: float = 0.5 # or live sequences' block runs are mostly broken
     compact_cooldown: int = 10         # samples between two compactions

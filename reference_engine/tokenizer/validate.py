@@ -17,11 +17,16 @@ DEFAULT_PROBES = (
 )
 
 
-def validate(tok, probes=None) -> list[str]:
+def validate(tok, probes=None, parts=None) -> list[str]:
+    """Every invariant, or only the named `parts` (see PARTS): "batch" checks this package's own padding and
+    position ids (it cannot fail because of a model's files), the others check the tokenizer files."""
     probes = list(DEFAULT_PROBES if probes is None else probes)
     problems: list[str] = []
-    for name, check in (("batch", _check_batch), ("ids", _check_ids), ("special tokens", _check_specials),
-                        ("round trip", _check_round_trip)):
+    chosen = PARTS if parts is None else tuple(parts)
+    unknown = [p for p in chosen if p not in PARTS]
+    if unknown:
+        raise ValueError(f"unknown validate parts {unknown} (known: {', '.join(PARTS)})")
+    for name, check in ((n, _CHECKS[n]) for n in PARTS if n in chosen):
         try:
             problems.extend(check(tok, probes))
         except Exception as e:  # validate() reports, never raises
@@ -88,6 +93,11 @@ def _check_round_trip(tok, probes) -> list[str]:
         if tok.lossless and decoded != text:
             out.append(f"probe {text[:30]!r}: byte-level decode(encode(s)) gave {decoded[:30]!r}")
     return out
+
+
+PARTS = ("batch", "ids", "special tokens", "round trip")
+_CHECKS = {"batch": _check_batch, "ids": _check_ids, "special tokens": _check_specials,
+           "round trip": _check_round_trip}
 
 
 def chat_template_double_bos(tok) -> str | None:

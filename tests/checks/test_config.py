@@ -34,3 +34,15 @@ def test_shorter_tokenizer_limit_is_info(broken_copy):
     assert fired(d, ["CFG004"]) == [("CFG004", "info")]
     unset = broken_copy("llama", zoo.edit_json("tokenizer_config.json", model_max_length=int(1e30)))
     assert fired(unset, ["CFG004"]) == []
+
+
+@pytest.mark.parametrize("theta", [0.0, -10000.0])
+def test_non_positive_rope_theta_is_named_by_cfg001_and_blocks_the_engine(broken_copy, theta):
+    """CFG005 has no rope_theta branch: the parser refuses theta <= 0, so CFG001 reports the exact field and
+    the engine checks are skipped (a NaN RoPE table would only bury the cause under consequences)."""
+    d = broken_copy("llama", zoo.edit_json("config.json", rope_theta=theta))
+    report = run_checks(d, select=["CFG001", "CFG005", "GLD002"], quick=True)
+    (finding,) = report.findings
+    assert (finding.check, finding.severity.value) == ("CFG001", "error") and "'rope_theta'" in finding.message
+    assert {c.id: c.status for c in report.checks}["CFG005"] == "skipped"
+    assert {c.id: c.status for c in report.checks}["GLD002"] == "skipped"

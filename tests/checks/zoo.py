@@ -331,6 +331,8 @@ FAULTS: list[Fault] = [
     Fault("model_max_length_beyond_positions", edit_json("tokenizer_config.json", model_max_length=4096),
           "CFG004", "warning"),
     Fault("zero_rms_norm_eps", edit_json("config.json", rms_norm_eps=0.0), "CFG005", "error"),
+    Fault("no_positions", edit_json("config.json", max_position_embeddings=0), "CFG005", "error"),
+    Fault("zero_rope_theta", edit_json("config.json", rope_theta=0.0), "CFG001", "error"),
     # weights
     Fault("missing_lm_head_untied", drop(LM_HEAD), "WGT001", "error", "tie_word_embeddings=false without lm_head"),
     Fault("missing_layer_tensor", drop("model.layers.1.mlp.up_proj.weight"), "WGT001", "error"),

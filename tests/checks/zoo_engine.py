@@ -13,7 +13,7 @@ import torch
 from reference_engine.testing.factory import IM_END
 from tests.checks.zoo import DELETE, LM_HEAD, Fault, edit_json, edit_tensors, one_value, special_id
 
-ENGINE_CATEGORIES = ["golden", "activations", "kv_cache", "numerics", "generation"]
+ENGINE_CATEGORIES = ["golden", "activations", "kv_cache", "numerics", "generation", "selftest"]
 # base model directories: name -> factory_model_dir(preset, **overrides) arguments
 ENGINE_BASES = {
     "llama": ("llama", {}),

@@ -29,7 +29,7 @@ def register_fakes():
     def yields_two(ctx):
         """Yields a default and an overridden problem."""
         yield Problem("default severity", evidence={"t": torch.tensor(2.5), "nan": math.nan, "p": Path("/x")})
-        yield Problem("overridden", severity="error", hint="own hint", data={"plot": {"x": [0], "series": {"a": [1]}}})
+        yield Problem("overridden", severity="info", hint="own hint", data={"plot": {"x": [0], "series": {"a": [1]}}})
 
     @check("ENV902", category="environment")
     def crashes(ctx):
@@ -84,7 +84,7 @@ def test_problem_defaults_and_jsonable_evidence(registry_sandbox, config_only_di
     first, second = run(config_only_dir, select=["ENV901"]).findings
     assert (first.severity.value, first.hint) == ("warning", "default hint")
     assert first.evidence == {"t": 2.5, "nan": "nan", "p": "/x"}
-    assert (second.severity.value, second.hint) == ("error", "own hint")
+    assert (second.severity.value, second.hint) == ("info", "own hint")
     assert second.data == {"plot": {"x": [0], "series": {"a": [1]}}}
     json.dumps([f.as_dict() for f in (first, second)], allow_nan=False)
 
