@@ -24,12 +24,16 @@ from reference_engine.core.model_weights import ModelWeights
 
 
 def _onednn_linear_op():
-    """torch.ops.mkldnn._linear_pointwise when it exists and agrees with F.linear, else None."""
+    """torch.ops.mkldnn._linear_pointwise when it exists and agrees with F.linear, else None.
+
+    Runs at import, so its probe tensors come from a private generator: importing the engine must leave torch's
+    global random state (and so every seeded caller's draws) exactly as it was."""
     try:
         if not torch.backends.mkldnn.is_available():
             return None
         op = torch.ops.mkldnn._linear_pointwise
-        x, w, b = torch.randn(3, 8), torch.randn(5, 8), torch.randn(5)
+        g = torch.Generator().manual_seed(0)
+        x, w, b = (torch.randn(shape, generator=g) for shape in ((3, 8), (5, 8), (5,)))
         if not torch.allclose(op(x, w, b, "none", [], ""), F.linear(x, w, b), atol=1e-5):
             return None
         return op
@@ -59,15 +63,18 @@ PACK_BATCH_HINT = 16    # rows oneDNN tunes the layout for; measured faster than
 def pack_for_decode(weights: ModelWeights) -> ModelWeights:
     """The weights with every projection reordered into oneDNN's blocked layout (~25% faster decode matmuls
     on 4..16 rows), or `weights` itself where that does not apply (other device/dtype, over budget)."""
-    projections = [weights.lm_head] + [t for w in weights.layers for t in (w.qkv, w.o, w.gate_up, w.down)]
+    projections = [weights.lm_head] + [t for w in weights.layers for t in (w.qkv, w.o, w.gate_up, w.down)
+                                       if t is not None]   # a MoE layer has experts instead (left plain)
     size = sum(t.numel() * t.element_size() for t in projections)
     if (_ONEDNN is None or size > PACK_LIMIT_BYTES
             or any(t.dtype != torch.float32 or t.device.type != "cpu" for t in projections)):
         return weights
     try:
         pack = torch.ops.mkldnn._reorder_linear_weight
+        def maybe(t):
+            return None if t is None else pack(t, PACK_BATCH_HINT)
         layers = [replace(w, qkv=pack(w.qkv, PACK_BATCH_HINT), o=pack(w.o, PACK_BATCH_HINT),
-                          gate_up=pack(w.gate_up, PACK_BATCH_HINT), down=pack(w.down, PACK_BATCH_HINT))
+                          gate_up=maybe(w.gate_up), down=maybe(w.down))
                   for w in weights.layers]
         return replace(weights, layers=layers, lm_head=pack(weights.lm_head, PACK_BATCH_HINT))
     except (AttributeError, RuntimeError):

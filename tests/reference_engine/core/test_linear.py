@@ -1,6 +1,10 @@
 """Decode-step projections (reference_engine/linear.py): oneDNN kernels and packed weights against F.linear."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -55,3 +59,31 @@ def _weights_of(w: torch.Tensor):
 def _scaled_head(eng: Engine, factor: float):
     from dataclasses import replace
     return replace(eng.weights, lm_head=eng.weights.lm_head * factor)
+
+
+# Seeds torch's global generator, optionally imports every module of the given packages, then prints the global
+# state's digest and a draw: both must be the same with and without the imports.
+RNG_PROBE = """
+import hashlib, importlib, pkgutil, sys
+import torch
+torch.manual_seed(1234)
+for package in sys.argv[1:]:
+    root = importlib.import_module(package)
+    for info in pkgutil.walk_packages(root.__path__, package + "."):
+        importlib.import_module(info.name)
+print(hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest(), torch.randn(4).tolist())
+"""
+
+
+def _rng_after_import(*packages: str) -> str:
+    done = subprocess.run([sys.executable, "-c", RNG_PROBE, *packages], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).parents[3])
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_importing_the_engine_leaves_torchs_random_state_alone():
+    """linear.py probes oneDNN at import; drawing those probe tensors from the global generator shifted every
+    seeded run of a program that imported the engine after torch.manual_seed."""
+    untouched = _rng_after_import()
+    assert _rng_after_import("reference_engine") == untouched
