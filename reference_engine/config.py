@@ -7,17 +7,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.errors import ModelDirError
 
-SUPPORTED_ARCHITECTURES = (
-    "LlamaForCausalLM",
-    "MistralForCausalLM",
-    "Qwen2ForCausalLM",
-    "Qwen3ForCausalLM",
-)
-# model_type -> architecture, for configs that omit "architectures"
+# model_type -> architecture, for configs that omit "architectures". Which of these the engine can run is
+# the core's business (reference_engine/core/families); config parsing reads any causal decoder.
 MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-               "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+               "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+               "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
+               "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
+               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM"}
+# canonical field -> the other names configs use for it (GPT-2/BLOOM/Falcon/MPT/T5-style spellings)
+ALIASES = {
+    "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
+    "num_hidden_layers": ("n_layer", "num_layers", "n_layers"),
+    "num_attention_heads": ("n_head", "num_heads", "n_heads"),
+    "num_key_value_heads": ("num_kv_heads", "n_head_kv", "n_kv_heads", "num_key_value_groups_total"),
+    "intermediate_size": ("n_inner", "ffn_dim", "ffn_hidden_size", "d_ff"),
+    "max_position_embeddings": ("n_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length"),
+    "rms_norm_eps": ("layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"),
+}
 MAX_JSON_BYTES = 64 * 1024 * 1024  # a config bigger than this is not a config
 
 
@@ -63,6 +71,8 @@ class ModelConfig:
     pad_token_id: int | None = None
     torch_dtype: str | None = None
     head_dim_explicit: bool = False  # head_dim came from config.json, not hidden/heads
+    # the engine family's own settings, bound by reference_engine.core.families.bind() (None until then)
+    family: Any = field(default=None, repr=False, compare=False)
     raw: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -88,17 +98,34 @@ def _require_int(raw: dict, key: str, path: Path, minimum: int = 1) -> int:
 
 
 def architecture_of(raw: dict, path: Path) -> str:
+    """The architecture class name: `architectures[0]`, else the one a known `model_type` implies. Any name
+    is accepted here; whether the engine implements it is decided by the core (core/families)."""
     archs = raw.get("architectures")
-    if isinstance(archs, list) and archs:
-        arch = archs[0]
-    elif raw.get("model_type") in MODEL_TYPES:
-        arch = MODEL_TYPES[raw["model_type"]]
-    else:
-        raise ModelDirError(path, "no 'architectures' and no known 'model_type'")
-    if arch not in SUPPORTED_ARCHITECTURES:
-        raise UnsupportedError(path, f"unsupported architecture {arch!r} "
-                                     f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
-    return arch
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    if raw.get("model_type") in MODEL_TYPES:
+        return MODEL_TYPES[raw["model_type"]]
+    raise ModelDirError(path, "no 'architectures' and no known 'model_type'")
+
+
+def with_aliases(raw: dict) -> dict:
+    """config.json with the canonical field names filled in: a multimodal wrapper's `text_config` (Gemma 3,
+    LLaVA-style) is lifted to the top, and GPT-2-style spellings (`n_embd`, `n_layer`, ...) are copied to
+    the names the rest of the code reads. The original keys stay; an existing canonical key wins."""
+    text = raw.get("text_config")
+    merged = dict(raw)
+    if isinstance(text, dict) and not isinstance(raw.get("hidden_size"), int):
+        merged = {**raw, **{k: v for k, v in text.items() if k not in ("architectures",)}}
+    for canonical, names in ALIASES.items():
+        if merged.get(canonical) is None:
+            found = next((merged[n] for n in names if merged.get(n) is not None), None)
+            if found is not None:
+                merged[canonical] = found
+    if merged.get("num_key_value_heads") is None and merged.get("multi_query") is True:
+        merged["num_key_value_heads"] = 1
+    if merged.get("intermediate_size") is None and isinstance(merged.get("hidden_size"), int):
+        merged["intermediate_size"] = 4 * merged["hidden_size"]    # GPT-2's n_inner = None convention
+    return merged
 
 
 def rope_settings(raw: dict, path: Path) -> tuple[float, dict | None]:
@@ -123,6 +150,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     """Build a ModelConfig from a config.json dict; raise ModelDirError naming the bad field."""
     path = Path(path)
     arch = architecture_of(raw, path)
+    raw = with_aliases(raw)
     hidden = _require_int(raw, "hidden_size", path)
     heads = _require_int(raw, "num_attention_heads", path)
     kv_heads = raw.get("num_key_value_heads") or heads
@@ -130,7 +158,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         raise ModelDirError(path, f"'num_key_value_heads' must be a positive integer, found {kv_heads!r}")
     explicit = isinstance(raw.get("head_dim"), int) and not isinstance(raw.get("head_dim"), bool)
     head_dim = raw["head_dim"] if explicit else hidden // heads
-    model_type = raw.get("model_type") or {v: k for k, v in MODEL_TYPES.items()}[arch]
+    model_type = raw.get("model_type") or {v: k for k, v in MODEL_TYPES.items()}.get(arch, "")
     rope_theta, rope_scaling = rope_settings(raw, path)
     return ModelConfig(
         architecture=arch,
@@ -150,7 +178,9 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         # Qwen2 always has q/k/v bias; Llama/Mistral/Qwen3 say so in attention_bias
         attention_bias=arch == "Qwen2ForCausalLM" or bool(raw.get("attention_bias", False)),
         qk_norm=arch == "Qwen3ForCausalLM",
-        sliding_window=raw.get("sliding_window") if raw.get("use_sliding_window", arch == "MistralForCausalLM") else None,
+        # Qwen configs gate the window with use_sliding_window; Mistral/Mixtral/Phi-3/Gemma apply it when set
+        sliding_window=(raw.get("sliding_window") or None) if raw.get("use_sliding_window",
+                                                                       not arch.startswith("Qwen")) else None,
         bos_token_id=raw.get("bos_token_id"),
         eos_token_id=raw.get("eos_token_id"),
         pad_token_id=raw.get("pad_token_id"),

@@ -99,8 +99,10 @@ def _context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
 
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: StepMetadata,
-                    window: int | None = None) -> torch.Tensor:
-    """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written) -> [num_tokens, heads * head_dim]."""
+                    window: int | None = None, scale: float | None = None,
+                    softcap: float | None = None) -> torch.Tensor:
+    """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written) -> [num_tokens, heads * head_dim].
+    scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask."""
     num_tokens, heads, head_dim = q.shape
     k = _context(cache.flat_k(layer), meta)
     v = _context(cache.flat_v(layer), meta)
@@ -112,7 +114,28 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: Step
         q4 = padded.view(meta.batch, meta.max_query, heads, head_dim).transpose(1, 2)
     mask = meta.window_mask(window) if window is not None and window < meta.max_context else meta.mask
     causal = meta.is_causal and mask is None
-    out = F.scaled_dot_product_attention(q4, k, v, attn_mask=mask, is_causal=causal,
-                                         scale=head_dim ** -0.5, enable_gqa=k.shape[1] != heads)
+    scale = head_dim ** -0.5 if scale is None else scale
+    if softcap is not None:
+        out = softcapped_attention(q4, k, v, mask, causal, scale, softcap)
+    else:
+        out = F.scaled_dot_product_attention(q4, k, v, attn_mask=mask, is_causal=causal,
+                                             scale=scale, enable_gqa=k.shape[1] != heads)
     out = out.transpose(1, 2).reshape(meta.batch * meta.max_query, heads * head_dim)
     return out if meta.query_index is None else out[meta.query_index]
+
+
+def softcapped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                         causal: bool, scale: float, softcap: float) -> torch.Tensor:
+    """transformers' eager attention with logit soft-capping (SDPA has no soft-cap): q [B, H, Q, d],
+    k/v [B, kv_heads, K, d], mask [B, 1, Q, K] bool or None -> [B, H, Q, d]."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(q, k.transpose(2, 3)) * scale                      # [B, H, Q, K]
+    scores = torch.tanh(scores / softcap) * softcap
+    if causal:
+        qn, kn = scores.shape[-2:]
+        mask = torch.ones(qn, kn, dtype=torch.bool, device=q.device).tril(kn - qn)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(probs, v)

@@ -18,7 +18,7 @@ from reference_engine.config import ModelConfig, load_config, model_dir_path
 from reference_engine.errors import ModelDirError
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
 from reference_engine.core.linear import decode_linear, pack_for_decode
-from reference_engine.core.model import CaptureHook, check_supported, forward, layer_windows
+from reference_engine.core.model import CaptureHook, check_supported, final_logits, forward, layer_windows
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
 from reference_engine.files.weights import Weights
@@ -111,7 +111,7 @@ class CoreEngine:
         if not all_logits:
             last = torch.tensor(counts, device=self.device).cumsum(0) - 1
             hidden = hidden[last]
-        logits = self._head(hidden, weights, linear)
+        logits = final_logits(self._head(hidden, weights, linear), self.config)   # Gemma 2: soft-capped
         if capture is not None:
             replaced = capture(self.config.num_hidden_layers, "logits", logits)
             logits = logits if replaced is None else replaced
@@ -160,7 +160,7 @@ class CoreEngine:
             if bad:
                 raise ValueError(f"token id {bad[0]!r} is outside the vocabulary (size {vocab})")
             end = (self.cache.length(s) if s in self.cache else 0) + len(tokens)
-            if end > table:
+            if end > table and not self.rope.unbounded:    # dynamic NTK computes rows past its table
                 raise ValueError(f"sequence {s!r} would reach position {end - 1}, past the RoPE table "
                                  f"(max_position_embeddings = {table})")
         needed = sum(self.cache.blocks_needed(s, len(t)) for s, t in zip(seq_ids, token_lists))

@@ -1,4 +1,7 @@
-"""The Llama-family decoder forward pass: embedding -> N x (RMSNorm, GQA attention, RMSNorm, SwiGLU) -> norm.
+"""The decoder forward pass: embedding -> N x (norm, GQA attention, norm, gated MLP or experts) -> norm.
+
+One code path for every family: what differs (norm kind, Gemma's sandwich norms and soft-capping, q/k norms,
+MoE routing, ...) is data in the family's Settings (core/families), never a branch on the architecture name.
 
 Plain functions over `ModelWeights`; tokens travel packed as [num_tokens, hidden] (all sequences of a step,
 one after another), and only attention looks at the batch layout (see attention.py).
@@ -10,23 +13,28 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from reference_engine.core import families
 from reference_engine.core.attention import StepMetadata, paged_attention
 from reference_engine.config import ModelConfig
 from reference_engine.errors import UnsupportedError
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
+from reference_engine.core.moe import moe_mlp
 from reference_engine.core.rope import RopeTable, apply_rope
 
 # capture(layer, module, tensor [num_tokens, hidden]) -> replacement tensor or None
 CaptureHook = Callable[[int, str, torch.Tensor], "torch.Tensor | None"]
 # project(x [T, in], weight [out, in], bias [out] | None) -> [T, out]: F.linear, or linear.decode_linear
 Projection = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
-SUPPORTED_ACTIVATIONS = ("silu", "swish")
+ACTIVATIONS = {"silu": F.silu, "swish": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+               "gelu": F.gelu}
 
 
 def check_supported(config: ModelConfig, path) -> None:
-    act = config.raw.get("hidden_act", config.raw.get("hidden_activation", "silu"))
-    if act not in SUPPORTED_ACTIVATIONS:
+    """UnsupportedError unless a family runs this architecture with these settings (families/)."""
+    settings = families.bind(config, path).settings
+    act = config.raw.get("hidden_act", "silu") if settings.activation == "silu" else settings.activation
+    if act not in ACTIVATIONS:
         raise UnsupportedError(path, f"hidden_act {act!r} is not supported (SwiGLU with silu only)")
     if config.num_attention_heads % config.num_key_value_heads:
         raise UnsupportedError(path, f"num_attention_heads ({config.num_attention_heads}) is not a multiple of "
@@ -35,16 +43,7 @@ def check_supported(config: ModelConfig, path) -> None:
 
 def layer_windows(config: ModelConfig) -> list[int | None]:
     """Sliding-window size per layer (None = full attention), as transformers assigns them."""
-    window, n = config.sliding_window, config.num_hidden_layers
-    if not window:
-        return [None] * n
-    types = config.raw.get("layer_types")
-    if isinstance(types, list) and len(types) == n:
-        return [window if t == "sliding_attention" else None for t in types]
-    if config.architecture in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):
-        first = config.raw.get("max_window_layers", 28)
-        return [window if i >= first else None for i in range(n)]
-    return [window] * n
+    return families.windows(config)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -52,6 +51,34 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x32.to(x.dtype)
+
+
+def rms_norm_plus_one(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # Gemma: the weight is stored as an offset from 1, and the whole product runs in float32
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return (x32 * (1.0 + weight.float())).to(x.dtype)
+
+
+NORMS = {"rms": rms_norm, "rms_plus_one": rms_norm_plus_one}
+
+
+def norm(x: torch.Tensor, weight: torch.Tensor, config: ModelConfig) -> torch.Tensor:
+    """The family's RMSNorm of x [..., dim] with weight [dim]."""
+    return NORMS[families.settings(config).norm](x, weight, config.rms_norm_eps)
+
+
+def embed(tokens: torch.Tensor, table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
+    """tokens [T] -> [T, hidden]: the embedding rows, times sqrt(hidden) for Gemma (in the table's dtype)."""
+    h = F.embedding(tokens, table)
+    scale = families.settings(config).embed_scale
+    return h if scale is None else h * torch.tensor(scale, dtype=torch.float32).to(table.dtype)
+
+
+def final_logits(logits: torch.Tensor, config: ModelConfig) -> torch.Tensor:
+    """The LM head's output after the family's final soft-capping (Gemma 2: cap * tanh(logits / cap))."""
+    cap = families.settings(config).final_softcap
+    return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
 def _emit(capture: CaptureHook | None, layer: int, module: str, x: torch.Tensor) -> torch.Tensor:
@@ -65,35 +92,62 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
                     meta: StepMetadata, cos: torch.Tensor, sin: torch.Tensor, window: int | None,
                     linear: Projection = F.linear) -> torch.Tensor:
     """x [num_tokens, hidden] (normed) -> attention output [num_tokens, hidden]."""
+    s = families.settings(config)
     heads, kv_heads, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     qkv = linear(x, w.qkv, w.qkv_bias)                         # [T, (heads + 2 kv_heads) * d]
+    if s.qk_norm == "full" or s.clip_qkv is not None:          # OLMoE: norms over the whole q and k
+        q, k, v = qkv.split([heads * d, kv_heads * d, kv_heads * d], dim=-1)
+        if s.qk_norm == "full":
+            q, k = norm(q, w.q_norm, config), norm(k, w.k_norm, config)
+        if s.clip_qkv is not None:
+            q, k, v = (t.clamp(-s.clip_qkv, s.clip_qkv) for t in (q, k, v))
+        qkv = torch.cat([q, k, v], dim=-1)
     qk, v = qkv.split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
     qk, v = qk.view(-1, heads + kv_heads, d), v.view(-1, kv_heads, d)
-    if w.qk_norm is not None:                                  # per-head RMSNorm of q and k (Qwen3)
-        qk = rms_norm(qk, w.qk_norm, config.rms_norm_eps)
+    if w.qk_norm is not None:                                  # per-head norm of q and k (Qwen3, Gemma 3)
+        qk = norm(qk, w.qk_norm, config)
+    if cos.dim() == 3:                                         # [2, T, rot]: global and local tables (Gemma 3)
+        cos, sin = (cos[1], sin[1]) if window is not None else (cos[0], sin[0])
     qk = apply_rope(qk, cos, sin)                              # q and k heads rotated in one pass
     q, k = qk[:, :heads], qk[:, heads:]                        # [T, heads, d], [T, kv_heads, d]
     cache.write(layer, meta.slot_mapping, k, v)
-    out = paged_attention(q, cache, layer, meta, window)      # [T, heads * d]
+    out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap)   # [T, heads * d]
     return linear(out, w.o, w.o_bias)
 
 
-def mlp_block(x: torch.Tensor, w: LayerWeights, linear: Projection = F.linear) -> torch.Tensor:
+def mlp_block(x: torch.Tensor, w: LayerWeights, linear: Projection = F.linear,
+              act: Callable = F.silu) -> torch.Tensor:
     gate, up = linear(x, w.gate_up, w.gate_up_bias).chunk(2, dim=-1)     # [T, intermediate] each
-    return linear(F.silu(gate) * up, w.down, w.down_bias)
+    return linear(act(gate) * up, w.down, w.down_bias)
+
+
+def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, capture: CaptureHook | None,
+                 linear: Projection) -> torch.Tensor:
+    """The dense gated MLP, or the mixture of experts in a MoE layer (router logits emitted as "router")."""
+    s = families.settings(config)
+    act = ACTIVATIONS[config.raw.get("hidden_act", "silu") if s.activation == "silu" else s.activation]
+    if w.router is None:
+        return mlp_block(x, w, linear, act)
+    return moe_mlp(x, w, s.moe, act, linear, lambda r: _emit(capture, i, "router", r))
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,
                   meta: StepMetadata, cos: torch.Tensor, sin: torch.Tensor, window: int | None,
                   capture: CaptureHook | None = None, linear: Projection = F.linear) -> torch.Tensor:
     """One decoder layer on the residual stream h [num_tokens, hidden] -> h; writes layer i's K/V.
-    The resident forward below and a layer-by-layer (streaming) forward both run exactly this."""
-    eps = config.rms_norm_eps
-    x = _emit(capture, i, "input_norm", rms_norm(h, w.input_norm, eps))
+    The resident forward below and a layer-by-layer (streaming) forward both run exactly this.
+    Capture points: "attn" and "mlp" are the branches as added to the residual (after Gemma's closing norms),
+    "post_norm" is the MLP's input (Gemma: pre_feedforward_layernorm's output)."""
+    x = _emit(capture, i, "input_norm", norm(h, w.input_norm, config))
     a = attention_block(x, w, config, i, cache, meta, cos, sin, window, linear)
+    if w.pre_ff_norm is not None:                              # Gemma sandwich: norm the branch, then add
+        a = norm(a, w.post_norm, config)
     h = h + _emit(capture, i, "attn", a)
-    x = _emit(capture, i, "post_norm", rms_norm(h, w.post_norm, eps))
-    m = _emit(capture, i, "mlp", mlp_block(x, w, linear))
+    x = _emit(capture, i, "post_norm", norm(h, w.pre_ff_norm if w.pre_ff_norm is not None else w.post_norm, config))
+    m = feed_forward(x, w, config, i, capture, linear)
+    if w.post_ff_norm is not None:
+        m = norm(m, w.post_ff_norm, config)
+    m = _emit(capture, i, "mlp", m)
     return _emit(capture, i, "hidden", h + m)
 
 
@@ -101,8 +155,8 @@ def forward(weights: ModelWeights, config: ModelConfig, tokens: torch.Tensor, ca
             meta: StepMetadata, rope: RopeTable, windows: list[int | None],
             capture: CaptureHook | None = None, linear: Projection = F.linear) -> torch.Tensor:
     """tokens [num_tokens] -> final-norm hidden states [num_tokens, hidden]; writes this step's K/V."""
-    cos, sin = rope.lookup(meta.positions, check=False)        # [T, head_dim] each; Engine checked the range
-    h = _emit(capture, -1, "embed", F.embedding(tokens, weights.embed))
+    cos, sin = rope.lookup(meta.positions, check=False)        # [T, rot] each ([2, T, rot] with a local table)
+    h = _emit(capture, -1, "embed", embed(tokens, weights.embed, config))
     for i, w in enumerate(weights.layers):
         h = decoder_layer(h, w, config, i, cache, meta, cos, sin, windows[i], capture, linear)
-    return _emit(capture, len(weights.layers), "final_norm", rms_norm(h, weights.norm, config.rms_norm_eps))
+    return _emit(capture, len(weights.layers), "final_norm", norm(h, weights.norm, config))

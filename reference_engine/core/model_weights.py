@@ -12,8 +12,10 @@ from pathlib import Path
 import torch
 
 from reference_engine.config import ModelConfig
+from reference_engine.core import families
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.weights import Weights
+from reference_engine.limits import check_layers_present
 
 FLOAT_DTYPES = {"F32", "F16", "BF16", "F64"}
 # stored by some older checkpoints, recomputed by every implementation
@@ -22,19 +24,28 @@ IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 @dataclass
 class LayerWeights:
+    """One decoder layer's tensors by role (families/base.py: each family's plan names the files' tensors)."""
     input_norm: torch.Tensor          # [hidden]
-    post_norm: torch.Tensor           # [hidden]
+    post_norm: torch.Tensor           # [hidden] (Gemma: the norm closing the attention branch)
     qkv: torch.Tensor                 # [(heads + 2 * kv_heads) * head_dim, hidden]
     qkv_bias: torch.Tensor | None     # [(heads + 2 * kv_heads) * head_dim]
-    q_norm: torch.Tensor | None       # [head_dim] (Qwen3)
-    k_norm: torch.Tensor | None       # [head_dim]
+    q_norm: torch.Tensor | None       # [head_dim] (Qwen3, Gemma 3) or [heads * head_dim] (OLMoE)
+    k_norm: torch.Tensor | None       # [head_dim] or [kv_heads * head_dim]
     o: torch.Tensor                   # [hidden, heads * head_dim]
     o_bias: torch.Tensor | None
-    gate_up: torch.Tensor             # [2 * intermediate, hidden]
+    gate_up: torch.Tensor | None      # [2 * intermediate, hidden]; None in a MoE layer
     gate_up_bias: torch.Tensor | None
-    down: torch.Tensor                # [hidden, intermediate]
+    down: torch.Tensor | None         # [hidden, intermediate]
     down_bias: torch.Tensor | None
     qk_norm: torch.Tensor | None = None   # [heads + kv_heads, head_dim]: q_norm and k_norm per head, one op for both
+    pre_ff_norm: torch.Tensor | None = None    # [hidden] Gemma: opens the MLP branch
+    post_ff_norm: torch.Tensor | None = None   # [hidden] Gemma: closes the MLP branch
+    router: torch.Tensor | None = None         # [experts, hidden] MoE router
+    experts_gate_up: torch.Tensor | None = None   # [experts, 2 * expert_intermediate, hidden]
+    experts_down: torch.Tensor | None = None      # [experts, hidden, expert_intermediate]
+    shared_gate_up: torch.Tensor | None = None    # [2 * shared_intermediate, hidden] Qwen2-MoE shared expert
+    shared_down: torch.Tensor | None = None       # [hidden, shared_intermediate]
+    shared_gate: torch.Tensor | None = None       # [1, hidden] its sigmoid gate
 
 
 @dataclass
@@ -45,46 +56,28 @@ class ModelWeights:
     lm_head: torch.Tensor             # [vocab, hidden]; the embedding itself when tied
 
 
-def bias_layout(config: ModelConfig) -> tuple[bool, bool, bool]:
-    """(q/k/v bias, o_proj bias, MLP bias) as each architecture's transformers class builds them."""
-    arch = config.architecture
-    if arch == "Qwen2ForCausalLM":
-        return True, False, False
-    if arch == "MistralForCausalLM":
-        return False, False, False
-    mlp_bias = arch == "LlamaForCausalLM" and bool(config.raw.get("mlp_bias", False))
-    return config.attention_bias, config.attention_bias, mlp_bias
-
-
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    h, d, i = config.hidden_size, config.head_dim, config.intermediate_size
-    q_out, kv_out = config.num_attention_heads * d, config.num_key_value_heads * d
-    qkv_bias, o_bias, mlp_bias = bias_layout(config)
+    """name -> shape of every tensor the config's family needs (its layer plans plus embedding/norm/head)."""
+    h = config.hidden_size
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (config.vocab_size, h),
                                           "model.norm.weight": (h,)}
     if not config.tie_word_embeddings:
         shapes["lm_head.weight"] = (config.vocab_size, h)
     for n in range(config.num_hidden_layers):
-        p = f"model.layers.{n}."
-        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                       p + "self_attn.q_proj.weight": (q_out, h), p + "self_attn.k_proj.weight": (kv_out, h),
-                       p + "self_attn.v_proj.weight": (kv_out, h), p + "self_attn.o_proj.weight": (h, q_out),
-                       p + "mlp.gate_proj.weight": (i, h), p + "mlp.up_proj.weight": (i, h),
-                       p + "mlp.down_proj.weight": (h, i)})
-        if qkv_bias:
-            shapes.update({p + "self_attn.q_proj.bias": (q_out,), p + "self_attn.k_proj.bias": (kv_out,),
-                           p + "self_attn.v_proj.bias": (kv_out,)})
-        if o_bias:
-            shapes[p + "self_attn.o_proj.bias"] = (h,)
-        if mlp_bias:
-            shapes.update({p + "mlp.gate_proj.bias": (i,), p + "mlp.up_proj.bias": (i,), p + "mlp.down_proj.bias": (h,)})
-        if config.qk_norm:
-            shapes.update({p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,)})
+        for slot in families.layer_plan(config, n).values():
+            for name, shape in _flat(slot):
+                shapes[name] = shape
     return shapes
+
+
+def _flat(slot) -> list[tuple[str, tuple[int, ...]]]:
+    """A plan entry's (name, shape) pairs: a Slot, or a list of Slots (stacked experts)."""
+    return [pair for part in slot for pair in (part if isinstance(part, list) else [part])]
 
 
 def check_tensor_table(weights: Weights, config: ModelConfig, root: Path) -> None:
     """Raise ModelDirError for the first missing, unexpected, mis-shaped or non-float tensor."""
+    check_layers_present(config.num_hidden_layers, weights.names, root)   # before a table is sized from it
     shapes = expected_shapes(config)
     for name, shape in shapes.items():
         if name not in weights:
@@ -106,36 +99,35 @@ def check_tensor_table(weights: Weights, config: ModelConfig, root: Path) -> Non
 
 def load_model_weights(weights: Weights, config: ModelConfig, root: Path, device, dtype) -> ModelWeights:
     check_tensor_table(weights, config, root)
-
-    def get(name: str) -> torch.Tensor:
-        return weights.get(name).to(device=device, dtype=dtype)
-
-    def maybe(name: str) -> torch.Tensor | None:
-        return get(name) if name in weights else None
-
-    def cat(*names: str) -> torch.Tensor | None:
-        if names[0] not in weights:
-            return None
-        return torch.cat([get(n) for n in names], dim=0)
-
-    layers = []
-    for n in range(config.num_hidden_layers):
-        p = f"model.layers.{n}."
-        a, m = p + "self_attn.", p + "mlp."
-        layers.append(LayerWeights(
-            input_norm=get(p + "input_layernorm.weight"), post_norm=get(p + "post_attention_layernorm.weight"),
-            qkv=cat(a + "q_proj.weight", a + "k_proj.weight", a + "v_proj.weight"),
-            qkv_bias=cat(a + "q_proj.bias", a + "k_proj.bias", a + "v_proj.bias"),
-            q_norm=maybe(a + "q_norm.weight") if config.qk_norm else None,
-            k_norm=maybe(a + "k_norm.weight") if config.qk_norm else None,
-            o=get(a + "o_proj.weight"), o_bias=maybe(a + "o_proj.bias"),
-            gate_up=cat(m + "gate_proj.weight", m + "up_proj.weight"),
-            gate_up_bias=cat(m + "gate_proj.bias", m + "up_proj.bias"),
-            down=get(m + "down_proj.weight"), down_bias=maybe(m + "down_proj.bias")))
-        if config.qk_norm:
-            last = layers[-1]
-            last.qk_norm = torch.cat([last.q_norm.expand(config.num_attention_heads, -1),
-                                      last.k_norm.expand(config.num_key_value_heads, -1)])
+    get = tensor_getter(weights, device, dtype)
+    layers = [load_layer_weights(weights, config, n, device, dtype) for n in range(config.num_hidden_layers)]
     embed = get("model.embed_tokens.weight").contiguous()
     lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
     return ModelWeights(embed=embed, layers=layers, norm=get("model.norm.weight"), lm_head=lm_head)
+
+
+def tensor_getter(weights: Weights, device, dtype):
+    def get(name: str) -> torch.Tensor:
+        return weights.get(name).to(device=device, dtype=dtype)
+    return get
+
+
+def load_layer_weights(weights: Weights, config: ModelConfig, n: int, device, dtype) -> LayerWeights:
+    """Decoder layer n's tensors, cast and fused. The resident loader calls it for every layer once; the
+    streaming core (streaming.py) calls it just in time for one layer, so both run the same weights."""
+    get = tensor_getter(weights, device, dtype)
+
+    def load(slot) -> torch.Tensor:
+        if isinstance(slot[0], list):                        # one Slot per expert -> [experts, ...]
+            return torch.stack([load(part) for part in slot])
+        parts = [get(name) for name, _ in slot]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+
+    fields = {role: load(slot) for role, slot in families.layer_plan(config, n).items()}
+    for role in ("qkv_bias", "q_norm", "k_norm", "o_bias", "gate_up", "gate_up_bias", "down", "down_bias"):
+        fields.setdefault(role, None)
+    layer = LayerWeights(**fields)
+    if families.settings(config).qk_norm == "head":
+        layer.qk_norm = torch.cat([layer.q_norm.expand(config.num_attention_heads, -1),
+                                   layer.k_norm.expand(config.num_key_value_heads, -1)])
+    return layer

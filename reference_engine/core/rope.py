@@ -9,30 +9,48 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from reference_engine.config import ModelConfig
 from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.limits import check_rope_table
 
-ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn")
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
+LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
-def rope_parameters(config: ModelConfig) -> dict:
-    """The effective RoPE parameters: transformers 5 writes `rope_parameters` (with rope_theta inside),
-    older configs write top-level `rope_theta` plus an optional `rope_scaling` ({"type"|"rope_type", ...})."""
+def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
+    """The effective RoPE parameters: transformers 5 writes `rope_parameters` (with rope_theta inside; per
+    layer kind for Gemma 3: {"full_attention": {...}, "sliding_attention": {...}}), older configs write
+    top-level `rope_theta` plus an optional `rope_scaling` ({"type"|"rope_type", ...}) and, for Gemma 3's
+    sliding layers, `rope_local_base_freq`."""
     raw = config.raw or {}
     params = raw.get("rope_parameters")
+    if isinstance(params, dict) and any(k in params for k in LAYER_KINDS):
+        params = params.get(kind) or params.get("full_attention")
+    elif kind == "sliding_attention":                  # Gemma 3 before transformers 5: no scaling locally
+        params = {"rope_type": "default", "rope_theta": raw.get("rope_local_base_freq", 10000.0)}
     if not isinstance(params, dict):
         params = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else config.rope_scaling
     params = dict(params or {})
     params.setdefault("rope_type", params.get("type", "default"))
+    if params["rope_type"] == "su":                    # Phi-3's first name for LongRoPE
+        params["rope_type"] = "longrope"
     if params.get("rope_theta") is None:
         params["rope_theta"] = raw.get("rope_theta", config.rope_theta)
-    if params["rope_type"] in ("llama3", "yarn"):
+    if params.get("partial_rotary_factor") is None:
+        params["partial_rotary_factor"] = raw.get("partial_rotary_factor", 1.0)
+    if params["rope_type"] in ("llama3", "yarn", "longrope"):
         params.setdefault("original_max_position_embeddings",
                           raw.get("original_max_position_embeddings", config.max_position_embeddings))
     return params
+
+
+def rotary_dim(config: ModelConfig, params: dict) -> int:
+    """Dimensions of each head that rotate (Phi-4-mini: partial_rotary_factor 0.75; the rest pass through)."""
+    return int(config.head_dim * params.get("partial_rotary_factor", 1.0))
 
 
 def _base_inv_freq(base: float, dim: int) -> torch.Tensor:
@@ -98,25 +116,53 @@ def _yarn(base: float, dim: int, params: dict, config: ModelConfig) -> tuple[tor
     return inv_freq, float(attention_factor)
 
 
-def inverse_frequencies(config: ModelConfig, path: str = "config.json") -> tuple[torch.Tensor, float]:
-    """(inv_freq [head_dim/2] float32, attention_scaling) for the config's RoPE type."""
-    params = rope_parameters(config)
+def dynamic_inv_freq(params: dict, dim: int, max_pos: int, seq_len: int) -> torch.Tensor:
+    """Dynamic NTK: the base grows with the sequence once it is longer than max_position_embeddings. Computed
+    in float32 tensors from an int64 length, step for step as transformers' _compute_dynamic_ntk_parameters."""
+    factor = params["factor"]
+    length = torch.maximum(torch.tensor(seq_len), torch.tensor(max_pos))
+    base = params["rope_theta"] * ((factor * length / max_pos) - (factor - 1)) ** (dim / (dim - 2))
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float) / dim))
+
+
+def _longrope(params: dict, dim: int, config: ModelConfig, path: str) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """LongRoPE (Phi-3): (short inv_freq, long inv_freq, attention factor); the long factors apply to a whole
+    step once it reaches past original_max_position_embeddings."""
+    original = params["original_max_position_embeddings"]
+    factor = params.get("factor") or config.max_position_embeddings / original
+    attention = params.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    short, long = (torch.tensor(_need(params, key, path), dtype=torch.float32) for key in ("short_factor", "long_factor"))
+    if short.numel() != dim // 2 or long.numel() != dim // 2:
+        raise ModelDirError(path, f"longrope short_factor/long_factor need {dim // 2} values each "
+                                  f"(found {short.numel()} and {long.numel()})")
+    base = params["rope_theta"]
+    return 1.0 / (short * base ** shape), 1.0 / (long * base ** shape), float(attention)
+
+
+def inverse_frequencies(config: ModelConfig, path: str = "config.json",
+                        kind: str = "full_attention") -> tuple[torch.Tensor, float]:
+    """(inv_freq [rotary_dim/2] float32, attention_scaling) for the config's RoPE type."""
+    params = rope_parameters(config, kind)
     rope_type = params["rope_type"]
     if rope_type not in ROPE_TYPES:
         raise UnsupportedError(path, f"rope_scaling type {rope_type!r} is not supported "
                                      f"(supported: {', '.join(ROPE_TYPES)})")
-    if params.get("partial_rotary_factor", 1.0) != 1.0:
-        raise UnsupportedError(path, "partial_rotary_factor != 1 is not supported")
-    base, dim = params["rope_theta"], config.head_dim
-    if dim % 2:
-        raise ModelDirError(path, f"head_dim {dim} is odd; RoPE rotates pairs of dimensions")
+    base, dim = params["rope_theta"], rotary_dim(config, params)
+    if dim % 2 or dim < 2:
+        raise ModelDirError(path, f"rotary dimension {dim} is odd; RoPE rotates pairs of dimensions")
     if rope_type == "yarn":
         return _yarn(base, dim, params, config)
+    if rope_type == "longrope":
+        short, _, attention = _longrope(params, dim, config, path)
+        return short, attention
     if rope_type == "dynamic":
-        # NTK scaling only grows the base once a sequence is longer than max_position_embeddings; the table
-        # stops there, so we evaluate transformers' formula at seq_len = max_position_embeddings (factor ~ 1).
-        factor, max_pos = _need(params, "factor", path), config.max_position_embeddings
-        base = base * ((factor * max_pos / max_pos) - (factor - 1)) ** (dim / (dim - 2))
+        # NTK scaling only grows the base once a step reaches past max_position_embeddings (RopeTable.lookup
+        # then computes that step's rows); up to there the formula gives the plain base (factor term = 1)
+        _need(params, "factor", path)
+        return dynamic_inv_freq(params, dim, config.max_position_embeddings, config.max_position_embeddings), 1.0
     inv_freq = _base_inv_freq(base, dim)
     if rope_type == "linear":
         inv_freq = inv_freq / _need(params, "factor", path)
@@ -127,28 +173,50 @@ def inverse_frequencies(config: ModelConfig, path: str = "config.json") -> tuple
 
 @dataclass
 class RopeTable:
-    cos: torch.Tensor   # [max_positions, head_dim] in the engine dtype, on the engine device
-    sin: torch.Tensor   # [max_positions, head_dim]
+    cos: torch.Tensor   # [max_positions, rotary_dim] in the engine dtype, on the engine device
+    sin: torch.Tensor   # [max_positions, rotary_dim]
     attention_scaling: float
     rope_type: str
+    # how a step whose last position is past a threshold gets rows the table does not hold:
+    # (threshold, inv_freq_for(seq_len) -> [rotary_dim/2]); dynamic NTK and LongRoPE's long factors
+    beyond: tuple[int, Callable[[int], torch.Tensor]] | None = None
+    local: "RopeTable | None" = None    # Gemma 3: the sliding layers' table (lookup returns both, stacked)
 
     @property
     def max_positions(self) -> int:
         return self.cos.shape[0]
 
+    @property
+    def unbounded(self) -> bool:
+        """Dynamic NTK: positions past the table are computed, as transformers does, not refused."""
+        return self.rope_type == "dynamic"
+
     def lookup(self, positions: torch.Tensor, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [num_tokens, head_dim] for positions [num_tokens]; positions must be inside the table.
-        check=False skips the bounds test (a device sync) for callers that checked on the host already."""
-        if check and positions.numel():
+        """cos, sin [num_tokens, rotary_dim] for positions [num_tokens] ([2, num_tokens, rotary_dim]: global
+        and local rows, with a local table). check=False skips the bounds test (a device sync) for callers
+        that checked on the host already."""
+        if check and positions.numel() and not self.unbounded:
             top = int(positions.max())
             if top >= self.max_positions or int(positions.min()) < 0:
                 raise ValueError(f"position {top} is outside the RoPE table "
                                  f"(max_position_embeddings = {self.max_positions})")
+        cos, sin = self._rows(positions)
+        if self.local is not None:
+            local_cos, local_sin = self.local._rows(positions)
+            return torch.stack([cos, local_cos]), torch.stack([sin, local_sin])
+        return cos, sin
+
+    def _rows(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.beyond is not None and positions.numel():
+            seq_len = int(positions.max()) + 1          # transformers: max(position_ids) + 1 of the step
+            if seq_len > self.beyond[0]:
+                return rope_rows(positions.cpu(), self.beyond[1](seq_len), self.attention_scaling,
+                                 self.cos.device, self.cos.dtype)
         return self.cos[positions], self.sin[positions]
 
     def validate(self, max_position: int | None = None) -> list[str]:
         problems = []
-        if max_position is not None and max_position >= self.max_positions:
+        if max_position is not None and max_position >= self.max_positions and not self.unbounded:
             problems.append(f"RoPE table covers positions 0..{self.max_positions - 1}, "
                             f"position {max_position} was requested")
         if not (torch.isfinite(self.cos).all() and torch.isfinite(self.sin).all()):
@@ -161,15 +229,32 @@ class RopeTable:
         return problems
 
 
-def build_rope_table(config: ModelConfig, device="cpu", dtype=torch.float32,
-                     path: str = "config.json") -> RopeTable:
-    inv_freq, scaling = inverse_frequencies(config, path)
-    positions = torch.arange(config.max_position_embeddings, dtype=torch.int64).float()
-    freqs = positions[:, None] * inv_freq[None, :]     # [max_pos, head_dim/2], fp32 like transformers
-    emb = torch.cat((freqs, freqs), dim=-1)            # [max_pos, head_dim]
+def rope_rows(positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float, device,
+              dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [len(positions), rotary_dim] computed in float32 on the CPU (as the table is)."""
+    freqs = positions.to(torch.int64).float()[:, None] * inv_freq[None, :]   # [P, rot/2], fp32 like transformers
+    emb = torch.cat((freqs, freqs), dim=-1)                                 # [P, rot]
     cos, sin = emb.cos() * scaling, emb.sin() * scaling
-    return RopeTable(cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype),
-                     scaling, rope_parameters(config)["rope_type"])
+    return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
+
+
+def build_rope_table(config: ModelConfig, device="cpu", dtype=torch.float32, path: str = "config.json",
+                     kind: str = "full_attention") -> RopeTable:
+    inv_freq, scaling = inverse_frequencies(config, path, kind)
+    params = rope_parameters(config, kind)
+    check_rope_table(config.max_position_embeddings, config.head_dim, path)   # refuse before allocating
+    cos, sin = rope_rows(torch.arange(config.max_position_embeddings), inv_freq, scaling, device, dtype)
+    beyond = None
+    if params["rope_type"] == "dynamic":
+        dim, max_pos = rotary_dim(config, params), config.max_position_embeddings
+        beyond = (max_pos, lambda seq_len: dynamic_inv_freq(params, dim, max_pos, seq_len))
+    elif params["rope_type"] == "longrope":
+        long = _longrope(params, rotary_dim(config, params), config, path)[1]
+        beyond = (params["original_max_position_embeddings"], lambda seq_len: long)
+    local = None
+    if kind == "full_attention" and config.family is not None and config.family.settings.local_rope:
+        local = build_rope_table(config, device, dtype, path, "sliding_attention")
+    return RopeTable(cos, sin, scaling, params["rope_type"], beyond, local)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -178,6 +263,11 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [num_tokens, heads, head_dim]; cos/sin [num_tokens, head_dim]."""
+    """x [num_tokens, heads, head_dim]; cos/sin [num_tokens, rotary_dim]. With a partial rotary dimension
+    (rotary_dim < head_dim) only the first rotary_dim features of each head rotate, as in transformers."""
     cos, sin = cos[:, None, :], sin[:, None, :]
+    rot = cos.shape[-1]
+    if rot < x.shape[-1]:
+        x_rot, x_pass = x[..., :rot], x[..., rot:]
+        return torch.cat([(x_rot * cos) + (rotate_half(x_rot) * sin), x_pass], dim=-1)
     return (x * cos) + (rotate_half(x) * sin)

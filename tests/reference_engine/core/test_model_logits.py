@@ -90,9 +90,9 @@ def test_misshaped_tensor_is_named(tmp_path):
 def test_unknown_architecture_and_rope_type_are_clear_errors(tmp_path):
     d = _copy_with_tensors(tmp_path, lambda t: None)
     raw = json.loads((d / "config.json").read_text())
-    raw["rope_parameters"] = {"rope_type": "longrope", "rope_theta": 10000.0, "factor": 2.0}
+    raw["rope_parameters"] = {"rope_type": "mrope_made_up", "rope_theta": 10000.0, "factor": 2.0}
     (d / "config.json").write_text(json.dumps(raw))
-    with pytest.raises(UnsupportedError, match="longrope"):
+    with pytest.raises(UnsupportedError, match="mrope_made_up"):
         Engine.from_pretrained(d)
     raw["architectures"] = ["GPT2LMHeadModel"]
     (d / "config.json").write_text(json.dumps(raw))

@@ -65,7 +65,9 @@ def test_old_style_rope_scaling_and_top_level_theta_are_read():
 
 
 def test_bad_rope_parameters_are_clear_errors():
-    with pytest.raises(UnsupportedError, match="su"):
+    with pytest.raises(UnsupportedError, match="made_up"):
+        build_rope_table(parse_config(_raw(rope_scaling={"type": "made_up", "factor": 2.0})))
+    with pytest.raises(ModelDirError, match="needs 'short_factor'"):   # "su": Phi-3's name for LongRoPE
         build_rope_table(parse_config(_raw(rope_scaling={"type": "su", "factor": 2.0})))
     with pytest.raises(ModelDirError, match="needs 'factor'"):
         build_rope_table(parse_config(_raw(rope_scaling={"type": "linear"})))

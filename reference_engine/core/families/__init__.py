@@ -1,0 +1,46 @@
+"""Engine families: which architectures the core runs, and how (see base.py for what a family provides).
+
+`bind(config)` resolves a config's family once and caches it, with its parsed settings, on `config.family`;
+`settings(config)`, `layer_plan(config, n)` and `windows(config)` are what the loader and forward use.
+"""
+from __future__ import annotations
+
+from reference_engine.config import ModelConfig
+from reference_engine.core.families import gemma, llama, moe, phi3
+from reference_engine.core.families.base import Bound, Family, LayerPlan, MoESettings, Settings
+from reference_engine.errors import UnsupportedError
+
+FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY)
+BY_ARCHITECTURE = {arch: fam for fam in FAMILIES for arch in fam.architectures}
+SUPPORTED_ARCHITECTURES = tuple(BY_ARCHITECTURE)
+
+
+def is_supported(architecture: str) -> bool:
+    return architecture in BY_ARCHITECTURE
+
+
+def bind(config: ModelConfig, path="config.json") -> Bound:
+    """The config's family and settings; UnsupportedError for an architecture no family runs."""
+    if config.family is None:
+        fam = BY_ARCHITECTURE.get(config.architecture)
+        if fam is None:
+            raise UnsupportedError(path, f"unsupported architecture {config.architecture!r} "
+                                         f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+        config.family = Bound(fam, fam.settings(config))
+    return config.family
+
+
+def settings(config: ModelConfig) -> Settings:
+    return bind(config).settings
+
+
+def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
+    return bind(config).family.layer_plan(config, n)
+
+
+def windows(config: ModelConfig) -> list[int | None]:
+    return bind(config).family.windows(config)
+
+
+__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MoESettings", "Settings",
+           "bind", "is_supported", "layer_plan", "settings", "windows"]

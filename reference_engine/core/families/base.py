@@ -1,0 +1,136 @@
+"""What an engine family is: data plus a few small functions, no per-family branches in the forward pass.
+
+A family (one module per family in this package) declares the architectures it runs and provides
+- `settings(config) -> Settings`: its own config.json fields turned into the switches the shared forward reads
+  (norm kind, sandwich norms, activation, attention scale/soft-capping/q-k norm, MoE routing, ...);
+- `layer_plan(config, n) -> {LayerWeights field: Slot | [Slot, ...]}`: the Hugging Face tensor names and shapes
+  of layer n by role. A Slot is a list of (name, shape) concatenated along dim 0 into one engine tensor (q/k/v
+  -> qkv, gate/up -> gate_up); a list of Slots is stacked (one per expert). The loader, the shape check and
+  the static checks all read this one plan;
+- `windows(config) -> [window | None per layer]`: which layers use sliding-window attention.
+`model.decoder_layer` runs any family from its Settings; `model_weights` loads any family from its plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from reference_engine.config import ModelConfig
+
+Shape = tuple[int, ...]
+Slot = list[tuple[str, Shape]]
+LayerPlan = dict[str, "Slot | list[Slot]"]
+
+
+@dataclass(frozen=True)
+class MoESettings:
+    num_experts: int
+    top_k: int
+    norm_topk_prob: bool                   # renormalise the top-k probabilities to sum to 1
+    cast_weights: bool = True              # routing weights cast back to the model dtype (Mixtral keeps fp32)
+    shared_expert: bool = False            # Qwen2-MoE: a dense expert for every token, scaled by sigmoid(gate)
+    sparse_layers: frozenset = frozenset()  # layers with a MoE block (the others run a dense MLP)
+
+
+@dataclass(frozen=True)
+class Settings:
+    family: str
+    norm: str = "rms"                      # "rms": w * norm(x); "rms_plus_one": norm(x) * (1 + w) in fp32 (Gemma)
+    sandwich: bool = False                 # Gemma 2/3: a norm after each branch too, before the residual add
+    activation: str = "silu"               # the gated MLP's activation ("silu", "gelu_tanh", "gelu")
+    qk_norm: str | None = None             # "head": per-head RMSNorm of q, k (Qwen3, Gemma 3); "full": over
+                                           # the whole q and k projections (OLMoE)
+    clip_qkv: float | None = None          # OLMoE: q, k, v clamped to +-clip_qkv
+    attn_scale: float | None = None        # None: head_dim ** -0.5 (Gemma: query_pre_attn_scalar ** -0.5)
+    attn_softcap: float | None = None      # Gemma 2: scores -> cap * tanh(scores / cap)
+    final_softcap: float | None = None     # Gemma 2: logits -> cap * tanh(logits / cap)
+    embed_scale: float | None = None       # Gemma: embeddings multiplied by sqrt(hidden_size)
+    local_rope: bool = False               # Gemma 3: sliding layers use their own RoPE base
+    moe: MoESettings | None = None
+
+
+def default_windows(config: ModelConfig) -> list[int | None]:
+    """`layer_types` when config.json lists them, else the window (if any) on every layer."""
+    window, n = config.sliding_window, config.num_hidden_layers
+    if not window:
+        return [None] * n
+    types = config.raw.get("layer_types")
+    if isinstance(types, list) and len(types) == n:
+        return [window if t == "sliding_attention" else None for t in types]
+    return [window] * n
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    architectures: tuple[str, ...]
+    settings: Callable[[ModelConfig], Settings]
+    layer_plan: Callable[[ModelConfig, int], LayerPlan]
+    windows: Callable[[ModelConfig], list] = field(default=default_windows)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A config's family and its parsed settings (cached on `config.family`)."""
+    family: Family
+    settings: Settings
+
+
+def attention_plan(p: str, config: ModelConfig, q_bias: bool = False, o_bias: bool = False,
+                   qk_norm: str | None = None) -> LayerPlan:
+    """Separate q/k/v/o projections (Llama naming), fused into qkv; optional biases and q/k norms."""
+    h, d = config.hidden_size, config.head_dim
+    q_out, kv_out = config.num_attention_heads * d, config.num_key_value_heads * d
+    a = p + "self_attn."
+    plan: LayerPlan = {
+        "qkv": [(a + "q_proj.weight", (q_out, h)), (a + "k_proj.weight", (kv_out, h)),
+                (a + "v_proj.weight", (kv_out, h))],
+        "o": [(a + "o_proj.weight", (h, q_out))]}
+    if q_bias:
+        plan["qkv_bias"] = [(a + "q_proj.bias", (q_out,)), (a + "k_proj.bias", (kv_out,)),
+                            (a + "v_proj.bias", (kv_out,))]
+    if o_bias:
+        plan["o_bias"] = [(a + "o_proj.bias", (h,))]
+    if qk_norm == "head":
+        plan["q_norm"], plan["k_norm"] = [(a + "q_norm.weight", (d,))], [(a + "k_norm.weight", (d,))]
+    elif qk_norm == "full":
+        plan["q_norm"], plan["k_norm"] = [(a + "q_norm.weight", (q_out,))], [(a + "k_norm.weight", (kv_out,))]
+    return plan
+
+
+def norms_plan(p: str, config: ModelConfig, sandwich: bool = False) -> LayerPlan:
+    h = config.hidden_size
+    plan: LayerPlan = {"input_norm": [(p + "input_layernorm.weight", (h,))],
+                       "post_norm": [(p + "post_attention_layernorm.weight", (h,))]}
+    if sandwich:   # Gemma: post_attention_layernorm closes the attention branch, pre_feedforward opens the MLP
+        plan["pre_ff_norm"] = [(p + "pre_feedforward_layernorm.weight", (h,))]
+        plan["post_ff_norm"] = [(p + "post_feedforward_layernorm.weight", (h,))]
+    return plan
+
+
+def mlp_plan(prefix: str, hidden: int, inter: int, bias: bool = False) -> LayerPlan:
+    """gate/up/down projections under `prefix` ("model.layers.3.mlp."), gate and up fused."""
+    plan: LayerPlan = {"gate_up": [(prefix + "gate_proj.weight", (inter, hidden)), (prefix + "up_proj.weight", (inter, hidden))],
+                       "down": [(prefix + "down_proj.weight", (hidden, inter))]}
+    if bias:
+        plan["gate_up_bias"] = [(prefix + "gate_proj.bias", (inter,)), (prefix + "up_proj.bias", (inter,))]
+        plan["down_bias"] = [(prefix + "down_proj.bias", (hidden,))]
+    return plan
+
+
+def raw_int(config: ModelConfig, key: str, default: int | None = None) -> int:
+    from reference_engine.errors import ModelDirError
+    value = config.raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ModelDirError("config.json", f"'{key}' must be a non-negative integer, found {value!r}")
+    return value
+
+
+def raw_float(config: ModelConfig, key: str, default: float | None = None) -> float | None:
+    from reference_engine.errors import ModelDirError
+    value = config.raw.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelDirError("config.json", f"'{key}' must be a number or null, found {value!r}")
+    return float(value)
