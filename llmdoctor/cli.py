@@ -18,7 +18,8 @@ DEMO_MODEL = Path(__file__).parent / "demo_model"
 FORMATS = ("table", "json", "junit", "markdown", "html")
 # command modules written alongside this one; each defines click commands with these names
 COMMAND_MODULES = {"llmdoctor.cli_generate": ("generate",), "llmdoctor.cli_fix": ("fix",),
-                   "llmdoctor.cli_probe": ("probe", "triage"), "llmdoctor.cli_baseline": ("baseline",)}
+                   "llmdoctor.cli_probe": ("probe", "triage"), "llmdoctor.cli_baseline": ("baseline",),
+                   "llmdoctor.cli_diff": ("diff",)}
 
 
 class InputError(Exception):

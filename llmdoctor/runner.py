@@ -79,7 +79,8 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     fail_on_rank(fail_on)  # reject a bad level before doing any work
     root = validate_model_dir(model_dir)
     validate_device(device)
-    chosen = select_checks(checks.load_all(), select, ignore)
+    # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
+    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if "pair" not in s.needs]
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget))
     progress = progress or Progress(0, enabled=False)

@@ -1,0 +1,115 @@
+"""Comparing two tensors that should hold the same thing: NMSE (also in dB), max |Δ|, cosine; and matching
+tensors of two checkpoints by role (layer + part) across naming schemes (Hugging Face vs GGUF names)."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import torch
+
+ROWS_PER_STEP = 4096          # rows compared at a time: a 150k x 8k embedding never needs a float64 copy
+
+# GGUF tensor names -> the Hugging Face part they hold (used only when a weights object exposes GGUF names)
+GGUF_PARTS = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+              "attn_output": "self_attn.o_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+              "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+              "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
+GGUF_GLOBAL = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight",
+               "output.weight": "lm_head.weight"}
+_HF_LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
+_GGUF_LAYER = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$")
+
+
+@dataclass(frozen=True)
+class TensorDiff:
+    role: str                  # "layers.3.self_attn.v_proj.weight" (layer-independent naming)
+    layer: int | None
+    shape: tuple[int, ...]
+    nmse: float                # sum (b - a)^2 / sum a^2; inf when a is all zero and b is not
+    max_abs: float
+    cosine: float
+
+    @property
+    def nmse_db(self) -> float:
+        return to_db(self.nmse)
+
+
+def to_db(nmse: float) -> float:
+    """10 log10(NMSE); -inf for identical tensors."""
+    if nmse <= 0:
+        return float("-inf")
+    return 10 * math.log10(nmse) if math.isfinite(nmse) else float("inf")
+
+
+def role_of(name: str) -> tuple[str, int | None]:
+    """(role, layer) of a tensor name in either scheme; the role is the HF name without the `model.` prefix."""
+    m = _GGUF_LAYER.match(name)
+    if m and m.group(2) in GGUF_PARTS:
+        layer = int(m.group(1))
+        return f"layers.{layer}.{GGUF_PARTS[m.group(2)]}.{m.group(3)}", layer
+    if name in GGUF_GLOBAL:
+        return GGUF_GLOBAL[name], None
+    m = _HF_LAYER.match(name)
+    if m:
+        return f"layers.{m.group(1)}.{m.group(2)}", int(m.group(1))
+    return (name[len("model."):] if name.startswith("model.") else name), None
+
+
+def match_roles(ref_names, cand_names) -> tuple[list[tuple[str, str, str]], list[str], list[str]]:
+    """([(role, ref_name, cand_name)], ref-only names, cand-only names), in the reference's order."""
+    cand_by_role = {role_of(n)[0]: n for n in cand_names}
+    ref_roles = {role_of(n)[0] for n in ref_names}
+    pairs, ref_only = [], []
+    for name in ref_names:
+        role = role_of(name)[0]
+        if role in cand_by_role:
+            pairs.append((role, name, cand_by_role[role]))
+        else:
+            ref_only.append(name)
+    cand_only = [n for n in cand_names if role_of(n)[0] not in ref_roles]
+    return pairs, ref_only, cand_only
+
+
+def compare(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float, float]:
+    """(nmse, max |b - a|, cosine) of two same-shape tensors, accumulated in float64 a slice at a time."""
+    a2 = a.reshape(a.shape[0] if a.dim() else 1, -1)
+    b2 = b.reshape(a2.shape)
+    err = ref = dot = bb = 0.0
+    max_abs = 0.0
+    for start in range(0, a2.shape[0], ROWS_PER_STEP):
+        x = a2[start:start + ROWS_PER_STEP].double()
+        y = b2[start:start + ROWS_PER_STEP].double()
+        d = y - x
+        err += float((d * d).sum())
+        ref += float((x * x).sum())
+        dot += float((x * y).sum())
+        bb += float((y * y).sum())
+        if d.numel():
+            max_abs = max(max_abs, float(d.abs().max()))
+    return nmse_from(err, ref), max_abs, cosine_from(dot, ref, bb)
+
+
+def nmse_from(err: float, ref: float) -> float:
+    if err == 0:
+        return 0.0
+    return err / ref if ref > 0 else float("inf")
+
+
+def cosine_from(dot: float, aa: float, bb: float) -> float:
+    if aa == 0 and bb == 0:
+        return 1.0
+    if aa == 0 or bb == 0:
+        return 0.0
+    return max(-1.0, min(1.0, dot / math.sqrt(aa * bb)))
+
+
+def activation_diff(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """(nmse, cosine) of two activations [tokens, hidden]: cosine is the mean over tokens (per-token direction)."""
+    x, y = a.double(), b.double()
+    d = y - x
+    nmse = nmse_from(float((d * d).sum()), float((x * x).sum()))
+    nx, ny = x.norm(dim=-1), y.norm(dim=-1)
+    both_zero = (nx == 0) & (ny == 0)
+    cos = torch.where(both_zero, torch.ones_like(nx), (x * y).sum(-1) / (nx * ny).clamp_min(1e-300))
+    return nmse, float(cos.clamp(-1, 1).mean())

@@ -1,0 +1,166 @@
+"""Diff section 1, files and config: architecture and rope fields, special ids, generation_config, the chat
+template rendered on the same conversation, added tokens. Each difference is one finding."""
+from __future__ import annotations
+
+from checks.analysis.diff_text import CHAT, unified
+from checks.registry import Problem, Skip, check
+
+# fields that change what the forward pass computes (compared on the parsed config, defaults filled in)
+COMPUTE_FIELDS = ("architecture", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                  "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta",
+                  "rope_scaling", "max_position_embeddings", "tie_word_embeddings", "attention_bias", "qk_norm",
+                  "sliding_window")
+SPECIAL_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+# raw keys that never change the numbers (bookkeeping of the writer)
+COSMETIC = {"transformers_version", "_name_or_path", "torch_dtype", "dtype", "use_cache", "initializer_range",
+            "architectures", "model_type", "_attn_implementation_autoset"}
+GENERATION_BEHAVIOUR = ("eos_token_id", "bos_token_id", "pad_token_id")
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return float(a) == float(b)
+        except (TypeError, ValueError):
+            return False
+    return a == b
+
+
+@check("DIF001", category="diff", severity="warning", needs=("pair",),
+       hint="Make the candidate's config.json (or GGUF metadata) match the reference, or confirm the change is meant.")
+def config_fields_differ(ctx):
+    """The two models' configs differ in a field that changes the computation (architecture, sizes, rope).
+
+    A conversion that drops rope_scaling, rounds rms_norm_eps or changes max_position_embeddings yields a model
+    that loads and runs but computes something else; llama.cpp and transformers then disagree without any
+    error. Each differing field is one warning; keys that only record the writer (transformers_version,
+    torch_dtype, ...) and other non-computational keys are reported as info."""
+    ref, cand = ctx.ref.config, ctx.cand.config
+    for name in COMPUTE_FIELDS:
+        a, b = getattr(ref, name, None), getattr(cand, name, None)
+        if not _same(a, b):
+            yield Problem(f"config {name}: reference {a!r}, candidate {b!r}",
+                          evidence={"field": name, "reference": a, "candidate": b})
+    raw_a, raw_b = ctx.ref.raw_config, ctx.cand.raw_config
+    known = set(COMPUTE_FIELDS) | set(SPECIAL_FIELDS)
+    for key in sorted(set(raw_a) | set(raw_b)):
+        if key in known or key in COSMETIC or _same(raw_a.get(key), raw_b.get(key)):
+            continue
+        where = ("only in the reference" if key not in raw_b else "only in the candidate" if key not in raw_a
+                 else f"reference {raw_a[key]!r}, candidate {raw_b[key]!r}")
+        yield Problem(f"config.json key {key}: {where}", severity="info",
+                      evidence={"key": key, "reference": raw_a.get(key), "candidate": raw_b.get(key)})
+
+
+def _special_ids(side) -> dict:
+    out = {f"config.{k}": getattr(side.config, k, None) for k in SPECIAL_FIELDS}
+    try:
+        tok = side.tokenizer
+        out.update({"tokenizer.bos_token_id": tok.bos_token_id, "tokenizer.eos_token_id": tok.eos_token_id,
+                    "tokenizer.pad_token_id": tok.pad_token_id})
+    except Exception:  # a side without a tokenizer: the config ids are still compared
+        pass
+    return out
+
+
+@check("DIF002", category="diff", severity="warning", needs=("pair",),
+       hint="Copy the reference's special token ids (config, tokenizer_config, generation_config) to the candidate.")
+def special_ids_differ(ctx):
+    """Special token ids (BOS, EOS, PAD) differ between the models.
+
+    A different EOS id is the classic "never stops" / "stops immediately" after a conversion; a different BOS
+    id changes every prompt's first token. Each differing id, from the config or the tokenizer, is one warning."""
+    a, b = _special_ids(ctx.ref), _special_ids(ctx.cand)
+    for key in a:
+        if key in b and not _same(a[key], b[key]):
+            yield Problem(f"{key}: reference {a[key]!r}, candidate {b[key]!r}",
+                          evidence={"field": key, "reference": a[key], "candidate": b[key]})
+
+
+@check("DIF003", category="diff", severity="warning", needs=("pair",),
+       hint="Carry generation_config.json over with the checkpoint (GGUF keeps only the token ids).")
+def generation_config_differs(ctx):
+    """generation_config differs: a different stop id is a warning, changed sampling defaults are info.
+
+    Serving stacks read their default stop tokens and sampling settings from generation_config.json; a
+    converted or re-saved checkpoint that loses or changes it generates differently from the same weights."""
+    a, b = ctx.ref.generation_config, ctx.cand.generation_config
+    if a is None and b is None:
+        raise Skip("neither side has a generation_config.json")
+    if a is None or b is None:
+        missing = "reference" if a is None else "candidate"
+        yield Problem(f"generation_config.json only on one side (missing in the {missing})", severity="info",
+                      evidence={"missing_in": missing})
+        return
+    raw_a, raw_b = a.raw, b.raw
+    for key in sorted(set(raw_a) | set(raw_b)):
+        if key == "transformers_version" or _same(raw_a.get(key), raw_b.get(key)):
+            continue
+        yield Problem(f"generation_config {key}: reference {raw_a.get(key)!r}, candidate {raw_b.get(key)!r}",
+                      severity="warning" if key in GENERATION_BEHAVIOUR else "info",
+                      evidence={"key": key, "reference": raw_a.get(key), "candidate": raw_b.get(key)})
+
+
+def _render(tok) -> str | None:
+    if not getattr(tok, "chat_template", None):
+        return None
+    return tok.apply_chat_template(list(CHAT), add_generation_prompt=True, tokenize=False)
+
+
+@check("DIF004", category="diff", severity="warning", needs=("pair",),
+       hint="Ship the reference's chat template with the candidate (tokenizer_config.json / tokenizer.chat_template).")
+def chat_template_differs(ctx):
+    """The chat template renders the same conversation differently (text and ids shown as a diff).
+
+    Instruct models are tuned on one exact prompt format; a template that lost a newline, a system prompt or
+    the generation prompt costs quality silently. The same four-turn conversation is rendered by both sides and
+    the rendered text and its token ids (each side's tokenizer) are compared."""
+    tok_a, tok_b = ctx.ref.tokenizer, ctx.cand.tokenizer
+    try:
+        text_a, text_b = _render(tok_a), _render(tok_b)
+    except Exception as e:
+        yield Problem(f"a chat template does not render: {type(e).__name__}: {e}", evidence={"error": str(e)})
+        return
+    if text_a is None and text_b is None:
+        raise Skip("neither side has a chat template")
+    if text_a is None or text_b is None:
+        missing = "reference" if text_a is None else "candidate"
+        yield Problem(f"chat template only on one side (missing in the {missing})",
+                      evidence={"missing_in": missing, "rendered": text_a or text_b})
+        return
+    ids_a = tok_a.encode(text_a, add_special_tokens=False)
+    ids_b = tok_b.encode(text_b, add_special_tokens=False)
+    if text_a == text_b and ids_a == ids_b:
+        return
+    diff = unified(text_a, text_b, "reference", "candidate")
+    first = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), min(len(ids_a), len(ids_b)))
+    what = "text" if text_a != text_b else "token ids (same text)"
+    yield Problem(f"chat template renders a different {what}: first differing id at position {first} "
+                  f"({len(ids_a)} vs {len(ids_b)} ids)",
+                  evidence={"text_diff": diff, "first_differing_id": first,
+                            "reference_ids": ids_a[max(first - 4, 0):first + 12],
+                            "candidate_ids": ids_b[max(first - 4, 0):first + 12],
+                            "reference_text": text_a, "candidate_text": text_b})
+
+
+@check("DIF005", category="diff", severity="warning", needs=("pair",),
+       hint="Make the added/special tokens of both tokenizers identical (content, id, special flag).")
+def added_tokens_differ(ctx):
+    """Added tokens differ: a token only on one side, another id, or another `special` flag.
+
+    An added token that moved id or lost its special flag is split into pieces by one tokenizer and kept whole
+    by the other, so chat markers stop working."""
+    a = {t.content: t for t in ctx.ref.tokenizer.added_tokens}
+    b = {t.content: t for t in ctx.cand.tokenizer.added_tokens}
+    for content in [c for c in a if c not in b][:20]:
+        yield Problem(f"added token {content!r} (id {a[content].id}) only in the reference",
+                      evidence={"token": content, "reference_id": a[content].id})
+    for content in [c for c in b if c not in a][:20]:
+        yield Problem(f"added token {content!r} (id {b[content].id}) only in the candidate",
+                      evidence={"token": content, "candidate_id": b[content].id})
+    for content in [c for c in a if c in b][:2000]:
+        x, y = a[content], b[content]
+        if x.id != y.id or x.special != y.special:
+            yield Problem(f"added token {content!r}: reference id {x.id} special={x.special}, candidate id {y.id} "
+                          f"special={y.special}", evidence={"token": content, "reference": [x.id, x.special],
+                                                             "candidate": [y.id, y.special]})

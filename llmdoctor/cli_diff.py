@@ -1,0 +1,60 @@
+"""`llmdoctor diff REF CAND`: where two checkpoints part ways, from config to layer to token (the DIF family)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from llmdoctor.cli import FORMATS, InputError, budget_option, emit
+
+
+@click.command("diff")
+@click.argument("ref", type=click.Path(path_type=str))
+@click.argument("cand", type=click.Path(path_type=str))
+@click.option("--text", "text_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Text for the logit statistics, the layer trace and the tokenizer corpus "
+                   "[default: a built-in multilingual corpus].")
+@click.option("--ctx", "ctx_len", type=click.IntRange(4, None), default=None,
+              help="Window length for the logit statistics (llama-perplexity's -c) [default: 512, capped by the models].")
+@click.option("--chunks", type=click.IntRange(1, None), default=None,
+              help="Score at most this many windows (llama-perplexity's --chunks).")
+@click.option("--select", multiple=True, metavar="IDS", help="Run only these DIF checks (ids or prefixes).")
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these DIF checks.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="Report format.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+              help="Write the report to this file instead of stdout (never inside either model's directory).")
+@click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default="error", show_default=True,
+              help="Exit 1 when a finding is at or above this severity.")
+@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True)
+@click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default="auto",
+              show_default=True)
+@click.option("--quick", is_flag=True, help="Fewer windows, tokens and probes.")
+@click.option("--memory-budget", default=None, metavar="SIZE",
+              help="Memory both engines may use together, e.g. 8GiB (each side gets half; larger models stream).")
+def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device, dtype, quick,
+                 memory_budget):
+    """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline
+    JSON from `llmdoctor baseline`): config, tokenizer, weights, logit statistics, the first layer where they
+    part ways, and greedy generations."""
+    from llmdoctor.diff_runner import run_diff
+    from llmdoctor.output_guard import refuse_inside_model
+    from llmdoctor.progress import Progress
+    from llmdoctor.selection import parse_selectors
+
+    if output is not None:
+        for path in (ref, cand):          # a directory, or the GGUF/baseline file itself
+            refuse_inside_model(output, Path(path), "report")
+    text = None
+    if text_file is not None:
+        try:
+            text = text_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"{text_file}: cannot read --text: {getattr(e, 'strerror', None) or e}") from None
+    report = run_diff(ref, cand, text=text, select=parse_selectors(select) or None,
+                      ignore=parse_selectors(ignore), fail_on=fail_on, device=device, dtype=dtype, quick=quick,
+                      memory_budget=budget_option(memory_budget, None), ctx_len=ctx_len, chunks=chunks,
+                      progress=Progress(0))
+    emit(report, fmt, output)
+    sys.exit(report.exit_code())

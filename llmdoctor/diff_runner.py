@@ -1,0 +1,61 @@
+"""Run the DIF checks on a pair of models (`llmdoctor diff REF CAND`) and collect a Report, with the same
+isolation, selection, severities and exit codes as `check` (llmdoctor/runner.py)."""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import checks
+from checks.diff.pair import PairContext
+from findings import Report, fail_on_rank
+from llmdoctor import __version__
+from llmdoctor.fingerprint import fingerprint
+from llmdoctor.progress import Progress
+from llmdoctor.runner import run_one, validate_device
+from llmdoctor.selection import select_checks
+from reference_engine.core.plan import parse_size
+
+
+def diff_checks(select: list[str] | None = None, ignore: list[str] | None = None):
+    """The DIF checks chosen by --select/--ignore (selectors other than DIF ids pick nothing here)."""
+    return [s for s in select_checks(checks.load_all(), select, ignore) if "pair" in s.needs]
+
+
+def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, select: list[str] | None = None,
+             ignore: list[str] | None = None, fail_on: str = "error", device: str = "auto", dtype: str = "auto",
+             quick: bool = False, thresholds: dict | None = None, memory_budget: int | str | None = None,
+             ctx_len: int | None = None, chunks: int | None = None, progress: Progress | None = None) -> Report:
+    """Compare CAND against REF. ModelDirError (exit 2) for inputs that are not models or baselines."""
+    fail_on_rank(fail_on)
+    validate_device(device)
+    chosen = diff_checks(select, ignore)
+    budget = None if memory_budget is None else parse_size(memory_budget)
+    ctx = PairContext(ref, cand, device=device, dtype=dtype, quick=quick, thresholds=thresholds, text=text,
+                      memory_budget=budget, ctx_len=ctx_len, chunks=chunks)
+    report = Report(model=f"{ref} vs {cand}", fingerprint=_fingerprints(ctx), tool_version=__version__,
+                    generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
+    progress = progress or Progress(0, enabled=False)
+    progress.total = len(chosen)
+    started = time.perf_counter()
+    try:
+        for spec in chosen:
+            progress.start(f"{spec.id} {spec.summary}")
+            run, findings = run_one(spec, ctx)
+            report.checks.append(run)
+            report.findings.extend(findings)
+            progress.advance()
+    finally:
+        progress.close()
+    report.duration_s = time.perf_counter() - started
+    report.device, report.dtype = ctx.device, ctx.dtype
+    report.resources = ctx.build_seconds
+    return report
+
+
+def _fingerprints(ctx: PairContext) -> str | None:
+    """'<ref fingerprint> vs <cand fingerprint>' for HF directories; None when neither has one."""
+    prints = [fingerprint(s.path) if s.kind == "hf" else None for s in ctx.sides]
+    if not any(prints):
+        return None
+    return " vs ".join(p or "-" for p in prints)

@@ -1,0 +1,155 @@
+"""`llmdoctor diff` (the DIF family) on built models: an identical copy reads exactly zero / 100 % everywhere; a
+perturbed v_proj in layer k is named at layer k; a config, chat template or tokenizer edit is the finding it
+should be; a baseline JSON as the candidate gives what it can and skips the rest with a reason."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from llmdoctor.diff_runner import run_diff
+from tests.checks.zoo import edit_json, edit_tensors, edit_tokenizer, read_json
+
+DEEP = {"num_hidden_layers": 4}
+
+
+def copy(src, tmp_path, name="cand"):
+    out = tmp_path / name
+    shutil.copytree(src, out)
+    return out
+
+
+def by_check(report, check_id):
+    return report.findings_for(check_id)
+
+
+def status(report, check_id):
+    return next(r for r in report.checks if r.id == check_id)
+
+
+@pytest.fixture(scope="module")
+def identical_report(factory_model_dir, tmp_path_factory):
+    ref = factory_model_dir("llama", **DEEP)
+    cand = copy(ref, tmp_path_factory.mktemp("identical"))
+    return run_diff(ref, cand, quick=True)
+
+
+def test_identical_copy_every_statistic_is_exactly_zero(identical_report):
+    report = identical_report
+    assert all(r.status == "passed" for r in report.checks), [(r.id, r.status, r.reason) for r in report.checks]
+    assert all(f.severity.value == "info" for f in report.findings), [f.message for f in report.findings]
+    assert report.exit_code("warning") == 0
+    kld = by_check(report, "DIF030")[0].evidence
+    for key in ("kld_mean", "kld_max", "kld_min", "kld_median", "kld_p99.9", "kld_p0.1", "dp_mean", "dp_rms",
+                "dp_max", "dp_min", "ln_ppl_ratio", "ppl_diff"):
+        assert kld[key] == 0.0, key
+    assert kld["same_top"] == 1.0 and kld["ppl_ratio"] == 1.0 and kld["ppl_ref"] == kld["ppl_cand"]
+    assert kld["positions"] > 0
+    layers = by_check(report, "DIF040")[0].evidence
+    assert layers["first_crossing"] is None and layers["largest_own_error"] is None
+    assert all(row["hidden_cos"] == 1.0 for row in layers["layers"])
+    weights = by_check(report, "DIF020")[0].evidence
+    assert weights["differing"] == 0 and all(r["max_abs"] == 0.0 and r["cosine"] == 1.0 for r in weights["ranked"])
+    assert "identical" in by_check(report, "DIF050")[0].message
+    assert by_check(report, "DIF011")[0].evidence["identical_share"] == 1.0
+
+
+@pytest.mark.parametrize("layer", [1, 2])
+def test_perturbed_v_proj_names_that_layer_first(factory_model_dir, tmp_path, layer):
+    ref = factory_model_dir("llama", **DEEP)
+    cand = copy(ref, tmp_path)
+    name = f"model.layers.{layer}.self_attn.v_proj.weight"
+
+    def perturb(t, d):
+        gen = torch.Generator().manual_seed(0)
+        t[name] = t[name] + 0.5 * t[name].std() * torch.randn(t[name].shape, generator=gen)
+    edit_tensors(perturb)(cand)
+    report = run_diff(ref, cand, quick=True, select=["DIF020", "DIF030", "DIF040"])
+    where = by_check(report, "DIF040")[0]
+    assert where.severity.value == "warning"
+    assert where.evidence["first_crossing"]["where"] == f"layer {layer} attn"
+    assert where.evidence["first_own_crossing"]["where"] == f"layer {layer} attn"
+    assert where.evidence["largest_own_error"]["where"] == f"layer {layer} attn"
+    assert f"layer {layer} attn" in where.message
+    # isolated: every other sub-module's own error is exactly zero
+    rows = where.evidence["layers"]
+    assert all(r["attn_own_db"] == "-inf" for r in rows if r["layer"] != layer)   # NMSE exactly 0
+    assert all(r["mlp_own_db"] == "-inf" and r["norms_own_db"] == "-inf" for r in rows)
+    assert all(r["hidden_db"] == "-inf" for r in rows if r["layer"] < layer)   # bit-identical before it
+    assert all(isinstance(r["hidden_db"], float) for r in rows if r["layer"] >= layer)
+    plot = where.data["plot"]["series"]["attention (own error)"]
+    assert plot[layer] is not None and all(v is None for i, v in enumerate(plot) if i != layer)
+    weights = by_check(report, "DIF020")
+    summary = next(f for f in weights if f.severity.value == "info")
+    assert summary.evidence["differing"] == 1
+    assert summary.evidence["ranked"][0]["tensor"] == f"layers.{layer}.self_attn.v_proj.weight"
+    kld = by_check(report, "DIF030")[0].evidence
+    assert kld["kld_mean"] > 0 and kld["kld_min"] >= 0
+
+
+def test_chat_template_difference_is_shown_as_a_rendered_diff(factory_model_dir, tmp_path):
+    ref = factory_model_dir("llama")
+    cand = copy(ref, tmp_path)
+    template = read_json(cand, "tokenizer_config.json")["chat_template"]
+    edit_json("tokenizer_config.json", chat_template=template.replace("\n", "\n\n", 1))(cand)
+    assert read_json(cand, "tokenizer_config.json")["chat_template"] != template
+    report = run_diff(ref, cand, select=["DIF004"])
+    [finding] = by_check(report, "DIF004")
+    assert finding.severity.value == "warning"
+    diff = finding.evidence["text_diff"]
+    assert diff[0].startswith("--- reference") and diff[1].startswith("+++ candidate")
+    assert any(line.startswith("+") and not line.startswith("+++") for line in diff)
+    assert finding.evidence["reference_ids"] != finding.evidence["candidate_ids"]
+
+
+def test_config_and_special_id_differences_are_one_finding_each(factory_model_dir, tmp_path):
+    ref = factory_model_dir("llama")
+    cand = copy(ref, tmp_path)
+    edit_json("config.json", rope_theta=500000.0, rms_norm_eps=1e-3)(cand)
+    edit_json("generation_config.json", eos_token_id=0)(cand)
+    report = run_diff(ref, cand, select=["DIF001", "DIF003"])
+    fields = sorted(f.evidence["field"] for f in by_check(report, "DIF001") if f.severity.value == "warning")
+    assert fields == ["rms_norm_eps", "rope_theta"]
+    gen = by_check(report, "DIF003")
+    assert [f.evidence["key"] for f in gen] == ["eos_token_id"] and gen[0].severity.value == "warning"
+
+
+def test_tokenizer_difference_shows_spans_with_both_id_sequences(factory_model_dir, tmp_path):
+    ref = factory_model_dir("llama")
+    cand = copy(ref, tmp_path)
+    merges = read_json(ref, "tokenizer.json")["model"]["merges"]
+
+    def drop_merges(tok):        # the 40 most frequent merges gone: common words split into more pieces
+        tok["model"]["merges"] = tok["model"]["merges"][40:]
+    edit_tokenizer(drop_merges)(cand)
+    report = run_diff(ref, cand, select=["DIF010", "DIF011"])
+    merge_finding = next(f for f in by_check(report, "DIF010") if "merges" in f.message)
+    assert f"{len(merges)} vs {len(merges) - 40}" in merge_finding.message
+    [spans] = by_check(report, "DIF011")
+    assert spans.severity.value == "warning"
+    assert spans.evidence["identical_share"] < 1.0
+    first = spans.evidence["spans"][0]
+    assert first["reference_ids"] != first["candidate_ids"]
+    assert first["reference_text"] == first["candidate_text"]   # same text, split differently
+
+
+def test_baseline_candidate_computes_what_it_can(factory_model_dir, tmp_path):
+    from llmdoctor.baseline import record, save
+    ref = factory_model_dir("llama")
+    path = save(record(ref, quick=True), tmp_path / "golden.json", ref)
+    report = run_diff(ref, path, quick=True)
+    kld = by_check(report, "DIF030")[0]
+    assert kld.severity.value == "info" and kld.evidence["same_top"] == 1.0
+    assert kld.evidence["kld_mean_lower_bound"] < 1e-6
+    assert "ppl" in kld.evidence["not_computed"]
+    assert "reproduced" in by_check(report, "DIF050")[0].message
+    for check_id in ("DIF001", "DIF010", "DIF020", "DIF040"):
+        run = status(report, check_id)
+        assert run.status == "skipped" and "baseline file" in run.reason, (check_id, run.reason)
+
+
+def test_check_command_never_runs_dif_checks(factory_model_dir):
+    from llmdoctor.runner import run_checks
+    report = run_checks(factory_model_dir("llama"), select=["config"])
+    assert report.checks and not any(r.id.startswith("DIF") for r in report.checks)
