@@ -64,4 +64,30 @@ def evidence_block(f: Finding) -> str:
     if "traceback" in f.evidence:
         text = f.evidence["traceback"]
     fence = "````" if "```" in text else "```"
-    return f"**{f.check}** {cell(f.message)}\n\n{fence}\n{text}\n{fence}\n\n"
+    plots = "".join(plot_table(p) for p in plots_of(f))
+    return f"**{f.check}** {cell(f.message)}\n\n{plots}{fence}\n{text}\n{fence}\n\n"
+
+
+def plots_of(f: Finding) -> list[dict]:
+    data = f.data or {}
+    plots = [data["plot"]] if isinstance(data.get("plot"), dict) else []
+    return plots + [p for p in data.get("plots", []) if isinstance(p, dict)] if isinstance(data.get("plots"), list) \
+        else plots
+
+
+def plot_table(plot: dict) -> str:
+    """A plot as a Markdown table (x down the rows, one column per series): Markdown has no charts."""
+    x, series = plot.get("x"), plot.get("series")
+    if not isinstance(x, list) or not isinstance(series, dict) or not series:
+        return ""
+    names = list(series)
+    out = [f"*{cell(plot.get('title', ''))}*\n\n| {cell(plot.get('x_label', 'x'))} | "
+           + " | ".join(cell(n) for n in names) + " |\n|" + "---|" * (len(names) + 1) + "\n"]
+    for i, label in enumerate(x):
+        values = [series[n][i] if isinstance(series[n], list) and i < len(series[n]) else None for n in names]
+        out.append(f"| {cell(label)} | " + " | ".join("-" if v is None else cell(_num(v)) for v in values) + " |\n")
+    return "".join(out) + "\n"
+
+
+def _num(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)

@@ -2,6 +2,8 @@
 template rendered on the same conversation, added tokens. Each difference is one finding."""
 from __future__ import annotations
 
+import math
+
 from checks.analysis.diff_text import CHAT, unified
 from checks.registry import Problem, Skip, check
 
@@ -14,13 +16,15 @@ SPECIAL_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
 # raw keys that never change the numbers (bookkeeping of the writer)
 COSMETIC = {"transformers_version", "_name_or_path", "torch_dtype", "dtype", "use_cache", "initializer_range",
             "architectures", "model_type", "_attn_implementation_autoset"}
+F32_REL = 2 ** -23              # one float32 ulp, relative
 GENERATION_BEHAVIOUR = ("eos_token_id", "bos_token_id", "pad_token_id")
 
 
 def _same(a, b) -> bool:
+    """Equal, floats within float32 rounding (GGUF stores rms_norm_eps, rope_theta as float32)."""
     if isinstance(a, float) or isinstance(b, float):
         try:
-            return float(a) == float(b)
+            return math.isclose(float(a), float(b), rel_tol=F32_REL, abs_tol=0.0)
         except (TypeError, ValueError):
             return False
     return a == b
