@@ -155,6 +155,11 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
     finish(recorder, fmt, output, fail_on)
 
 
+from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint  # noqa: E402  (needs report_options above)
+
+probe.add_command(probe_endpoint)
+
+
 @click.command("triage")
 @click.argument("model_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--output", "-o", "bundle", type=click.Path(path_type=Path), required=True,
@@ -163,10 +168,18 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
 @click.option("--kv-requests", type=click.IntRange(1), default=5000, show_default=True,
               help="Requests in the KV-cache probe's synthetic workload.")
 @click.option("--no-checks", is_flag=True, help="Skip the quick checks (environment and probes only).")
-def triage(model_dir, bundle, device, kv_requests, no_checks):
+@click.option("--endpoint", metavar="URL", default=None,
+              help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks).")
+@endpoint_options
+def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
     from llmdoctor.triage import run_triage
-    result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks)
+    endpoint_options_ = None
+    if endpoint:
+        from llmdoctor.endpoint import EndpointOptions
+        endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
+    result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
+                        endpoint=endpoint_options_)
     from reports.common import summary_line
     click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
     for path in result.files:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import time
-import traceback
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -20,6 +19,7 @@ from llmdoctor import __version__
 from llmdoctor.config_file import load_settings
 from llmdoctor.fingerprint import fingerprint
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
+from findings.crash import describe
 from llmdoctor.progress import Progress
 from llmdoctor.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path
@@ -45,7 +45,14 @@ def validate_device(device: str) -> None:
 
 
 def validate_model_dir(path: str | Path) -> Path:
+    from reference_engine.files.gguf_file import find_gguf
+    if Path(path).is_file():   # a GGUF file is a model; its header is checked by GGF001, not here
+        if find_gguf(path) is None:
+            raise ModelDirError(path, "not a model directory or GGUF file")
+        return Path(path)
     root = model_dir_path(path)
+    if root.is_dir() and not (root / "config.json").exists():
+        find_gguf(root)   # a directory of several GGUF files: say which to pass (exit 2)
     if not any(any(root.glob(pattern)) for pattern in MODEL_FILE_PATTERNS):
         raise ModelDirError(root, "not a model directory (no config.json, tokenizer or weights files)")
     return root
@@ -80,7 +87,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     root = validate_model_dir(model_dir)
     validate_device(device)
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
-    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if "pair" not in s.needs]
+    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not {"pair", "endpoint"} & set(s.needs)]
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget))
     progress = progress or Progress(0, enabled=False)
@@ -147,13 +154,16 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
             wrong = over_declaration(spec, findings[-1].severity)
             if wrong is not None:  # the finding stays as emitted; the check is reported crashed
                 raise wrong
+    except PipelineError:
+        raise                     # a dead rank or a timed-out collective ends the whole run
     except Skip as e:
         status, reason = "skipped", str(e) or "does not apply"
     except ResourceError as e:
         status, reason = "skipped", f"needs {e.resource}: {e.message}"
-    except Exception as e:
-        status, reason = "crashed", f"{type(e).__name__}: {e}"
-        findings.append(crash_finding(spec.id, spec.category, e, traceback.format_exc()))
+    except Exception as e:  # MemoryError/RecursionError too: described briefly, the failing frames released
+        status, exception, (reason, tb) = "crashed", type(e).__name__, describe(e)
+    if status == "crashed":     # built after the except block let go of the error and what it held
+        findings.append(crash_finding(spec.id, spec.category, exception, reason, tb))
     # the check's own time: loading weights or the engine for it is reported under report.resources
     duration = max(time.perf_counter() - started - (ctx.total_build_seconds - building_before), 0.0)
     if status == "passed" and any(f.severity.rank >= Severity.WARNING.rank for f in findings):
@@ -170,10 +180,9 @@ def to_finding(spec: CheckSpec, item: Any) -> Finding:
                    data=None if item.data is None else jsonable(item.data))
 
 
-def crash_finding(check_id: str, category: str, error: BaseException, tb: str) -> Finding:
-    return Finding(check=check_id, category=category, severity=Severity.ERROR,
-                   message=f"check crashed: {type(error).__name__}: {error}",
-                   evidence={"exception": type(error).__name__, "traceback": tb}, hint=CRASH_HINT)
+def crash_finding(check_id: str, category: str, exception: str, reason: str, tb: str) -> Finding:
+    return Finding(check=check_id, category=category, severity=Severity.ERROR, message=f"check crashed: {reason}",
+                   evidence={"exception": exception, "traceback": tb}, hint=CRASH_HINT)
 
 
 def _add_load_errors(report: Report, select: list[str] | None, ignore: list[str] | None) -> None:

@@ -46,7 +46,8 @@ def environment_finding(env: dict) -> Finding:
 
 
 def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str = "auto", kv_requests: int = 5000,
-               bandwidth_bytes: int | None = None, run_checks: bool = True, nvml_backend=None) -> TriageResult:
+               bandwidth_bytes: int | None = None, run_checks: bool = True, nvml_backend=None,
+               endpoint=None) -> TriageResult:
     from llmdoctor.triage_probes import run_checks_part, run_probes_part
     root = Path(model_dir) if model_dir is not None else None
     bundle = Path(bundle)
@@ -61,6 +62,9 @@ def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str 
     recorder.add([environment_finding(env)], time.perf_counter() - started)
     fingerprint = run_checks_part(recorder, root, device) if (root is not None and run_checks) else None
     run_probes_part(recorder, root, device, kv_requests, bandwidth_bytes, nvml_backend)
+    if endpoint is not None:  # llmdoctor.endpoint.EndpointOptions: the live server vs this model (EPT checks)
+        from llmdoctor.triage_probes import run_endpoint_part
+        run_endpoint_part(recorder, root, endpoint)
     report = recorder.report(fail_on="error", fingerprint=fingerprint)
     files = write_bundle(report, env, bundle)
     return TriageResult(bundle, report, files)

@@ -83,3 +83,17 @@ def run_probes_part(recorder: ProbeRecorder, model_dir: Path | None, device: str
     elif model_dir is None:
         recorder.skip("GPU103", "gpu", "no model directory given")
     run_kv_part(recorder, model_dir, kv_requests)
+
+
+def run_endpoint_part(recorder: ProbeRecorder, model_dir: Path | None, options) -> None:
+    """The EPT checks against options.url with model_dir as the reference; isolated like the other parts."""
+    from llmdoctor.endpoint import run_endpoint
+    if model_dir is None:
+        recorder.skip("EPT001", "endpoint", "no model directory given: the endpoint needs a reference model")
+        return
+    try:
+        report = run_endpoint(model_dir, options)
+    except Exception as exc:  # an unreadable model or an unset API key variable: say so in the bundle
+        recorder.skip("EPT001", "endpoint", f"endpoint not probed: {type(exc).__name__}: {' '.join(str(exc).split())}")
+        return
+    recorder.extend(report)

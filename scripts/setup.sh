@@ -17,5 +17,7 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1 && ! has_gpu; then
     "$PYTHON" -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 fi
 "$PYTHON" -m pip install -q -e ".$extras"
+# the live endpoint tests run llama-cpp-python's server: its wheel is built once and cached (see the script)
+if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_cpp_server.sh; fi
 # pyenv only exposes a new console script after a rehash
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi

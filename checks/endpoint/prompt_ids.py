@@ -1,0 +1,209 @@
+"""EPT01x: the prompt the server feeds the model vs the reference tokenizer and chat template."""
+from __future__ import annotations
+
+from checks.endpoint.context import CONVERSATIONS, RAW_TEXTS, EndpointContext, asks_server
+from checks.endpoint.textdiff import first_difference, rendered_diff, split_spans
+from checks.registry import Problem, Skip, check
+
+NEEDS = ("endpoint", "tokenizer")
+
+
+def leading(ids: list[int], token_id: int | None) -> int:
+    n = 0
+    while token_id is not None and n < len(ids) and ids[n] == token_id:
+        n += 1
+    return n
+
+
+def strip_specials(ctx: EndpointContext, server: list[int], text: str) -> list[int]:
+    """Server ids for `text` without the BOS/EOS its completion path adds, to compare with encode(no specials)."""
+    ref = ctx.reference
+    plain = ref.tokenizer.encode(text, add_special_tokens=False)
+    extra_bos = leading(server, ref.bos_id) - leading(plain, ref.bos_id)
+    out = server[max(extra_bos, 0):]
+    eos = ref.tokenizer.eos_token_id
+    if eos is not None and out[-1:] == [eos] and plain[-1:] != [eos]:
+        out = out[:-1]
+    return out
+
+
+def bos_verdict(ref_ids: list[int], server_ids: list[int], bos: int | None, bos_text: str, where: str):
+    r, s = leading(ref_ids, bos), leading(server_ids, bos)
+    if s == r:
+        return None
+    evidence = {"where": where, "bos_id": bos, "reference_leading_bos": r, "server_leading_bos": s,
+                "reference_ids_head": ref_ids[:8], "server_ids_head": server_ids[:8]}
+    if s >= 2:
+        return Problem(f"double BOS on {where}: the server's prompt starts with {s} x {bos_text!r} (id {bos}), the "
+                       f"reference with {r}", evidence=evidence,
+                       hint="the template already writes BOS: stop the server adding one (add_bos_token false in the "
+                            "GGUF, add_special_tokens=False for rendered chat prompts)")
+    if s > r:
+        return Problem(f"extra BOS on {where}: the server adds {bos_text!r} (id {bos}) the reference does not have",
+                       severity="warning", evidence=evidence,
+                       hint="make the server's add-BOS policy match the tokenizer's (tokenizer.ggml.add_bos_token / "
+                            "tokenizer_config add_bos_token)")
+    return Problem(f"missing BOS on {where}: the reference starts with {bos_text!r} (id {bos}), the server does not",
+                   evidence=evidence, hint="the server drops BOS: enable add_bos_token or render it in the template")
+
+
+@check("EPT011", category="endpoint", severity="error", needs=NEEDS,
+       hint="make the server's BOS handling match the model's tokenizer")
+@asks_server
+def bos_handling(ctx: EndpointContext):
+    """Double or missing BOS: the server's prompt ids start differently from the reference's.
+
+    The chat template often writes BOS itself; a server that tokenizes the rendered prompt with its own
+    add-BOS policy on top feeds the model two (vLLM #16853, llama-cpp-python #1501), and one that drops
+    it feeds none. Compared on the rendered chat prompts and on a plain completion prompt, through the
+    server's tokenize route (or, without one, by the prompt token count of a plain-text request)."""
+    ref = ctx.reference
+    if ref.bos_id is None:
+        raise Skip("the model has no BOS token")
+    bos_text = ref.tokenizer.bos_token or str(ref.bos_id)
+    text = RAW_TEXTS[0]
+    if ctx.tokenize(text) is None:
+        expected = len(ref.prompt_ids(text))
+        count = ctx.ask(f"count:{text}", lambda: ctx.surface.prompt_count(text))
+        if count is not None and count == expected + 1:
+            yield Problem(f"the server counts {count} prompt tokens for a plain text the reference encodes in "
+                          f"{expected}: one extra token, consistent with an extra BOS", severity="warning",
+                          evidence={"text": text, "server_prompt_tokens": count, "reference_tokens": expected})
+        return
+    found = bos_verdict(ref.prompt_ids(text), ctx.tokenize(text), ref.bos_id, bos_text, "a completion prompt")
+    if found:
+        yield found
+    for name, messages in CONVERSATIONS.items():
+        server = chat_ids_as_served(ctx, messages)
+        found = bos_verdict(ref.chat_ids(messages), server, ref.bos_id, bos_text, f"the chat prompt ({name})")
+        if found:
+            yield found
+            return
+
+
+def chat_ids_as_served(ctx: EndpointContext, messages: list[dict]) -> list[int]:
+    """The server's ids for the chat prompt: its own rendering when it exposes one, else the reference
+    rendering tokenized by the server (what a server that renders the same template would feed)."""
+    key = repr(messages)
+    ids = ctx.ask(f"chat_ids:{key}", lambda: ctx.surface.chat_prompt_ids(messages))
+    return ids if ids is not None else ctx.tokenize(ctx.reference.render(messages))
+
+
+@check("EPT012", category="endpoint", severity="error", needs=NEEDS,
+       hint="serve the model's own chat template (tokenizer_config.json / tokenizer.chat_template), not a built-in one")
+@asks_server
+def template_drift(ctx: EndpointContext):
+    """Template drift: the chat prompt the server builds differs from the model's own chat template.
+
+    A server that picks a built-in chat format, or a different template, feeds the model turns it was not
+    trained on (ollama #6310); a common variant drops the template's default system turn. Where the server
+    returns its rendering (llama.cpp /apply-template, vLLM /tokenize with token strings) the diff is shown;
+    otherwise the server's prompt token count on three conversation shapes is compared with the reference
+    template tokenized by the server."""
+    ref = ctx.reference
+    if not ref.tokenizer.chat_template:
+        raise Skip("the reference model has no chat template")
+    rows, diffs = [], []
+    for name, messages in CONVERSATIONS.items():
+        expected_text = ref.render(messages)
+        served_text = ctx.ask(f"render:{name}", lambda m=messages: ctx.surface.render(m))
+        if served_text is not None:
+            if served_text != expected_text and served_text != (ref.tokenizer.bos_token or "") + expected_text:
+                # (a rendering that only gained a leading BOS is EPT011's double BOS, not another template)
+                diffs.append({"conversation": name, "diff": rendered_diff(expected_text, served_text),
+                              "first_difference": first_difference(expected_text, served_text)})
+            continue
+        tokenized = ctx.tokenize(expected_text)
+        expected = len(tokenized) if tokenized is not None else len(ref.chat_ids(messages))
+        count = ctx.ask(f"chat_count:{name}", lambda m=messages: ctx.surface.chat_prompt_count(m))
+        rows.append({"conversation": name, "server_prompt_tokens": count, "reference_template_tokens": expected,
+                     "reference_render": expected_text})
+    if diffs:
+        first = diffs[0]
+        yield Problem(f"the server renders a different chat prompt on {len(diffs)} of {len(CONVERSATIONS)} "
+                      f"conversations; first difference at character {first['first_difference']['offset']} "
+                      f"({first['conversation']})", evidence={"diffs": diffs})
+        return
+    bad = [r for r in rows if r["server_prompt_tokens"] is not None
+           and r["server_prompt_tokens"] != r["reference_template_tokens"]]
+    if bad:
+        yield Problem(f"the server's chat prompt differs from the model's template: {count_summary(bad)}"
+                      f"{default_system_note(ctx, rows, bad)}",
+                      evidence={"conversations": rows, "note": "the server does not return its rendering; "
+                                "compared prompt token counts (usage.prompt_tokens)"})
+
+
+def count_summary(bad: list[dict]) -> str:
+    return "; ".join(f"{r['conversation']}: {r['server_prompt_tokens']} tokens vs {r['reference_template_tokens']}"
+                     for r in bad)
+
+
+def default_system_note(ctx: EndpointContext, rows: list[dict], bad: list[dict]) -> str:
+    """Name the common cause: only conversations without a system message differ and the reference template
+    writes a system turn of its own for them."""
+    names = {r["conversation"] for r in bad}
+    without_system = {name for name, m in CONVERSATIONS.items() if all(x["role"] != "system" for x in m)}
+    if not names <= without_system or len(names) == len(rows):
+        return ""
+    render = ctx.reference.render(CONVERSATIONS["no system"])
+    if "system" not in render:
+        return ""
+    return (" -- only conversations without a system message differ, and the model's template inserts a "
+            "default system turn there: the server's template drops it")
+
+
+@check("EPT013", category="endpoint", severity="error", needs=NEEDS,
+       hint="the server's tokenizer splits text differently: fix the pre-tokenizer (GGUF tokenizer.ggml.pre) or "
+            "reconvert the model with a converter that knows this tokenizer")
+@asks_server
+def pretokenizer_splits(ctx: EndpointContext):
+    """Pre-tokenizer split differences: the server tokenizes plain text into other ids than the reference.
+
+    A GGUF converted with an unknown or wrong pre-tokenizer (`tokenizer.ggml.pre` = default, llama.cpp #7724,
+    ollama #17698) splits digits, contractions and whitespace differently, so the model sees token
+    sequences it was not trained on. The spans where the two tokenizations cut differently are shown."""
+    ref = ctx.reference
+    results = []
+    for text in RAW_TEXTS:
+        server = ctx.tokenize(text)
+        if server is None:
+            expected = len(ref.prompt_ids(text))
+            count = ctx.ask(f"count:{text}", lambda t=text: ctx.surface.prompt_count(t))
+            if count is not None and count != expected:
+                results.append({"text": text, "server_prompt_tokens": count, "reference_tokens": expected})
+            continue
+        plain, served = ref.tokenizer.encode(text, add_special_tokens=False), strip_specials(ctx, server, text)
+        if served != plain:
+            outside = [i for i in served if i < 0 or i > ref.tokenizer.max_token_id]
+            spans = [] if outside else split_spans(text, ref.tokenizer.decode, plain, served)
+            results.append({"text": text, "reference_ids": plain, "server_ids": served, "spans": spans,
+                            "ids_outside_vocabulary": outside})
+    if not results:
+        return
+    spans = [s for r in results for s in r.get("spans", [])]
+    shown = "; ".join(f"{s['text']!r}: {s['reference']} vs {s['server']}" for s in spans[:3])
+    yield Problem(f"the server tokenizes {len(results)} of {len(RAW_TEXTS)} plain texts differently"
+                  + (f"; e.g. {shown}" if shown else ""), evidence={"texts": results})
+
+
+@check("EPT014", category="endpoint", severity="error", needs=NEEDS,
+       hint="register the token as special/added in the served tokenizer (GGUF token_type CONTROL or USER_DEFINED)")
+@asks_server
+def special_tokens(ctx: EndpointContext):
+    """Added/special tokens not recognised: the server splits a special token's text into ordinary pieces.
+
+    Chat templates write <|im_start|>, <|eot_id|> and friends as text; a server whose tokenizer does not
+    know them as special feeds the model the characters '<', '|', ... instead of the control token."""
+    ref = ctx.reference
+    if ctx.tokenize(RAW_TEXTS[0]) is None:
+        raise Skip("the server has no tokenize route")
+    bad = []
+    for text in ref.special_texts():
+        expected = ref.tokenizer.encode(text, add_special_tokens=False)
+        served = strip_specials(ctx, ctx.tokenize(text), text)
+        if served != expected:
+            bad.append({"token": text, "reference_ids": expected, "server_ids": served})
+    if bad:
+        names = ", ".join(f"{b['token']} -> {b['server_ids']}" for b in bad[:4])
+        yield Problem(f"the server does not map {len(bad)} special token(s) to the model's ids: {names}",
+                      evidence={"tokens": bad})

@@ -1,0 +1,47 @@
+"""`llmdoctor probe endpoint URL --model MODEL` (added to the `probe` group by llmdoctor.cli_probe)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from llmdoctor.cli_probe import report_options
+
+
+def endpoint_options(func):
+    """--served-name / --api-key-env / --timeout, shared with `triage --endpoint`."""
+    func = click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=30.0, show_default=True,
+                        help="Seconds one request may take (the whole probe gets 10x this).")(func)
+    func = click.option("--api-key-env", metavar="VAR", default=None,
+                        help="Environment variable holding the API key (never written to the report).")(func)
+    return click.option("--served-name", metavar="NAME", default=None,
+                        help="Model name to put in requests [default: the first of /v1/models].")(func)
+
+
+@click.command("endpoint")
+@click.argument("url")
+@click.option("--model", "model", type=click.Path(exists=True, path_type=Path), required=True,
+              help="The reference: the model directory (Hugging Face) or GGUF file the server should be serving.")
+@endpoint_options
+@click.option("--max-requests", type=click.IntRange(10), default=80, show_default=True,
+              help="Most requests the probe sends (retries included).")
+@click.option("--max-tokens", type=click.IntRange(8), default=48, show_default=True,
+              help="Token limit of the live stop probe (a one-word answer must stop well before it).")
+@report_options
+def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests, max_tokens, fmt, output, fail_on):
+    """Compare a live OpenAI-compatible server (URL: root or /v1) with the reference engine on MODEL."""
+    import sys
+
+    from llmdoctor.cli import InputError, emit
+    from llmdoctor.endpoint import EndpointOptions, run_endpoint
+    from llmdoctor.output_guard import refuse_inside_model
+    from probes.endpoint import EndpointError
+    refuse_inside_model(output, model if model.is_dir() else model.parent, "report")
+    options = EndpointOptions(url, served_name, api_key_env, timeout_s, timeout_s * 10, max_requests, max_tokens)
+    try:
+        report = run_endpoint(model, options)
+    except EndpointError as e:  # the API key variable is unset: the user's to fix
+        raise InputError(str(e)) from None
+    report.fail_on = fail_on
+    emit(report, fmt, output)
+    sys.exit(report.exit_code())

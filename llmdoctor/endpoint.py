@@ -1,0 +1,67 @@
+"""`llmdoctor probe endpoint URL --model M`: run the EPT checks against a live server.
+
+Loads the reference (model directory or GGUF) first, so a bad model is a one-line error before any request;
+then connects (lists models, detects the server kind) and runs every EPT check in isolation through the
+runner's run_one. A dead server is EPT001's error finding, the rest skip with the reason. The API key comes
+from an environment variable and is never written into the report.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import checks
+from checks.endpoint.context import EndpointContext
+from checks.endpoint.reference import Reference
+from findings import Report
+from llmdoctor import __version__
+from llmdoctor.runner import run_one
+from llmdoctor.selection import select_checks
+from probes.endpoint import Budget, EndpointClient, EndpointError, api_key_from_env, connect
+
+
+@dataclass
+class EndpointOptions:
+    url: str
+    served_name: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 30.0          # one request
+    deadline_s: float = 300.0        # the whole probe
+    max_requests: int = 80
+    max_tokens: int = 48             # the live stop probe's limit
+
+
+def endpoint_specs(select=None, ignore=None):
+    return [s for s in select_checks(checks.load_all(), select or ["EPT"], ignore) if "endpoint" in s.needs]
+
+
+def run_endpoint(model: str | Path, options: EndpointOptions, *, reference: Reference | None = None,
+                 transport=None, select=None, ignore=None) -> Report:
+    """The EPT report. ModelDirError for an unreadable model, EndpointError for an unset API key variable."""
+    started = time.perf_counter()
+    api_key = api_key_from_env(options.api_key_env)
+    reference = reference or Reference.load(model)
+    budget = Budget(max_requests=options.max_requests, deadline_s=options.deadline_s, timeout_s=options.timeout_s)
+    client = EndpointClient(options.url, api_key, budget, transport)
+    report = Report(model=str(model), fingerprint=None, tool_version=__version__,
+                    generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    try:
+        try:
+            connection = connect(client, options.served_name)
+        except EndpointError as e:
+            connection = e
+        ctx = EndpointContext(client.root, reference, connection, max_tokens=options.max_tokens)
+        for spec in endpoint_specs(select, ignore):
+            run, findings = run_one(spec, ctx)
+            report.checks.append(run)
+            report.findings.extend(findings)
+    finally:
+        client.close()
+    for finding in report.findings_for("EPT001"):
+        finding.evidence["requests"] = {"count": len(client.log), "seconds": round(sum(r["seconds"] for r in client.log), 3),
+                                        "log": client.log}
+    report.duration_s = time.perf_counter() - started
+    return report
+

@@ -1,0 +1,159 @@
+"""SmolLM2 GGUF variants that reproduce serving incidents, and llama-cpp-python's server, for the live tests.
+
+Each variant is the cached SmolLM2-135M-Instruct Q4_1 GGUF (tests/assets.py) rewritten with gguf's GGUFWriter:
+metadata changed, tensors copied (or requantized), cached under ~/.cache/llmdoctor/endpoint-ggufs-v1/.
+
+- `broken-stop`: token 2 (<|im_end|>) renamed <|turn_end|> in the vocabulary and the template, EOS set to 0
+  (<|endoftext|>). llama.cpp ends generation on any token whose TEXT is <|im_end|> whatever eos_token_id says,
+  so the rename is what makes the server really run on past the answer.
+- `pre-default`: tokenizer.ggml.pre = "default" (llama.cpp #7724: the GGUF forgot its pre-tokenizer).
+- `double-bos`: tokenizer.ggml.add_bos_token = true while the template writes <|im_start|> (= BOS) itself.
+- `q4_0`: every Q4_1 tensor requantized to Q4_0 (numeric drift against the float32 reference).
+
+`LlamaServer` runs `python -m llama_cpp.server` on 127.0.0.1 on a free port and waits until /v1/models answers.
+The llama-cpp-python[server] package is installed by scripts/setup.sh --test (scripts/llama_cpp_server.sh builds
+its wheel once into ~/.cache/llmdoctor/wheels); a missing install is a test failure naming that script.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.assets import AssetError, cached_dir, smollm2_gguf
+
+VARIANTS = ("broken-stop", "pre-default", "double-bos", "q4_0")
+SERVER_START_TIMEOUT_S = 180
+
+
+def variant_gguf(name: str) -> Path:
+    """The SmolLM2 GGUF rewritten as variant `name` (see the module docstring)."""
+    if name not in VARIANTS:
+        raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
+    source = smollm2_gguf()
+    d = cached_dir(f"endpoint-gguf-v1-{name}", lambda tmp: _write_variant(name, source, tmp / f"smollm2-{name}.gguf"))
+    return d / f"smollm2-{name}.gguf"
+
+
+def _write_variant(name: str, source: Path, out: Path) -> None:
+    try:
+        from gguf import GGMLQuantizationType, GGUFReader
+        reader = GGUFReader(source)
+        overrides, requantize = {}, None
+        if name == "broken-stop":
+            tokens = list(reader.fields["tokenizer.ggml.tokens"].contents())
+            assert tokens[2] == "<|im_end|>", tokens[2]
+            tokens[2] = "<|turn_end|>"
+            template = reader.fields["tokenizer.chat_template"].contents().replace("<|im_end|>", "<|turn_end|>")
+            overrides = {"tokenizer.ggml.tokens": tokens, "tokenizer.chat_template": template,
+                         "tokenizer.ggml.eos_token_id": 0, "tokenizer.ggml.padding_token_id": 0}
+        elif name == "pre-default":
+            overrides = {"tokenizer.ggml.pre": "default"}
+        elif name == "double-bos":
+            overrides = {"tokenizer.ggml.add_bos_token": True}
+        elif name == "q4_0":
+            requantize = (GGMLQuantizationType.Q4_1, GGMLQuantizationType.Q4_0)
+        copy_gguf(reader, out, overrides, requantize)
+    except AssetError:
+        raise
+    except Exception as e:
+        raise AssetError(f"building the {name} GGUF variant from {source.name} failed: {type(e).__name__}: {e}") from e
+
+
+def copy_gguf(reader, out: Path, overrides: dict, requantize=None) -> None:
+    """Write reader's GGUF to `out` with metadata `overrides` (same value types) and optionally requantize
+    tensors of type requantize[0] to requantize[1]."""
+    import numpy as np
+    from gguf import GGUFValueType, GGUFWriter
+    from gguf.quants import dequantize, quantize
+    arch = reader.fields["general.architecture"].contents()
+    writer = GGUFWriter(out, arch=arch, endianess=reader.endianess)
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        vtype = field.types[0]
+        sub_type = field.types[-1] if vtype == GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, overrides.get(field.name, field.contents()), vtype, sub_type=sub_type)
+    tensors = []
+    for t in reader.tensors:
+        data, qtype = t.data, t.tensor_type
+        if requantize and qtype == requantize[0]:
+            shape = [int(x) for x in reversed(t.shape)]              # numpy order
+            data = quantize(dequantize(t.data, qtype).reshape(shape).astype(np.float32), requantize[1])
+            qtype = requantize[1]
+        tensors.append((t.name, data, qtype))
+        writer.add_tensor_info(t.name, data.shape, data.dtype, data.nbytes, qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for _, data, _ in tensors:
+        writer.write_tensor_data(data)
+    writer.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, stopped by stop() (or as a context manager)."""
+
+    def __init__(self, gguf: Path, *args: str):
+        self.gguf, self.args = gguf, args
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "LlamaServer":
+        try:
+            import llama_cpp.server  # noqa: F401
+        except ImportError as e:
+            raise AssetError(f"llama-cpp-python[server] is not installed ({e}): run scripts/setup.sh --test "
+                             f"(it builds the wheel once into ~/.cache/llmdoctor/wheels)") from None
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1",
+               "--port", str(self.port), "--n_ctx", "2048", "--n_threads", "2", "--verbose", "true", *self.args]
+        env = {**os.environ, "OMP_NUM_THREADS": "2"}
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self._wait()
+        return self
+
+    def _wait(self) -> None:
+        import httpx
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssetError(f"llama_cpp.server exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/v1/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise AssetError(f"llama_cpp.server did not answer within {SERVER_START_TIMEOUT_S} s: {self.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        return " | ".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
