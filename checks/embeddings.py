@@ -7,7 +7,7 @@ from checks.chat_template import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from checks.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
 from checks.analysis.special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows, row_key
-from checks.analysis.tensor_layout import EMBED, LM_HEAD
+from checks.analysis.tensor_layout import embed_name, lm_head_name
 from checks.analysis.tensor_scan import weight_scan
 
 
@@ -21,7 +21,8 @@ def row_verdicts(ctx) -> list[MatrixVerdicts]:
     if "special_rows" in ctx.state:
         return ctx.state["special_rows"]
     weights, scan = ctx.weights, weight_scan(ctx)
-    names = [EMBED] + ([LM_HEAD] if not ctx.config.tie_word_embeddings else [])
+    embed, head = embed_name(weights), lm_head_name(weights)      # by role: any decoder's names
+    names = [n for n in (embed, None if ctx.config.tie_word_embeddings else head) if n is not None]
     ids = special_token_ids(ctx.tokenizer)
     near = ctx.threshold("EMB001", "near_zero_ratio", NEAR_ZERO_RATIO)
     low = ctx.threshold("EMB002", "low_norm_ratio", LOW_NORM_RATIO)
@@ -31,7 +32,11 @@ def row_verdicts(ctx) -> list[MatrixVerdicts]:
             continue  # missing or not 2-D: WGT001/WGT003 report it
         stats = scan.rows[name]
         in_range = [i for i in ids if i < stats.norms.numel()]
-        values = read_rows(weights.info(name).file, name, in_range)
+        if getattr(weights, "dequantizes", False):   # GGUF: rows of the dequantized matrix
+            matrix = weights.get(name)
+            values = {i: matrix[i].float() for i in in_range}
+        else:
+            values = read_rows(weights.info(name).file, name, in_range)
         out.append(classify(name, stats.norms, stats.amax, stats.row_sum, values, near, low))
     ctx.state["special_rows"] = out
     return out
@@ -119,8 +124,7 @@ def identical_special_rows(ctx):
     trained, so the model cannot tell them apart (axolotl#1666, torchtune#2429). It is a warning when
     one of them is bos/eos/pad or written by the chat template; for special tokens nothing uses
     (SmolLM2's code-metadata tokens, Llama-3's reserved tokens) it is info: harmless until someone
-    starts using them. Rows equal to the mean of the trained rows are the documented remedy (unsloth
-    fix_untrained_tokens, `llmdoctor fix`) and are info too. Zero rows are EMB001's.
+    starts using them. Rows equal to the mean of the trained rows are EMB005's, zero rows EMB001's.
 
     Remedy: train the tokens before use; `llmdoctor fix --untrained-embeddings` gives them a safe start.
     """
@@ -129,19 +133,44 @@ def identical_special_rows(ctx):
     for m in matrices:
         groups: dict[bytes, list[int]] = {}
         for i, row in m.values.items():
-            if m.verdicts[i].kind != "zero":
+            if m.verdicts[i].kind not in ("zero", "mean_init"):
                 groups.setdefault(row_key(row), []).append(i)
         for ids in (g for g in groups.values() if len(g) > 1):
-            mean_init = m.verdicts[ids[0]].kind == "mean_init"
             in_use = sorted(set(ids) & used)
-            what = "the mean of the trained rows (mean-initialised, not trained yet)" if mean_init \
-                else "one vector"
             usage = f", {len(in_use)} of them used by the chat template/generation" if in_use else ", none in use"
-            yield Problem(f"{m.name}: {len(ids)} special-token rows are identical, set to {what}{usage}: "
+            yield Problem(f"{m.name}: {len(ids)} special-token rows are identical, set to one vector{usage}: "
                           f"{', '.join(_label(ctx, i) for i in ids[:4])}",
-                          evidence={"tensor": m.name, "ids": ids[:32], "count": len(ids), "mean_init": mean_init,
-                                    "in_use": in_use},
-                          severity="warning" if in_use and not mean_init else "info")
+                          evidence={"tensor": m.name, "ids": ids[:32], "count": len(ids), "in_use": in_use},
+                          severity="warning" if in_use else "info")
+
+
+@check("EMB005", category="embeddings", severity="warning", needs=("config", "tokenizer", "weights"),
+       hint="These rows are a starting point, not trained vectors: fine-tune with the embeddings (and lm_head) "
+            "trainable on data that uses these tokens before relying on them.")
+def mean_initialised_rows(ctx):
+    """Special/added token rows equal to the mean of the trained rows are reported as not trained yet.
+
+    Setting untrained rows to the mean of the trained rows (`llmdoctor fix --untrained-embeddings`, unsloth's
+    fix_untrained_tokens, transformers' mean_resizing) removes the zero rows that give NaN losses, but the
+    model has still learnt nothing about those tokens: every one of them looks like "an average token". Rows
+    whose direction (cosine >= 0.999) and norm (within 2%) match the mean of the trained rows are listed with
+    their ids. A warning when bos/eos/pad or the chat template uses one of them (the model will meet them in
+    every conversation), info for special tokens nothing uses.
+
+    Remedy: fine-tune with trainable embeddings on data that uses these tokens; until then, do not rely on them.
+    """
+    used = tokens_in_use(ctx)
+    for m in _verdicts_or_skip(ctx):
+        ids = sorted(v.id for v in m.of_kind("mean_init"))
+        if not ids:
+            continue
+        in_use = sorted(set(ids) & used)
+        usage = f"{len(in_use)} of them used by the chat template/generation" if in_use else "none in use"
+        yield Problem(f"{m.name}: {len(ids)} special-token row(s) are mean-initialised (equal to the mean of the "
+                      f"trained rows, no trained meaning yet; {usage}): "
+                      f"{', '.join(_label(ctx, i) for i in ids[:4])}{', ...' if len(ids) > 4 else ''}",
+                      evidence={"tensor": m.name, "ids": ids[:64], "count": len(ids), "in_use": in_use},
+                      severity="warning" if in_use else "info")
 
 
 @check("EMB004", category="embeddings", severity="warning", needs=("config", "weights"),
@@ -159,7 +188,7 @@ def row_norm_outliers(ctx):
     """
     ratio = ctx.threshold("EMB004", "norm_ratio", 25.0)
     scan = weight_scan(ctx)
-    for name in (EMBED, LM_HEAD):
+    for name in (embed_name(ctx.weights), lm_head_name(ctx.weights)):
         stats = scan.rows.get(name)
         if stats is None or stats.norms.numel() < 8:
             continue

@@ -1,15 +1,15 @@
 """Generation quality on the probes (greedy): empty output and immediate EOS, repeated n-grams, EOS probability
 oscillation (generation that neither stops nor continues coherently), and a chat answer that never ends.
 
-Random-weight models: a model whose probe NLL is near ln(vocab) has learnt nothing (factory test models,
-a checkpoint whose weights failed to load into the right names); its generations are noise, so these checks
-report what they see as info, never as a warning. The decision rests on `_probe_runs.looks_untrained`.
+Freshly initialised models (factory test models, a `from_config` checkpoint nobody trained): their generations
+are noise, so these checks report what they see as info, never as a warning. Whether the weights are still at
+their initialisation is decided from the weights alone (checks/analysis/init_stats.py), never from the outputs
+being judged: broken weights also push the probe loss towards uniform, and must keep their severity.
 """
 from __future__ import annotations
 
-import math
-
-from checks.analysis.probe_runs import GreedyTrace, eos_ids, greedy_traces, trained_state
+from checks.analysis.init_stats import init_state
+from checks.analysis.probe_runs import GreedyTrace, eos_ids, greedy_traces
 from checks.analysis.prompts import new_tokens, probe_inputs
 from checks.registry import Problem, Skip, check
 
@@ -53,15 +53,13 @@ def eos_swings(probs: list[float], high: float = HIGH_EOS, low: float = LOW_EOS)
 
 
 def _severity(ctx) -> tuple[str | None, dict]:
-    """(None, ...) for a trained model; ("info", evidence) when the model looks untrained."""
-    untrained, nll = trained_state(ctx)
-    vocab = ctx.engine.config.vocab_size
-    note = {"probe_nll": nll, "uniform_nll": math.log(vocab), "looks_untrained": untrained}
-    return ("info" if untrained else None), note
+    """(None, evidence) for trained weights; ("info", evidence) when the weights are still at initialisation."""
+    verdict = init_state(ctx)
+    return ("info" if verdict.untrained else None), verdict.evidence()
 
 
 def _prefix(severity) -> str:
-    return "model looks untrained (random weights?): " if severity == "info" else ""
+    return "weights are still at their initialisation (untrained model): " if severity == "info" else ""
 
 
 @check("GEN001", category="generation", severity="warning", needs=("engine", "tokenizer"),
@@ -86,7 +84,7 @@ def empty_or_immediate_eos(ctx):
 
 
 @check("GEN002", category="generation", severity="warning", needs=("engine", "tokenizer"),
-       hint="Check position ids and the KV cache (KVC001/KVC002) and the RoPE settings (CFG003, KVC003).")
+       hint="Check the RoPE settings (CFG003, KVC003) and the reference engine self-tests (ENG001/ENG002).")
 def repetition(ctx):
     """Greedy outputs do not loop: the repeated-n-gram rate stays below `max_rate` on most probes.
 

@@ -1,9 +1,8 @@
-"""Engine runs shared by the engine checks: one recorded forward pass per probe, greedy traces, and the
-"does this model look trained at all" measure. Each run happens once per check run (cached in ctx.state).
-"""
+"""Engine runs shared by the engine checks: one recorded forward pass per probe and greedy traces. Each run
+happens once per check run (cached in ctx.state). Whether a model is trained at all is decided from its weights
+(checks/analysis/init_stats.py), not from these runs."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -134,32 +133,3 @@ def _advance(trace: GreedyTrace, logits: torch.Tensor, eos_list: list[int], limi
         trace.finish = "eos"
     elif len(trace.prompt) + len(trace.tokens) >= limit:
         trace.finish = "context"
-
-
-# ---- is the model trained? ------------------------------------------------------------------------------
-
-def probe_nll(runs: list[ForwardRun]) -> float:
-    """Mean negative log-likelihood (nats) of each probe's next tokens under the model."""
-    total, count = 0.0, 0
-    for run in runs:
-        ids = torch.tensor(run.probe.ids[1:], dtype=torch.long)
-        if ids.numel() == 0 or not torch.isfinite(run.logits).all():
-            continue
-        logprobs = torch.log_softmax(run.logits[:-1].double(), dim=-1)
-        total += float(-logprobs.gather(1, ids[:, None]).sum())
-        count += ids.numel()
-    return total / count if count else float("nan")
-
-
-def looks_untrained(nll: float, vocab_size: int, fraction: float = 0.8) -> bool:
-    """A model whose probe NLL is close to the uniform distribution's ln(vocab) has learnt nothing about
-    text (random weights, a test model): its generations say nothing about the model's quality."""
-    return math.isfinite(nll) and nll >= fraction * math.log(vocab_size)
-
-
-def trained_state(ctx) -> tuple[bool, float]:
-    """(untrained?, probe NLL) for this run, cached."""
-    if "untrained" not in ctx.state:
-        nll = probe_nll(forward_runs(ctx))
-        ctx.state["untrained"] = (looks_untrained(nll, ctx.engine.config.vocab_size), nll)
-    return ctx.state["untrained"]

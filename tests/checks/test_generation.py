@@ -1,15 +1,20 @@
 """Generation checks on constructed greedy traces, both sides of each heuristic, for a trained model (warnings)
-and an untrained one (info only); plus the untrained measure itself on a factory model and on SmolLM2."""
+and one whose weights are still at their initialisation (info only); plus that verdict itself, decided from the
+weights: factory and transformers-initialised models are untrained, the demo model and SmolLM2 are trained, and
+each statistic (scale, tail, norm gains, NaN) can on its own make a checkpoint count as trained."""
 from __future__ import annotations
 
-import math
-
 import pytest
+import torch
 
 from checks import generation
-from checks.analysis.probe_runs import GreedyTrace, forward_runs, looks_untrained, trained_state
+from checks.analysis import init_stats
+from checks.analysis.init_stats import InitVerdict, init_state, judge
+from checks.analysis.probe_runs import GreedyTrace
 from checks.analysis.prompts import ProbeInput
+from checks.analysis.tensor_scan import TensorStats
 from checks.context import CheckContext
+from llmdoctor.cli import DEMO_MODEL
 
 EOS = 99
 
@@ -27,12 +32,6 @@ def test_eos_swings_count_crossings_with_hysteresis():
     assert generation.eos_swings([0.01] * 10 + [0.9]) == 1                      # settling on EOS is one move
 
 
-def test_looks_untrained():
-    assert looks_untrained(math.log(512) * 0.95, 512)
-    assert not looks_untrained(2.5, 49152)
-    assert not looks_untrained(float("nan"), 512)
-
-
 @pytest.fixture
 def ctx(factory_model_dir):
     return CheckContext(factory_model_dir("llama"), quick=False)
@@ -42,7 +41,7 @@ def with_traces(ctx, traces, untrained: bool, chat_last: bool = False):
     probes = [ProbeInput(f"probe {i + 1}", "x", (1, 2), chat=chat_last and i == len(traces) - 1)
               for i in range(len(traces))]
     ctx.state["greedy"] = list(zip(probes, traces))
-    ctx.state["untrained"] = (untrained, 6.2 if untrained else 2.0)
+    ctx.state[init_stats.STATE_KEY] = InitVerdict(untrained, "constructed", 0, 0.02)
     return ctx
 
 
@@ -85,14 +84,71 @@ def test_chat_that_never_ends(ctx):
     assert list(generation.chat_never_ends(with_traces(ctx, [VARIED[0], answered], False, chat_last=True))) == []
 
 
-def test_factory_model_counts_as_untrained(ctx):
-    untrained, nll = trained_state(ctx)
-    assert untrained and nll > 0.8 * math.log(ctx.engine.config.vocab_size)
-    assert len(forward_runs(ctx)) >= 6
+def stats(name: str, values: torch.Tensor) -> TensorStats:
+    v = values.double()
+    finite = v[torch.isfinite(v)]
+    return TensorStats(name, "F32", v.numel(), nan=int(v.isnan().sum()), inf=int(v.isinf().sum()),
+                       amax=float(finite.abs().max()), sumsq=float((finite ** 2).sum()))
+
+
+def fresh(gen, shape=(64, 64), std=0.02):
+    return std * torch.randn(shape, generator=gen)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda t: {**t, "q": t["q"] * 3.0}, "initializer_range"),               # trained scale
+    (lambda t: {**t, "q": t["q"].index_put_((torch.tensor([0]), torch.tensor([0])), torch.tensor(0.5))},
+     "normal draw"),                                                          # one outlier weight: a heavy tail
+    (lambda t: {**t, "norm": t["norm"] * 0.4}, "norm gain"),                 # norm gains drifted from 1
+    (lambda t: {**t, "q": t["q"].index_put_((torch.tensor([0]), torch.tensor([0])), torch.tensor(float("nan")))},
+     "NaN"),                                                                  # broken is not untrained
+])
+def test_each_statistic_alone_marks_weights_as_trained(change, words):
+    gen = torch.Generator().manual_seed(0)
+    tensors = {"q": fresh(gen), "k": fresh(gen, (32, 64)), "norm": torch.ones(64)}
+    names = {"q": "model.layers.0.self_attn.q_proj.weight", "k": "model.layers.0.self_attn.k_proj.weight",
+             "norm": "model.layers.0.input_layernorm.weight"}
+    shapes = {names[k]: tuple(v.shape) for k, v in tensors.items()}
+    at_init = judge({names[k]: stats(names[k], v) for k, v in tensors.items()}, shapes, 0.02)
+    assert at_init.untrained, at_init.reason
+    broken = change({k: v.clone() for k, v in tensors.items()})
+    verdict = judge({names[k]: stats(names[k], v) for k, v in broken.items()}, shapes, 0.02)
+    assert not verdict.untrained and words in verdict.reason
+    assert verdict.evidence()["weights_at_initialisation"] is False and verdict.evidence()["not_at_init"]
+
+
+def test_no_float_matrix_means_no_untrained_verdict():
+    verdict = judge({"model.norm.weight": stats("model.norm.weight", torch.ones(8))},
+                    {"model.norm.weight": (8,)}, 0.02)
+    assert not verdict.untrained and "quantized" in verdict.reason
+
+
+@pytest.mark.parametrize("preset, overrides", [("llama", {}), ("qwen3", {"tie_word_embeddings": True,
+                                                                        "torch_dtype": "bfloat16"})])
+def test_factory_models_are_at_initialisation(factory_model_dir, preset, overrides):
+    verdict = init_state(CheckContext(factory_model_dir(preset, **overrides), quick=True))
+    assert verdict.untrained and verdict.judged >= 10, verdict.reason
+
+
+def test_transformers_initialised_model_is_at_initialisation(tmp_path):
+    from tests.hf_models import build_hf_model
+    verdict = init_state(CheckContext(build_hf_model(tmp_path / "m", "llama_gqa4_tied_bias"), quick=True))
+    assert verdict.untrained, verdict.reason
+
+
+def test_demo_model_is_trained():
+    verdict = init_state(CheckContext(DEMO_MODEL, quick=True))
+    assert not verdict.untrained and "initializer_range" in verdict.reason
 
 
 @pytest.mark.assets
 def test_smollm2_counts_as_trained(smollm2_dir):
-    ctx = CheckContext(smollm2_dir, quick=True)
-    untrained, nll = trained_state(ctx)
-    assert not untrained and nll < 0.5 * math.log(ctx.engine.config.vocab_size)
+    verdict = init_state(CheckContext(smollm2_dir, quick=True))
+    assert not verdict.untrained
+
+
+def test_verdict_never_looks_at_the_outputs(factory_model_dir):
+    """The verdict is made from the weight files alone: no engine is built, no probe is run."""
+    ctx = CheckContext(factory_model_dir("llama"), quick=True)
+    init_state(ctx)
+    assert "engine" not in ctx._cache and not any(isinstance(k, tuple) and k[0] == "forward" for k in ctx.state)

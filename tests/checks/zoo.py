@@ -263,6 +263,18 @@ def special_rows(change_row: Callable[[torch.Tensor, int], torch.Tensor], names=
 SHARED_ROW = torch.randn(64, generator=torch.Generator().manual_seed(7)) * 0.02
 
 
+def mean_rows(d: Path) -> None:
+    """<|im_start|>/<|im_end|> set to the mean of the other rows (unsloth's fix_untrained_tokens, done by a
+    previous tool): safe to train from, but not trained yet."""
+    def change(t: dict, _: Path) -> None:
+        ids = [special_id(d, IM_START), special_id(d, IM_END)]
+        for name in (EMBED, LM_HEAD):
+            keep = [i for i in range(t[name].shape[0]) if i not in ids]
+            t[name] = t[name].clone()
+            t[name][ids] = t[name][keep].double().mean(dim=0).to(t[name].dtype)
+    edit_tensors(change)(d)
+
+
 # ---- tokenizer -----------------------------------------------------------------------------------------
 
 def unknown_merge(tok: dict) -> None:
@@ -319,7 +331,7 @@ FAULTS: list[Fault] = [
     # config
     Fault("config_not_json", write_text("config.json", "{\"architectures\": ["), "CFG001", "error"),
     Fault("unsupported_architecture", edit_json("config.json", architectures=["GPTNeoXForCausalLM"],
-                                                model_type="gpt_neox"), "CFG001", "error"),
+                                                model_type="gpt_neox"), "CFG001", "info"),
     Fault("kv_heads_do_not_divide", edit_json("config.json", num_key_value_heads=3), "CFG002", "error"),
     Fault("odd_head_dim", edit_json("config.json", head_dim=15), "CFG002", "error"),
     Fault("unknown_rope_type", edit_json("config.json", rope_scaling={"rope_type": "magic", "factor": 2.0}),
@@ -372,6 +384,7 @@ FAULTS: list[Fault] = [
     Fault("untrained_special_rows", special_rows(lambda r, k: r * 0.01), "EMB002", "warning", "unsloth#1056"),
     Fault("identical_special_rows", special_rows(lambda r, k: SHARED_ROW.to(r.dtype)), "EMB003", "warning",
           "axolotl#1666"),
+    Fault("mean_initialised_special_rows", mean_rows, "EMB005", "warning", "unsloth fix_untrained_tokens"),
     Fault("huge_embedding_row", special_rows(lambda r, k: r * 100.0, tokens=(PAD,), names=(EMBED,)), "EMB004",
           "warning"),
     # tokenizer

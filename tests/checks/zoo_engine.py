@@ -10,8 +10,7 @@ from pathlib import Path
 
 import torch
 
-from reference_engine.testing.factory import IM_END
-from tests.checks.zoo import DELETE, LM_HEAD, Fault, edit_json, edit_tensors, one_value, special_id
+from tests.checks.zoo import DELETE, EMBED, LM_HEAD, Fault, edit_json, edit_tensors, one_value, read_json
 
 ENGINE_CATEGORIES = ["golden", "activations", "kv_cache", "numerics", "generation", "selftest"]
 # base model directories: name -> factory_model_dir(preset, **overrides) arguments
@@ -22,6 +21,8 @@ ENGINE_BASES = {
     # also written at the top level, which is what survives when rope_scaling is dropped)
     "rope_scaled": ("llama", {"rope_scaling": {"rope_type": "linear", "factor": 4.0},
                               "original_max_position_embeddings": 64}),
+    # not a factory model: the trained demo model shipped with llmdoctor (llmdoctor/demo_model)
+    "demo": (None, {}),
 }
 
 
@@ -48,13 +49,24 @@ def perturb(name: str, relative: float, seed: int = 3):
     return edit_tensors(change)
 
 
-def eos_row_dominates(d: Path) -> None:
-    """The lm_head row of EOS scaled 1000x: EOS wins every step (the untrained policy keeps it info)."""
-    eos = special_id(d, IM_END)
+def every_id_is_eos(d: Path) -> None:
+    """generation_config.json lists every token id as EOS: the first generated token always ends the answer.
+    The weights are untouched, so on a factory model (still at its initialisation) GEN001 stays info."""
+    vocab = read_json(d, "config.json")["vocab_size"]
+    edit_json("generation_config.json", eos_token_id=list(range(vocab)))(d)
+
+
+def eos_row_flipped(d: Path) -> None:
+    """Every EOS row of the output matrix (the embedding when tied) times -1000: a dequantization scale with
+    the wrong sign and size. EOS wins every step and the probe loss goes far past uniform."""
+    gen = read_json(d, "generation_config.json").get("eos_token_id")
+    eos = gen if isinstance(gen, list) else [gen]
 
     def change(t: dict, _: Path) -> None:
-        t[LM_HEAD] = t[LM_HEAD].clone()
-        t[LM_HEAD][eos] *= 1000.0
+        name = LM_HEAD if LM_HEAD in t else EMBED
+        t[name] = t[name].clone()
+        for e in eos:
+            t[name][e] *= -1000.0
     edit_tensors(change)(d)
 
 
@@ -77,7 +89,12 @@ ENGINE_FAULTS: list[EngineFault] = [
     EngineFault("template_pads_before_roles", edit_json("tokenizer_config.json",
                                                         chat_template=TEMPLATE_PADS_BEFORE_ROLES),
                 "GLD001", "error", "seed: <|user|> padded to the end"),
-    EngineFault("eos_always_first_untrained", eos_row_dominates, "GEN001", "info"),
+    EngineFault("eos_always_first_untrained", every_id_is_eos, "GEN001", "info",
+                evidence={"weights_at_initialisation": True}),
+    # trained weights broken so that the loss goes past uniform: the severity must stay (issue 12)
+    EngineFault("eos_always_first_trained", eos_row_flipped, "GEN001", "warning",
+                "broken weights must not downgrade their own finding", base="demo",
+                evidence={"weights_at_initialisation": False}),
     EngineFault("weights_perturbed", perturb(LM_HEAD, 0.5), "DRF001", "error", "conversion drift", baseline=True),
     EngineFault("layer_scaled_std_jump", scale_mlp(1, 300.0), "ACT003", "warning", base="deep"),
 ]

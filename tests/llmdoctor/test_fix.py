@@ -1,6 +1,7 @@
 """`llmdoctor fix` writes a repaired copy: the source stays byte-for-byte and mtime identical, the static checks on
-the copy are clean, unchanged tensors are bit-identical (read back with the safetensors library as the oracle),
-and bad output directories are refused before anything is written."""
+the copy find nothing but the rows fix re-initialised (EMB005: mean-initialised, not trained yet), unchanged
+tensors are bit-identical (read back with the safetensors library as the oracle), fix says what it changed and
+that those rows still need training, and bad output directories are refused before anything is written."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from llmdoctor.cli import cli
-from llmdoctor.fix import FixError, fix_model
+from llmdoctor.fix import FixError, expected_after_fix, fix_model
 from llmdoctor.runner import run_checks
 from reference_engine.files.safetensors_io import validate_file
 from tests.checks import zoo
@@ -29,9 +30,17 @@ def broken(tmp_path: Path, base: Path, *faults) -> Path:
     return d
 
 
-def problems(model_dir: Path) -> list[str]:
+def problems(model_dir: Path, reinitialised: dict | None = None) -> list[str]:
+    """Warnings and errors, less the EMB005 findings on exactly the rows a fix re-initialised."""
     report = run_checks(model_dir, select=STATIC)
-    return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]
+    return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"
+            and not expected_after_fix(f, reinitialised or {})]
+
+
+def mean_initialised(model_dir: Path) -> dict[str, list[int]]:
+    """EMB005's report on a directory: tensor -> ids of mean-initialised rows."""
+    report = run_checks(model_dir, select=["EMB005"])
+    return {f.evidence["tensor"]: f.evidence["ids"] for f in report.findings}
 
 
 def all_tensors(d: Path) -> dict[str, torch.Tensor]:
@@ -49,7 +58,7 @@ def test_fix_round_trips_vocab_and_untrained_rows(tmp_path, factory_model_dir, d
     before = dir_snapshot(src)
     result = fix_model(src, tmp_path / "fixed", vocab=True, untrained_embeddings=True)
     assert dir_snapshot(src) == before
-    assert problems(result.out_dir) == []
+    assert problems(result.out_dir, result.reinitialised) == []
     old, new = all_tensors(src), all_tensors(result.out_dir)
     assert json.loads((result.out_dir / "config.json").read_text())["vocab_size"] == 516
     for name in old:
@@ -88,7 +97,7 @@ def test_tied_bf16_model_keeps_dtype_and_ties(tmp_path, factory_model_dir):
     tensors = all_tensors(result.out_dir)
     assert zoo.LM_HEAD not in tensors
     assert tensors[zoo.EMBED].dtype == torch.bfloat16 and tensors[zoo.EMBED].shape[0] == 516
-    assert problems(result.out_dir) == []
+    assert problems(result.out_dir, result.reinitialised) == []
 
 
 def test_nothing_to_fix_writes_an_identical_copy(tmp_path, factory_model_dir):
@@ -122,10 +131,37 @@ def test_cli_fix(tmp_path, factory_model_dir, dir_snapshot):
     runner = CliRunner()
     done = runner.invoke(cli, ["fix", str(src), "-o", str(tmp_path / "out"), "--untrained-embeddings"])
     assert done.exit_code == 0, done.output
-    assert "fixed: model.embed_tokens.weight: 2 untrained" in done.output and "clean" in done.output
+    assert "fixed: model.embed_tokens.weight: 2 untrained" in done.output and "still need training" in done.output
+    assert "needs training: EMB005 warning: model.embed_tokens.weight: 2 special-token row(s) are " \
+           "mean-initialised" in done.output
+    assert "no trained meaning yet" in done.output and "clean" not in done.output
     assert dir_snapshot(src) == before
     same = runner.invoke(cli, ["fix", str(src), "-o", str(src), "--vocab"])
     assert same.exit_code == 2 and "must not be the model directory" in same.output
     assert "Traceback" not in same.output
     nothing = runner.invoke(cli, ["fix", str(src), "-o", str(tmp_path / "x")])
     assert nothing.exit_code == 2 and "--vocab" in nothing.output
+
+
+def test_fixed_rows_are_reported_as_mean_initialised_not_as_healthy(tmp_path, factory_model_dir):
+    """The rows fix writes are exactly what EMB005 lists (with ids); EMB001-003 no longer fire on them; a second
+    fix finds nothing left to do: mean rows are a start for training, not a fault to repair again."""
+    src = broken(tmp_path, factory_model_dir("llama"), zoo.special_rows(lambda r, k: torch.zeros_like(r)))
+    assert mean_initialised(src) == {}
+    result = fix_model(src, tmp_path / "fixed", untrained_embeddings=True)
+    im_start, im_end = zoo.special_id(src, zoo.IM_START), zoo.special_id(src, zoo.IM_END)
+    assert result.reinitialised == {zoo.EMBED: [im_start, im_end], zoo.LM_HEAD: [im_start, im_end]}
+    assert mean_initialised(result.out_dir) == result.reinitialised
+    report = run_checks(result.out_dir, select=["EMB"])
+    assert {f.check for f in report.findings if f.severity.value != "info"} == {"EMB005"}
+    assert all(f.severity.value == "warning" and f.evidence["in_use"] == [im_start, im_end]
+               for f in report.findings_for("EMB005"))          # the chat template writes both tokens
+    again = fix_model(result.out_dir, tmp_path / "again", untrained_embeddings=True)
+    assert again.actions == [] and again.reinitialised == {}
+
+
+def test_vocab_growth_rows_count_as_reinitialised(tmp_path, factory_model_dir):
+    src = broken(tmp_path, factory_model_dir("llama"), zoo.add_tokens_beyond)
+    result = fix_model(src, tmp_path / "fixed", vocab=True)
+    assert result.reinitialised == {zoo.EMBED: [512, 513, 514, 515], zoo.LM_HEAD: [512, 513, 514, 515]}
+    assert any("not trained yet" in a for a in result.actions)
