@@ -186,6 +186,9 @@ def checks_command(select, fmt):
         click.echo(tabulate([[s.id, s.category, s.severity.value, ",".join(s.needs), s.summary] for s in specs],
                             headers=["id", "category", "severity", "needs", "summary"], tablefmt="simple"))
         click.echo(f"\n{len(specs)} checks")
+        from checks.registry import RETIRED
+        click.echo("retired ids (still accepted by --select/--ignore/explain): "
+                   + ", ".join(f"{old} -> {new}" for old, (new, _) in sorted(RETIRED.items())))
     for error in catalogue.load_errors():
         click.echo(f"llmdoctor: warning: check module {error.module} failed to import: {error.message}", err=True)
 

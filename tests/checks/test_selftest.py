@@ -124,6 +124,10 @@ def test_retired_ids_select_ignore_and_explain_their_successor(old, new):
 def test_retired_id_on_the_command_line_notes_the_successor():
     result = CliRunner().invoke(cli, ["checks", "--select", "KVC001"])
     assert result.exit_code == 0 and "ENG001" in result.output and "KVC001 is retired" in result.output
+    assert "KVC001 -> ENG001" in result.output          # the catalogue lists what was retired
+    listed = CliRunner().invoke(cli, ["checks", "--select", "selftest"])
+    assert [line.split()[:2] for line in listed.output.splitlines() if line.startswith("ENG")] == [
+        [i, "selftest"] for i in ENG]
 
 
 def test_a_retired_id_can_never_be_declared_again():
