@@ -85,20 +85,52 @@ class CheckContext:
             self.total_build_seconds += self.build_seconds[name]
         return value
 
+    # ---- GGUF: a .gguf file, or a directory holding one and no config.json -----------------------
+    @property
+    def is_gguf(self) -> bool:
+        from reference_engine.files.gguf_file import find_gguf
+        try:
+            return find_gguf(self.model_dir) is not None
+        except ModelDirError:
+            return True   # a directory of several GGUF files: the gguf resource reports it
+
+    @property
+    def gguf(self):
+        """The validated GGUFFile (reference_engine.files.gguf_file); ResourceError for a Hugging Face model."""
+        def build():
+            from reference_engine.files.gguf_file import GGUFFile, find_gguf
+            path = find_gguf(self.model_dir)
+            if path is None:
+                raise ResourceError("gguf", "not a GGUF model (a Hugging Face directory)")
+            return GGUFFile.open(path)
+        return self._get("gguf", build)
+
     @property
     def raw_config(self) -> dict:
+        if self.is_gguf:   # the config.json a Hugging Face export would hold, from the {arch}.* metadata
+            from reference_engine.files.gguf_config import gguf_raw_config
+            return self._get("raw_config", lambda: gguf_raw_config(self.gguf))
         return self._get("raw_config", lambda: read_json(self.model_dir / "config.json"))
 
     @property
+    def config_path(self) -> Path:
+        return self.model_dir if self.is_gguf else self.model_dir / "config.json"
+
+    @property
     def config(self):
-        return self._get("config", lambda: parse_config(self.raw_config, self.model_dir / "config.json"))
+        return self._get("config", lambda: parse_config(self.raw_config, self.config_path))
 
     @property
     def generation_config(self):
+        if self.is_gguf:
+            return None   # GGUF has no generation_config.json
         return self._get("generation_config", lambda: load_generation_config(self.model_dir))
 
     @property
     def tokenizer_config(self) -> dict:
+        if self.is_gguf:   # what tokenizer_config.json would say, from tokenizer.ggml.*
+            return self._get("tokenizer_config", lambda: {**self.tokenizer.config,
+                                                          "chat_template": self.tokenizer.chat_template})
         return self._get("tokenizer_config", lambda: load_tokenizer_config(self.model_dir))
 
     @property
@@ -111,6 +143,9 @@ class CheckContext:
     @property
     def weights(self):
         def build():
+            if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
+                from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
+                return GGUFWeights(self.gguf, gguf_arch(self.gguf))
             from reference_engine.files.weights import Weights
             return Weights.open(self.model_dir)
         return self._get("weights", build)
@@ -191,6 +226,9 @@ class CheckContext:
         """Build every resource a check needs, raising ResourceError for the first that cannot be built."""
         for need in needs:
             if need == "files":
+                if self.is_gguf:
+                    raise ResourceError("files", "a GGUF file has no Hugging Face files (config.json, tokenizer.json, "
+                                                 "safetensors); the GGF checks validate it")
                 continue  # the runner validated the directory before any check ran
             getattr(self, need)
 

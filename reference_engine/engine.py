@@ -37,7 +37,7 @@ class Engine:
     def tokenizer(self):
         if self._tokenizer is None:
             model_dir: Path | None = self.core.model_dir
-            if model_dir is None or not (model_dir / "tokenizer.json").exists():
+            if model_dir is None or not ((model_dir / "tokenizer.json").exists() or model_dir.is_file()):  # a GGUF file
                 raise ModelDirError(model_dir or "<engine>", "no tokenizer.json in the model directory")
             from reference_engine.tokenizer import Tokenizer
             self._tokenizer = Tokenizer.from_pretrained(model_dir)

@@ -94,7 +94,10 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
                 if info.dtype not in TORCH_DTYPES:
                     continue  # packed sub-byte formats (F4, F6): WGT004 reports them, values are not read
                 want_rows = name in row_tensors and len(info.shape) == 2
-                out.tensors[name], rows = _scan_tensor(handle, info, want_rows, chunk_elements)
+                source = handle
+                if getattr(weights, "dequantizes", False):   # GGUF: scan the dequantized tensor, one at a time
+                    source, info = in_memory(weights.get(name), info)
+                out.tensors[name], rows = _scan_tensor(source, info, want_rows, chunk_elements)
                 if rows is not None:
                     out.rows[name] = rows
                 if progress:
@@ -129,6 +132,16 @@ def _scan_tensor(handle, info, want_rows: bool, chunk_elements: int):
             row_sum = part if row_sum is None else row_sum + part
     rows = RowStats(info.name, torch.cat(norms), torch.cat(amaxes), row_sum) if want_rows else None
     return stats, rows
+
+
+def in_memory(tensor: torch.Tensor, info):
+    """(a file-like handle over the tensor's float32 bytes, its info with offset 0) for read_block."""
+    import ctypes
+    import dataclasses
+    import io
+    flat = tensor.detach().to(torch.float32).contiguous()
+    data = ctypes.string_at(flat.data_ptr(), flat.numel() * 4)   # no numpy at run time
+    return io.BytesIO(data), dataclasses.replace(info, dtype="F32", offset=0, nbytes=len(data))
 
 
 def read_block(handle, info, first_row: int, rows: int, per_row: int) -> torch.Tensor:

@@ -56,7 +56,11 @@ class TokenTable:
 
 def load_token_table(model_dir: Path) -> TokenTable:
     """Parse tokenizer.json's tables; ModelDirError when the file is missing or not JSON."""
-    raw = read_json(Path(model_dir) / "tokenizer.json")
+    return table_from_spec(read_json(Path(model_dir) / "tokenizer.json"))
+
+
+def table_from_spec(raw: dict) -> TokenTable:
+    """The tables of a tokenizer.json dict (a file's, or the equivalent a GGUF tokenizer was built from)."""
     model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
     pairs = _vocab_pairs(model.get("vocab"))
     vocab: dict[str, int] = {}
@@ -70,7 +74,8 @@ def load_token_table(model_dir: Path) -> TokenTable:
 def token_table(ctx) -> TokenTable:
     """Cached per run in ctx.state."""
     if "token_table" not in ctx.state:
-        ctx.state["token_table"] = load_token_table(ctx.model_dir)
+        gguf_spec = getattr(ctx.tokenizer, "gguf_spec", None) if ctx.is_gguf else None
+        ctx.state["token_table"] = table_from_spec(gguf_spec) if gguf_spec else load_token_table(ctx.model_dir)
     return ctx.state["token_table"]
 
 

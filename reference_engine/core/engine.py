@@ -14,14 +14,14 @@ from pathlib import Path
 import torch
 
 from reference_engine.core.attention import build_metadata
-from reference_engine.config import ModelConfig, load_config, model_dir_path
+from reference_engine.config import ModelConfig
 from reference_engine.errors import ModelDirError
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
 from reference_engine.core.linear import decode_linear, pack_for_decode
 from reference_engine.core.model import CaptureHook, check_supported, final_logits, forward, layer_windows
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
-from reference_engine.files.weights import Weights
+from reference_engine.files.source import model_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -66,12 +66,12 @@ class CoreEngine:
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
                         block_size: int = 16, prefix_caching: bool = False) -> "CoreEngine":
-        root = model_dir_path(model_dir)
-        config = load_config(root)
-        check_supported(config, root / "config.json")
+        source = model_source(model_dir)   # a Hugging Face directory or a GGUF file
+        root, config = source.root, source.config
+        check_supported(config, source.config_path)
         device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
-        rope = build_rope_table(config, device, torch_dtype, str(root / "config.json"))  # cheap errors first
-        weights = load_model_weights(Weights.open(root), config, root, device, torch_dtype)
+        rope = build_rope_table(config, device, torch_dtype, str(source.config_path))  # cheap errors first
+        weights = load_model_weights(source.open_weights(), config, root, device, torch_dtype)
         bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
                            * torch.finfo(torch_dtype).bits // 8)
         if num_blocks is None:

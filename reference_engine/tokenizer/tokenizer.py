@@ -65,7 +65,12 @@ class Tokenizer:
 
     @classmethod
     def from_pretrained(cls, model_dir: str | Path) -> "Tokenizer":
-        """Load the tokenizer of a model directory; bad or unsupported files raise ModelDirError."""
+        """Load the tokenizer of a model directory or GGUF file; bad or unsupported files raise ModelDirError."""
+        from reference_engine.files.gguf_file import GGUFFile, find_gguf
+        gguf = find_gguf(model_dir) if Path(model_dir).exists() else None
+        if gguf is not None:  # a .gguf file, or a directory holding one: tokenizer.ggml.* metadata
+            from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
+            return tokenizer_from_gguf(GGUFFile.open(gguf))
         directory = model_dir_path(model_dir)
         spec_path = directory / "tokenizer.json"
         if not spec_path.is_file():

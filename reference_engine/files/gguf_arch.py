@@ -1,0 +1,73 @@
+"""What differs between architectures in a GGUF file, as data: the Hugging Face architecture, how llama.cpp's
+tensor names map back to Hugging Face names, whether Q/K rows were permuted, norm offsets, and which
+`{arch}.*` metadata keys become which config.json fields.
+
+A new architecture is one GGUFArch entry (see `ARCHS`); the families helper adds gemma3 & co. here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# llama.cpp name (without "blk.N." and ".weight"/".bias") -> Hugging Face name inside model.layers.N
+LAYER_NAMES = {
+    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+}
+GLOBAL_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+# Tensors llama.cpp stores that have no Hugging Face counterpart: kept aside (GGUFWeights.extra).
+EXTRA_TENSORS = ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight")
+
+# {arch}.<key> -> config.json field (shared by every architecture below)
+CONFIG_KEYS = {
+    "embedding_length": "hidden_size", "feed_forward_length": "intermediate_size",
+    "block_count": "num_hidden_layers", "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads", "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "rope.freq_base": "rope_theta", "context_length": "max_position_embeddings",
+    "attention.key_length": "head_dim", "attention.sliding_window": "sliding_window", "vocab_size": "vocab_size",
+}
+# tokenizer.ggml.<key> -> config.json field
+TOKEN_ID_KEYS = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id",
+                 "padding_token_id": "pad_token_id"}
+
+
+@dataclass(frozen=True)
+class GGUFArch:
+    architecture: str                 # Hugging Face architectures[0]
+    model_type: str
+    permute_qk: bool = False          # convert_hf_to_gguf permutes q/k rows for llama.cpp's rotary layout
+    layer_names: dict = field(default_factory=dict)   # overrides of LAYER_NAMES
+    norm_offset: float = 0.0          # GGUF norm weight = HF weight + norm_offset (Gemma's (1 + w) RMSNorm)
+    config_extra: dict = field(default_factory=dict)  # fixed config.json fields
+
+
+ARCHS: dict[str, GGUFArch] = {
+    "llama": GGUFArch("LlamaForCausalLM", "llama", permute_qk=True),
+    "mistral": GGUFArch("MistralForCausalLM", "mistral", permute_qk=True),
+    "qwen2": GGUFArch("Qwen2ForCausalLM", "qwen2"),
+    "qwen3": GGUFArch("Qwen3ForCausalLM", "qwen3"),
+    "gemma3": GGUFArch("Gemma3ForCausalLM", "gemma3_text", norm_offset=1.0,
+                       layer_names={"attn_post_norm": "post_attention_layernorm",
+                                    "ffn_norm": "pre_feedforward_layernorm",
+                                    "post_ffw_norm": "post_feedforward_layernorm"}),
+}
+
+
+def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
+    """The Hugging Face name of a llama.cpp tensor, or None when it has none."""
+    stem, dot, suffix = gguf_name.rpartition(".")
+    if not dot or suffix not in ("weight", "bias"):
+        return None
+    if stem in GLOBAL_NAMES:
+        return f"{GLOBAL_NAMES[stem]}.{suffix}"
+    parts = stem.split(".", 2)
+    if len(parts) != 3 or parts[0] != "blk" or not parts[1].isdigit():
+        return None
+    names = {**LAYER_NAMES, **arch.layer_names}
+    hf = names.get(parts[2])
+    return None if hf is None else f"model.layers.{int(parts[1])}.{hf}.{suffix}"
+
+
+def is_norm(hf_name: str) -> bool:
+    return hf_name.endswith("norm.weight")

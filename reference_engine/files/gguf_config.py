@@ -1,0 +1,66 @@
+"""config.json, generation and tokenizer settings of a GGUF file, rebuilt from its metadata.
+
+`gguf_raw_config(gguf)` returns the dict a Hugging Face config.json of the same model would hold, so that
+reference_engine.config.parse_config (and every check reading `raw`) treats both formats alike.
+`load_gguf_config(path)` = parse_config of it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from reference_engine.config import ModelConfig, parse_config
+from reference_engine.errors import ModelDirError
+from reference_engine.files.gguf_arch import CONFIG_KEYS, TOKEN_ID_KEYS
+from reference_engine.files.gguf_file import GGUFFile
+from reference_engine.files.gguf_weights import gguf_arch
+
+
+def gguf_raw_config(gguf: GGUFFile) -> dict:
+    arch = gguf_arch(gguf)
+    name = gguf.get("general.architecture")
+    raw: dict = {"architectures": [arch.architecture], "model_type": arch.model_type, "torch_dtype": "float32",
+                 **arch.config_extra}
+    for key, field in CONFIG_KEYS.items():
+        value = gguf.get(f"{name}.{key}")
+        if isinstance(value, list):   # per-layer values (e.g. head_count_kv): only uniform lists are supported
+            if not value or len(set(value)) != 1:
+                raise ModelDirError(gguf.path, f"{name}.{key} varies per layer ({value[:4]}...), not supported")
+            value = value[0]
+        if value is not None:
+            raw[field] = value
+    if "vocab_size" not in raw:
+        tokens = gguf.get("tokenizer.ggml.tokens")
+        embed = gguf.tensors.get("token_embd.weight")
+        raw["vocab_size"] = embed.dims[1] if embed is not None and len(embed.dims) == 2 else \
+            len(tokens) if isinstance(tokens, list) else None
+    raw["tie_word_embeddings"] = "output.weight" not in gguf.tensors
+    raw["attention_bias"] = "blk.0.attn_q.bias" in gguf.tensors
+    for key, field in TOKEN_ID_KEYS.items():
+        value = gguf.get(f"tokenizer.ggml.{key}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            raw[field] = value
+    scaling = rope_scaling(gguf, name)
+    if scaling:
+        raw["rope_scaling"] = scaling
+    if raw.get("sliding_window") and arch.model_type == "mistral":
+        raw["use_sliding_window"] = True
+    return raw
+
+
+def rope_scaling(gguf: GGUFFile, name: str) -> dict | None:
+    """{arch}.rope.scaling.* -> config.json rope_scaling (linear / yarn); Llama-3.1-style scaling has no
+    metadata: llama.cpp stores its per-frequency factors as the rope_freqs.weight tensor instead."""
+    kind = gguf.get(f"{name}.rope.scaling.type")
+    factor = gguf.get(f"{name}.rope.scaling.factor")
+    if not isinstance(kind, str) or kind == "none" or not isinstance(factor, (int, float)):
+        return None
+    out = {"rope_type": kind, "factor": float(factor)}
+    original = gguf.get(f"{name}.rope.scaling.original_context_length")
+    if isinstance(original, int):
+        out["original_max_position_embeddings"] = original
+    return out
+
+
+def load_gguf_config(path: str | Path, gguf: GGUFFile | None = None) -> ModelConfig:
+    gguf = gguf or GGUFFile.open(path)
+    return parse_config(gguf_raw_config(gguf), gguf.path)

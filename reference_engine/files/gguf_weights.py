@@ -1,0 +1,129 @@
+"""A GGUF file seen as a weight source with the `Weights` interface (`.names`, `.info`, `.get`, `.files`),
+under Hugging Face tensor names, dequantized tensor by tensor on demand.
+
+    weights = GGUFWeights.open("model.gguf")
+    weights.get("model.layers.0.self_attn.q_proj.weight")   # float32 [out, in], Q/K permutation undone
+
+Only the asked tensor is dequantized (gguf's kernels, numpy for the moment it runs, then torch); nothing
+holds the whole model. `find_gguf(path)` tells whether a path is a GGUF model (a .gguf file, or a directory
+without config.json holding exactly one .gguf).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.files.gguf_arch import ARCHS, EXTRA_TENSORS, GGUFArch, hf_tensor_name, is_norm
+from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
+from reference_engine.files.weights import TensorInfo
+
+TORCH_TYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
+               "I8": torch.int8, "I16": torch.int16, "I32": torch.int32, "I64": torch.int64}
+
+
+@dataclass(frozen=True)
+class GGUFTensorInfo(TensorInfo):
+    ggml_type: str = "F32"          # the stored type (Q4_1, Q8_0, F16, ...); `dtype` is what get() returns
+    gguf_name: str = ""
+
+
+def gguf_arch(gguf: GGUFFile) -> GGUFArch:
+    name = gguf.get("general.architecture")
+    if not isinstance(name, str):
+        raise ModelDirError(gguf.path, "no general.architecture string in the GGUF metadata")
+    if name not in ARCHS:
+        raise UnsupportedError(gguf.path, f"unsupported GGUF architecture {name!r} "
+                                          f"(supported: {', '.join(ARCHS)})")
+    return ARCHS[name]
+
+
+def dequantize(gguf: GGUFFile, tensor: GGUFTensor) -> torch.Tensor:
+    """The tensor in torch order, float32 for float/quantized types (ints keep their type)."""
+    raw = gguf.tensor_bytes(tensor)   # uint8 view into the memory map
+    kind = tensor.type_name
+    if kind in TORCH_TYPES:
+        out = raw.view(TORCH_TYPES[kind]).reshape(tensor.shape)
+        return out.float() if out.is_floating_point() else out.clone()
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize as gguf_dequantize
+    rows = raw.reshape(-1, tensor.nbytes // max(1, tensor.numel // tensor.dims[0]))   # [rows, row bytes]
+    try:
+        values = gguf_dequantize(rows.numpy(), GGMLQuantizationType(tensor.ggml_type))  # [rows, row length]
+    except NotImplementedError:
+        raise UnsupportedError(gguf.path, f"tensor {tensor.name!r}: gguf cannot dequantize {kind}") from None
+    return torch.from_numpy(values).reshape(tensor.shape).float()
+
+
+def unpermute(weight: torch.Tensor, n_head: int) -> torch.Tensor:
+    """Undo convert_hf_to_gguf's permute() of q/k rows (llama.cpp pairs rotary dims as (i, i + d/2) rows
+    interleaved): [heads * 2 * half, ...] -> per head, the two halves back in Hugging Face order."""
+    shape = weight.shape
+    half = shape[0] // n_head // 2
+    return weight.reshape(n_head, half, 2, *shape[1:]).transpose(1, 2).reshape(shape)
+
+
+class GGUFWeights:
+    """Name -> dequantized tensor over one validated GGUF file, under Hugging Face names."""
+
+    dequantizes = True   # readers must use get(), not the raw bytes at info.offset (they are quantized)
+
+    def __init__(self, gguf: GGUFFile, arch: GGUFArch):
+        self.gguf, self.arch = gguf, arch
+        self._infos: dict[str, GGUFTensorInfo] = {}
+        self.extra: dict[str, GGUFTensor] = {}         # llama.cpp-only tensors (rope_freqs, ...)
+        self.unmapped: list[str] = []                 # tensors with no known Hugging Face name
+        for t in gguf.tensors.values():
+            hf = hf_tensor_name(t.name, arch)
+            if hf is None:
+                (self.extra.__setitem__(t.name, t) if t.name in EXTRA_TENSORS else self.unmapped.append(t.name))
+                continue
+            if hf in self._infos:
+                raise ModelDirError(gguf.path, f"tensors {self._infos[hf].gguf_name!r} and {t.name!r} both map "
+                                               f"to {hf!r}")
+            self._infos[hf] = GGUFTensorInfo(hf, "F32", t.shape, gguf.path, t.offset, t.nbytes,
+                                             ggml_type=t.type_name, gguf_name=t.name)
+        self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
+        self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "GGUFWeights":
+        gguf = GGUFFile.open(path)
+        return cls(gguf, gguf_arch(gguf))
+
+    names = property(lambda self: list(self._infos))
+    files = property(lambda self: [self.gguf.path])
+    metadata = property(lambda self: {self.gguf.path: {}})
+    headers = property(lambda self: {})
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._infos
+
+    def __iter__(self):
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def info(self, name: str) -> GGUFTensorInfo:
+        return self._infos[name]
+
+    def get(self, name: str) -> torch.Tensor:
+        """The tensor as Hugging Face stores it (float32), dequantized now; only its bytes are read."""
+        info = self._infos[name]
+        tensor = self.gguf.tensors[info.gguf_name]
+        try:
+            out = dequantize(self.gguf, tensor)
+        except (ValueError, RuntimeError) as e:
+            raise ModelDirError(self.gguf.path, f"tensor {tensor.name!r}: cannot dequantize: {e}") from None
+        if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = self.heads if name.endswith("q_proj.weight") else self.kv_heads
+            if not isinstance(heads, int) or heads < 1 or out.shape[0] % (2 * heads):
+                raise ModelDirError(self.gguf.path, f"tensor {tensor.name!r}: {out.shape[0]} rows do not split "
+                                                    f"into {heads!r} heads")
+            out = unpermute(out, heads)
+        if self.arch.norm_offset and is_norm(name):
+            out = out - self.arch.norm_offset
+        return out

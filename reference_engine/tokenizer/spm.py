@@ -1,0 +1,94 @@
+"""llama.cpp's SentencePiece-style tokenizer (`tokenizer.ggml.model = "llama"`): a score-based merge, not a
+rank-based one, so the BPE model cannot express it.
+
+llm_tokenizer_spm_session (llama-vocab.cpp): split the word into characters; for every adjacent pair whose
+concatenation is a vocabulary token, queue a bigram with that token's score; repeatedly take the best bigram
+(highest score, then leftmost), skip it if either side changed since it was queued, merge, and queue the new
+neighbours. Every final symbol is a token, or (a single character outside the vocabulary) its UTF-8 bytes as
+<0xXX> tokens (byte fallback), else the unknown token.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+CACHE_MAX_ENTRIES = 100_000
+CACHE_MAX_CHARS = 256
+
+
+@dataclass
+class SpmModel:
+    vocab: dict[str, int]                 # token text -> id (a repeated text keeps its last id, as llama.cpp does)
+    scores: list[float]
+    unk_id: int | None = None
+    id_to_token: dict[int, str] = field(default_factory=dict)
+    cache: dict[str, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.id_to_token:
+            self.id_to_token = {i: t for t, i in self.vocab.items()}
+        self.byte_ids = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
+
+    def encode_word(self, text: str) -> list[int]:
+        cached = self.cache.get(text)
+        if cached is not None:
+            return cached
+        ids = self._encode(text)
+        if len(text) < CACHE_MAX_CHARS:
+            if len(self.cache) >= CACHE_MAX_ENTRIES:
+                self.cache.clear()
+            self.cache[text] = ids
+        return ids
+
+    def _encode(self, text: str) -> list[int]:
+        n = len(text)
+        if n == 0:
+            return []
+        start = list(range(n))            # symbol i covers text[start[i]:start[i] + size[i]]
+        size = [1] * n
+        nxt = list(range(1, n)) + [-1]
+        prv = list(range(-1, n - 1))
+        vocab, scores = self.vocab, self.scores
+        heap: list[tuple[float, int, int, int]] = []   # (-score, left, right, merged size)
+
+        def add(left: int, right: int) -> None:
+            if left < 0 or right < 0:
+                return
+            token = vocab.get(text[start[left]:start[left] + size[left] + size[right]])
+            if token is None or token >= len(scores):
+                return
+            heapq.heappush(heap, (-scores[token], left, right, size[left] + size[right]))
+
+        for i in range(1, n):
+            add(i - 1, i)
+        while heap:
+            _, left, right, merged = heapq.heappop(heap)
+            if size[left] == 0 or size[right] == 0 or size[left] + size[right] != merged:
+                continue  # stale: one side was merged elsewhere since this bigram was queued
+            size[left] = merged
+            size[right] = 0
+            nxt[left] = nxt[right]
+            if nxt[right] >= 0:
+                prv[nxt[right]] = left
+            add(prv[left], left)
+            add(left, nxt[left])
+        out: list[int] = []
+        i = 0
+        while i != -1:
+            self._emit(text[start[i]:start[i] + size[i]], out)
+            i = nxt[i]
+        return out
+
+    def _emit(self, piece: str, out: list[int]) -> None:
+        token = self.vocab.get(piece)
+        if token is not None:
+            out.append(token)
+            return
+        for b in piece.encode("utf-8"):
+            byte_id = self.byte_ids[b]
+            if byte_id is None:
+                byte_id = self.vocab.get(chr(b)) if b < 128 else None
+            if byte_id is None:
+                byte_id = self.unk_id
+            if byte_id is not None:
+                out.append(byte_id)

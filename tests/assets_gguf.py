@@ -1,0 +1,86 @@
+"""GGUF test assets (issue 15), cached like every asset in tests/assets.py:
+
+- `llamacpp_sdist()`: from the `llama-cpp-python` sdist, vendor/llama.cpp's converter (convert_hf_to_gguf.py with
+  its `conversion/` package and its own `gguf-py`) and every `models/ggml-vocab-*` GGUF with its .inp/.out.
+- `llamacpp_vocab_gguf(name)`: one of those vocabularies with its vectors (GGUF_VOCABS: every BPE or SPM
+  vocabulary in the sdist that ships vectors).
+- `smollm2_converted_gguf(outtype)`: SmolLM2-135M-Instruct converted from the Hugging Face directory
+  (tests/assets.smollm2_dir) by llama.cpp's own converter, outtype "f32" or "q8_0".
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from tests.assets import (LLAMACPP_PACKAGE, VOCAB_TEST_SEPARATOR, AssetError, LlamaCppVocab, cache_root,
+                          cached_dir, pip_download, smollm2_dir)
+
+LLAMACPP_ROOT = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
+SDIST_PARTS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-")
+# vocabularies of the sdist with vectors whose tokenizer is BPE (gpt2) or SentencePiece (llama); the others
+# (bert-bge: WordPiece, gemma-4: llama.cpp's own "gemma4" model) are outside issue 15
+GGUF_VOCABS = ("command-r", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2", "llama-bpe", "llama-spm", "mpt",
+               "phi-3", "qwen2", "qwen35", "refact", "starcoder")
+CONVERT_TIMEOUT_S = 900
+
+
+def llamacpp_sdist() -> Path:
+    """vendor/llama.cpp of the llama-cpp-python sdist, only the converter and the vocab models."""
+    return cached_dir("llamacpp-sdist", _extract_sdist)
+
+
+def _extract_sdist(out: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=cache_root(), prefix=".download.") as scratch:
+        archive = pip_download(LLAMACPP_PACKAGE, Path(scratch), sdist=True)
+        try:
+            with tarfile.open(archive, "r:*") as tf:
+                for info in tf:
+                    rel = info.name[len(LLAMACPP_ROOT):] if info.name.startswith(LLAMACPP_ROOT) else None
+                    if rel and info.isfile() and rel.startswith(SDIST_PARTS) and ".." not in rel:
+                        target = out / rel
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        with tf.extractfile(info) as src:
+                            target.write_bytes(src.read())
+        except (tarfile.TarError, OSError) as e:
+            raise AssetError(f"{LLAMACPP_PACKAGE}: cannot unpack {archive.name}: {e}") from None
+    if not (out / "convert_hf_to_gguf.py").is_file():
+        raise AssetError(f"{LLAMACPP_PACKAGE}: the sdist has no vendor/llama.cpp/convert_hf_to_gguf.py")
+
+
+def llamacpp_vocab_gguf(name: str) -> LlamaCppVocab:
+    if name not in GGUF_VOCABS:
+        raise ValueError(f"unknown vocab {name!r}; known: {', '.join(GGUF_VOCABS)}")
+    base = llamacpp_sdist() / "models" / f"ggml-vocab-{name}.gguf"
+    inputs = Path(f"{base}.inp").read_text(encoding="utf-8").split(VOCAB_TEST_SEPARATOR)
+    lines = Path(f"{base}.out").read_text(encoding="utf-8").split("\n")
+    if len(lines) < len(inputs):
+        raise AssetError(f"{LLAMACPP_PACKAGE}: {base.name}.inp/.out do not pair up")
+    return LlamaCppVocab(name, base, inputs, [[int(t) for t in line.split()] for line in lines[:len(inputs)]])
+
+
+def smollm2_converted_gguf(outtype: str) -> Path:
+    """SmolLM2-135M-Instruct as llama.cpp's converter writes it ("f32" or "q8_0")."""
+    if outtype not in ("f32", "q8_0"):
+        raise ValueError(outtype)
+    hf_dir, sdist = smollm2_dir(), llamacpp_sdist()
+    name = f"SmolLM2-135M-Instruct-{outtype}.gguf"
+
+    def build(out: Path) -> None:
+        env = {**os.environ, "NO_LOCAL_GGUF": ""}
+        env.pop("NO_LOCAL_GGUF")   # the converter puts its own gguf-py first on sys.path unless this is set
+        cmd = [sys.executable, str(sdist / "convert_hf_to_gguf.py"), str(hf_dir), "--outtype", outtype,
+               "--outfile", str(out / name)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, env=env,
+                                  cwd=out)
+        except subprocess.TimeoutExpired:
+            raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} timed out") from None
+        if proc.returncode != 0 or not (out / name).is_file():
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} failed: {tail}")
+
+    return cached_dir(f"smollm2-gguf-{outtype}", build) / name

@@ -1,0 +1,49 @@
+"""The GGUF fault zoo: every fault fires its GGF check, healthy GGUFs are clean, no check crashes; fuzzed GGUF
+bytes never crash the reader or `check`."""
+from __future__ import annotations
+
+import pytest
+
+import checks
+from llmdoctor.runner import run_checks
+from tests.checks.conftest import CONFUSION, fired, no_crashes, problems
+from tests.checks.zoo_gguf import FAULTS, healthy
+
+GGUF_CHECKS = ["GGF", "files", "config", "weights", "vocab", "embeddings", "tokenizer"]
+
+
+def run_gguf(path):
+    return run_checks(path, select=GGUF_CHECKS, device="cpu")
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+def test_gguf_fault_fires_its_check(fault, tmp_path):
+    report = run_gguf(fault.build(tmp_path))
+    CONFUSION[f"gguf:{fault.name}"] = (fault.check_id, fired(report))
+    no_crashes(report)
+    assert any(f.check == fault.check_id and f.severity.value != "info" for f in report.findings), \
+        (fault.name, fired(report))
+
+
+def test_zoo_covers_every_ggf_check():
+    ids = {s.id for s in checks.load_all() if s.family == "GGF"}
+    assert len(FAULTS) >= 15 and len({f.name for f in FAULTS}) == len(FAULTS)
+    assert ids - {f.check_id for f in FAULTS} == set()
+
+
+@pytest.mark.parametrize("preset", ["llama", "qwen2", "qwen3"])
+def test_healthy_gguf_is_clean(preset, tmp_path):
+    report = run_gguf(healthy(tmp_path, preset))
+    no_crashes(report)
+    assert problems(report) == []
+    ran = {r.id for r in report.checks if r.status == "passed"}
+    assert {"GGF001", "GGF003", "GGF004", "GGF005", "GGF008", "GGF011", "VOC002", "WGT001"} <= ran
+    skipped = {r.id: r.reason for r in report.checks if r.status == "skipped"}
+    assert "FIL001" in skipped and "GGUF" in skipped["FIL001"]
+
+
+def test_a_directory_holding_one_gguf_is_a_model(tmp_path):
+    path = healthy(tmp_path)
+    report = run_gguf(tmp_path)
+    assert problems(report) == [] and report.model == str(tmp_path)
+    assert path.exists()
