@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
+import timeit
 from pathlib import Path
 
 import torch
@@ -37,12 +37,7 @@ def read_only(weights) -> None:
 
 
 def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(timeit.repeat(fn, number=1, repeat=repeat))
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """Small helpers every renderer shares: counts, verdict line, compact evidence."""
 from __future__ import annotations
 
-import json
+from findings import STATUSES, Finding, Report
 
-from findings import STATUSES, Report
+from reports.evidence import value_text
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -39,6 +39,27 @@ def verdict(report: Report) -> str:
     return f"PASS: nothing at or above {report.fail_on}"
 
 
+def skipped_by_reason(report: Report) -> dict[str, list[str]]:
+    """reason -> check ids; eight weight checks skipped for one missing file make one line, not eight."""
+    out: dict[str, list[str]] = {}
+    for run in report.checks:
+        if run.status == "skipped":
+            out.setdefault(run.reason, []).append(run.id)
+    return out
+
+
+def by_category(report: Report, severities=SEVERITIES) -> list[tuple[str, list[Finding]]]:
+    """(category, its findings of these severities, worst first) for the categories that have any; categories
+    with an error before those whose worst is a warning, and so on, each group in catalogue order."""
+    groups = []
+    for category in report.categories():
+        found = sorted((f for f in report.findings if f.category == category and f.severity.value in severities),
+                       key=lambda f: (-f.severity.rank, f.check))
+        if found:
+            groups.append((category, found))
+    return sorted(groups, key=lambda group: -group[1][0].severity.rank)   # stable: catalogue order kept
+
+
 def compact_evidence(evidence: dict, limit: int = 160) -> str:
     """key=value pairs on one line; multi-line values (tracebacks) are summarised, not dumped."""
     parts = []
@@ -46,7 +67,7 @@ def compact_evidence(evidence: dict, limit: int = 160) -> str:
         if isinstance(value, str) and "\n" in value:
             text = f"<{value.count(chr(10)) + 1} lines>"
         else:
-            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            text = value_text(value)
             text = text if len(text) <= 60 else text[:57] + "..."
         parts.append(f"{key}={text}")
     line = ", ".join(parts)

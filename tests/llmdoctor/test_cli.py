@@ -140,7 +140,7 @@ def test_every_format_to_a_file(runner, model, tmp_path, fmt):
     elif fmt == "junit":
         assert int(ET.fromstring(text).get("tests")) == len([c for c in ET.fromstring(text).iter("testcase")]) > 0
     elif fmt == "html":
-        assert text.startswith("<!DOCTYPE html>") and "cat-files" in text
+        assert text.startswith("<!DOCTYPE html>") and "<code>FIL001</code><" in text
     elif fmt == "markdown":
         assert text.startswith("## llmdoctor: PASS")
     else:

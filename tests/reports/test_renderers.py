@@ -29,8 +29,8 @@ def test_json_matches_schema_and_keeps_field_names(sample_report):
     data = json.loads(text)
     jsonschema.validate(data, SCHEMA)
     assert text == json.dumps(data, sort_keys=True, indent=2) + "\n"  # sorted keys, stable layout
-    assert data["summary"] == {"checks": 8, "passed": 2, "failed": 3, "skipped": 2, "crashed": 1,
-                               "error": 2, "warning": 2, "info": 1}
+    assert data["summary"] == {"checks": 9, "passed": 3, "failed": 3, "skipped": 2, "crashed": 1,
+                               "error": 2, "warning": 2, "info": 2}
     assert data["exit_code"] == 1 and data["fingerprint"] == "sha256:" + "ab" * 32
     first = data["findings"][0]
     assert set(first) == {"check", "category", "severity", "message", "evidence", "hint", "data"}
@@ -97,8 +97,8 @@ def test_html_is_well_formed_self_contained_and_escaped(sample_report):
     checker.close()
     assert checker.stack == [] and checker.external == [] and "script" not in checker.tags
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<b>now</b>" not in text
-    sections = re.findall(r'<section id="cat-(\w+)">', text)
-    assert sections == sample_report.categories()
+    assert re.findall(r'<(?:section|details class="group") id="(\w+)"', text) == ["problems", "notes", "passed",
+                                                                                "skipped"]
     assert text.count("<svg") == 2 and "plot not drawn: unknown plot kind &#39;pie&#39;" in text
     for svg in re.findall(r"<svg.*?</svg>", text, re.S):
         ET.fromstring(svg)  # each chart is valid XML on its own
@@ -119,10 +119,12 @@ def test_table_groups_by_category_and_colours_only_when_asked(sample_report, mon
     plain = rendered(sample_report, "table", colour=False)
     assert "\x1b[" not in plain
     lines = plain.splitlines()
-    assert lines[-2].startswith("8 checks in 1.62 s: 2 passed, 3 failed, 2 skipped, 1 crashed; 2 errors")
+    assert lines[-2].startswith("9 checks in 1.62 s: 3 passed, 3 failed, 2 skipped, 1 crashed; 2 errors")
     assert lines[-1] == "FAIL: 2 findings at or above error"
-    headings = [line for line in lines if line in sample_report.categories()]
-    assert headings == ["config", "vocab", "tokenizer", "activations"]  # categories with findings, in order
+    headings = [line.strip() for line in lines if line.strip() in sample_report.categories() and line.startswith("  ")
+                and not line.startswith("   ")]
+    # categories with errors or warnings: those holding an error first, each group in catalogue order
+    assert headings == ["config", "tokenizer", "vocab", "activations"]
     assert "GPU003, GPU004: needs gpu: no CUDA device" in plain
     assert "<7 lines>" not in plain and "traceback=<3 lines>" in plain
     coloured = rendered(sample_report, "table", colour=True)
