@@ -1,5 +1,6 @@
-"""Embedding checks (EMB): the input-embedding and lm_head rows of special and added tokens are trained, and no
-row is far out of scale (untrained special-token rows give NaN losses when fine-tuning on a chat template). Row statistics come from the streamed weight scan; only the few
+"""Embedding checks (EMB): the input-embedding and lm_head rows of special and added tokens are trained (or said
+to be mean-initialised, not trained yet), and no row is far out of scale. Untrained special-token rows give NaN
+losses when fine-tuning on a chat template. Row statistics come from the streamed weight scan; only the few
 special-token rows are read individually."""
 from __future__ import annotations
 

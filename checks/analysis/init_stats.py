@@ -107,11 +107,17 @@ def initializer_range(raw_config: dict) -> float:
 def init_state(ctx) -> InitVerdict:
     """The run's verdict (cached): reuses the full weight scan when a weights check made one already."""
     if STATE_KEY not in ctx.state:
-        weights = ctx.weights
-        names = judged_names(weights)
-        full = ctx.state.get("weight_scan")
-        scan = full if full is not None else scan_weights(weights, row_tensors=(), names=names)
-        stats = {n: scan.tensors[n] for n in names if n in scan.tensors}
-        shapes = {n: tuple(weights.info(n).shape) for n in stats}
-        ctx.state[STATE_KEY] = judge(stats, shapes, initializer_range(ctx.raw_config))
+        init_range = initializer_range(ctx.raw_config)
+        try:
+            weights = ctx.weights
+            names = judged_names(weights)
+            full = ctx.state.get("weight_scan")
+            scan = full if full is not None else scan_weights(weights, row_tensors=(), names=names)
+            stats = {n: scan.tensors[n] for n in names if n in scan.tensors}
+            shapes = {n: tuple(weights.info(n).shape) for n in stats}
+            verdict = judge(stats, shapes, init_range)
+        except Exception as e:  # weights the scan cannot read are judged elsewhere (WGT, FIL); keep severities
+            verdict = InitVerdict(False, f"weights could not be judged ({type(e).__name__}: {e}): treated as "
+                                         "trained", 0, init_range)
+        ctx.state[STATE_KEY] = verdict
     return ctx.state[STATE_KEY]

@@ -152,3 +152,10 @@ def test_verdict_never_looks_at_the_outputs(factory_model_dir):
     ctx = CheckContext(factory_model_dir("llama"), quick=True)
     init_state(ctx)
     assert "engine" not in ctx._cache and not any(isinstance(k, tuple) and k[0] == "forward" for k in ctx.state)
+
+
+def test_weights_that_cannot_be_judged_keep_the_severity(factory_model_dir, monkeypatch):
+    ctx = CheckContext(factory_model_dir("llama"), quick=True)
+    monkeypatch.setattr(init_stats, "scan_weights", lambda *a, **k: (_ for _ in ()).throw(OSError("short read")))
+    verdict = init_state(ctx)
+    assert not verdict.untrained and "could not be judged (OSError: short read)" in verdict.reason
