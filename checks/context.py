@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 
+from findings.crash import describe
 from reference_engine.config import (load_generation_config, load_tokenizer_config, parse_config,
                                      read_json)
 from reference_engine.errors import ModelDirError
@@ -77,7 +77,7 @@ class CheckContext:
         except ModelDirError as e:
             value = ResourceError(name, str(e))
         except Exception as e:  # a model that breaks the loader in an unforeseen way: keep the traceback
-            value = ResourceError(name, f"{type(e).__name__}: {e}", traceback.format_exc())
+            value = ResourceError(name, *describe(e))   # MemoryError/RecursionError: brief, frames released
         finally:
             self._depth -= 1
         self.build_seconds[name] = time.perf_counter() - started

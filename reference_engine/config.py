@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from reference_engine.errors import ModelDirError
+from reference_engine.limits import check_config_sizes
 
 # model_type -> architecture, for configs that omit "architectures". Which of these the engine can run is
 # the core's business (reference_engine/core/families); config parsing reads any causal decoder.
@@ -151,6 +152,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     path = Path(path)
     arch = architecture_of(raw, path)
     raw = with_aliases(raw)
+    check_config_sizes(raw, path)   # every declared size bounded before anything is sized from it
     hidden = _require_int(raw, "hidden_size", path)
     heads = _require_int(raw, "num_attention_heads", path)
     kv_heads = raw.get("num_key_value_heads") or heads

@@ -66,7 +66,8 @@ def table_from_spec(raw: dict) -> TokenTable:
     vocab: dict[str, int] = {}
     for token, i in pairs:
         vocab.setdefault(token, i)
-    added = [a for a in (raw.get("added_tokens") or []) if isinstance(a, dict) and isinstance(a.get("id"), int)]
+    listed = raw.get("added_tokens") if isinstance(raw.get("added_tokens"), list) else []   # junk: none
+    added = [a for a in listed if isinstance(a, dict) and isinstance(a.get("id"), int)]
     return TokenTable(str(model.get("type", "BPE" if "merges" in model else "")), vocab, pairs,
                       _merge_pairs(model.get("merges")), added, raw)
 
@@ -89,7 +90,7 @@ def _vocab_pairs(vocab) -> list[tuple[str, int]]:
 
 def _merge_pairs(merges) -> list[tuple[str, str]]:
     out = []
-    for m in merges or []:
+    for m in merges if isinstance(merges, list) else []:   # junk (a number, an object): no merges
         if isinstance(m, str):
             parts = m.split(" ")
             out.append((parts[0], parts[1]) if len(parts) == 2 else (m, ""))

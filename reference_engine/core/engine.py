@@ -22,6 +22,7 @@ from reference_engine.core.model import CaptureHook, check_supported, final_logi
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
 from reference_engine.files.source import model_source
+from reference_engine.limits import check_allocation
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -52,6 +53,8 @@ def default_num_blocks(config: ModelConfig, block_size: int, bytes_per_token: in
     budget_tokens = DEFAULT_KV_BYTES // bytes_per_token
     tokens = min(4 * config.max_position_embeddings,
                  max(budget_tokens, min(config.max_position_embeddings, 4096)))
+    check_allocation("the default KV cache", tokens * bytes_per_token, "config.json",   # before allocating
+                     f"{tokens} tokens x {bytes_per_token} bytes")
     return -(-tokens // block_size)
 
 

@@ -141,7 +141,11 @@ def safe_weight_path(root: Path, name: str, referrer: Path | None = None) -> Pat
     if rel.is_absolute() or ".." in rel.parts or "\\" in name or "\x00" in name:
         raise ModelDirError(where, f"shard {name!r} points outside the model directory")
     path = root / rel
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as e:  # a hostile index: a name longer than the filesystem allows (ENAMETOOLONG)
+        raise ModelDirError(where, f"shard {name[:80]!r} cannot be looked up: {e.strerror}") from None
+    if not exists:
         kind = "dangling symlink" if path.is_symlink() else "missing"
         raise ModelDirError(where, f"shard {name!r} is {kind}")
     real, real_root = path.resolve(), root.resolve()

@@ -13,6 +13,7 @@ from pathlib import Path
 from reference_engine.tokenizer.added_tokens import AddedToken, AddedTokenMatcher, parse_added_tokens
 from reference_engine.tokenizer.bpe import BPE, build_bpe
 from reference_engine.config import load_tokenizer_config, model_dir_path, read_json
+from reference_engine.limits import check_token_ids
 from reference_engine.tokenizer.decoders import build_decoder
 from reference_engine.errors import ModelDirError
 from reference_engine.tokenizer.normalizers import build_normalizer
@@ -46,6 +47,7 @@ class Tokenizer:
         self.normalized_matcher = AddedTokenMatcher([t for t in self.added_tokens if t.normalized], self.normalizer)
         self.added_by_id = {t.id: t for t in self.added_tokens}
         self.added_by_content = {t.content: t for t in self.added_tokens}
+        check_token_ids((self.model.id_to_token, self.added_by_id), path)   # before any table is sized by an id
         # What decode() feeds the decoder for an added token: tokenizers >= 0.21 uses the normalized
         # form for normalized tokens (so the decoder can undo the normalizer) and skips a token as
         # special only when that string is a special token's content, quirks included.
