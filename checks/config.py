@@ -7,6 +7,7 @@ from __future__ import annotations
 from checks.context import ResourceError
 from checks.registry import Problem, Skip, check
 from reference_engine.config import parse_config, read_json
+from reference_engine.core.families import SUPPORTED_ARCHITECTURES, is_supported
 from reference_engine.errors import ModelDirError, UnsupportedError
 
 # rope type -> fields it needs (transformers' modeling_rope_utils._validate_*_rope_parameters)
@@ -23,8 +24,8 @@ UNSET_MODEL_MAX_LENGTH = 10**18
 
 
 @check("CFG001", category="config", severity="error", needs=("files",),
-       hint="Fix config.json so it parses and its 'architectures' names LlamaForCausalLM, MistralForCausalLM, "
-            "Qwen2ForCausalLM or Qwen3ForCausalLM.")
+       hint="Fix config.json so it parses and names its architecture; the engine runs the Llama, Mistral, "
+            "Qwen2/3, Gemma 2/3, Phi-3, Mixtral, Qwen-MoE and OLMoE families.")
 def config_parses(ctx):
     """config.json parses and names a supported architecture.
 
@@ -33,12 +34,17 @@ def config_parses(ctx):
     implement (transformers: "does not recognize this architecture") stops everything else, so this
     check reports the exact field that is wrong.
 
-    Remedy: correct the named field. For an unsupported architecture the model cannot be checked by the
-    reference engine; the file/tokenizer checks still run.
+    Remedy: correct the named field. An architecture the reference engine does not implement is reported
+    once as info: the static checks (files, weights, vocab, embeddings, tokenizer) still run, only the
+    engine-backed ones are skipped.
     """
     path = ctx.model_dir / "config.json"
     try:
-        parse_config(read_json(path), path)
+        cfg = parse_config(read_json(path), path)
+        if not is_supported(cfg.architecture):
+            yield Problem(f"architecture {cfg.architecture!r} is not implemented by the reference engine: the "
+                          f"engine-backed checks are skipped, the static checks run", severity="info",
+                          evidence={"architecture": cfg.architecture, "supported": list(SUPPORTED_ARCHITECTURES)})
     except UnsupportedError as e:
         yield Problem(f"unsupported architecture: {e.problem}", evidence={"file": "config.json"})
     except ModelDirError as e:

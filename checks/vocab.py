@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checks.registry import Problem, check
-from checks.analysis.tensor_layout import EMBED, output_rows_name
+from checks.analysis.tensor_layout import embed_name, output_rows_name
 from checks.analysis.token_table import special_strings
 
 NAMES = ("bos", "eos", "pad", "unk")
@@ -33,9 +33,9 @@ class VocabSizes:
 
 def vocab_sizes(ctx) -> VocabSizes:
     tok, cfg, weights = ctx.tokenizer, ctx.config, ctx.weights
-    head = output_rows_name(cfg)
+    head, embed = output_rows_name(cfg, weights), embed_name(weights)   # by role: any decoder's names
     return VocabSizes(tok.vocab_size, len(tok), tok.max_token_id, cfg.vocab_size,
-                      weights.info(EMBED).shape[0] if EMBED in weights else None,
+                      weights.info(embed).shape[0] if embed is not None else None,
                       weights.info(head).shape[0] if head in weights else None)
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import statistics
 
-from checks.registry import Problem, check
+from checks.registry import Problem, Skip, check
 from checks.analysis.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
-                                          optional_tensors, role_of)
+                                          optional_tensors, role_of, tensor_table_known)
 from checks.analysis.tensor_scan import weight_scan
 
 FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float64"}
 FLOAT16_MAX = 65504.0
+
+
+def _need_table(cfg) -> None:
+    """The expected tensor table exists only for the architectures the engine families know (issue 14)."""
+    if not tensor_table_known(cfg):
+        raise Skip(f"no tensor table for architecture {cfg.architecture!r} (not an engine family)")
 
 
 @check("WGT001", category="weights", severity="error", needs=("config", "weights"),
@@ -27,6 +33,7 @@ def missing_tensors(ctx):
     Remedy: re-export; for a missing lm_head that should be tied, set `tie_word_embeddings: true`.
     """
     cfg, names = ctx.config, set(ctx.weights.names)
+    _need_table(cfg)
     shortfall = layer_shortfall(cfg, names)    # from the names present: a config may claim a billion layers
     if shortfall is not None:
         yield Problem(shortfall.message, evidence={"num_hidden_layers": shortfall.declared,
@@ -54,6 +61,7 @@ def unexpected_tensors(ctx):
     Remedy: make config.json match the weights, or merge the adapter properly.
     """
     cfg = ctx.config
+    _need_table(cfg)
     known = set(expected_tensors(cfg, ctx.weights.names)) | optional_tensors(cfg)
     extra = [n for n in ctx.weights.names if n not in known]
     harmless = [n for n in extra if HARMLESS_EXTRA.search(n)]
@@ -78,6 +86,7 @@ def tensor_shapes(ctx):
 
     Remedy: take the numbers from the tensors (they are what was trained) and correct config.json.
     """
+    _need_table(ctx.config)
     expected, weights = expected_tensors(ctx.config, ctx.weights.names), ctx.weights
     wrong = [(n, shape, weights.info(n).shape) for n, shape in expected.items()
              if n in weights and tuple(weights.info(n).shape) != shape]

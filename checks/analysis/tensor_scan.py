@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from checks.analysis.tensor_layout import EMBED, LM_HEAD
+from checks.analysis.tensor_layout import EMBED, LM_HEAD, embed_name, lm_head_name
 
 CHUNK_ELEMENTS = 1 << 24          # 16M values = 64 MB of float32 per block
 PROGRESS_MIN_BYTES = 1 << 30      # show a progress line on stderr for models above 1 GiB
@@ -61,7 +61,8 @@ class WeightScan:
 def weight_scan(ctx) -> WeightScan:
     """The cached scan of ctx.weights (built on first use)."""
     if "weight_scan" not in ctx.state:
-        ctx.state["weight_scan"] = scan_weights(ctx.weights)
+        roles = (embed_name(ctx.weights), lm_head_name(ctx.weights))     # any decoder's names (issue 14)
+        ctx.state["weight_scan"] = scan_weights(ctx.weights, tuple(n for n in roles if n is not None))
     return ctx.state["weight_scan"]
 
 
