@@ -67,7 +67,7 @@ def compact_evidence(evidence: dict, limit: int = 160) -> str:
         if isinstance(value, str) and "\n" in value:
             text = f"<{value.count(chr(10)) + 1} lines>"
         else:
-            text = value_text(value)
+            text = f"({value_text(value)})" if isinstance(value, dict) else value_text(value)  # its commas
             text = text if len(text) <= 60 else text[:57] + "..."
         parts.append(f"{key}={text}")
     line = ", ".join(parts)

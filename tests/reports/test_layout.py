@@ -72,6 +72,12 @@ def test_values_read_as_text_not_json():
     assert len(value_text(list(range(1000)))) <= 400
 
 
+def test_one_line_evidence_brackets_nested_dicts():
+    from reports.common import compact_evidence
+    assert compact_evidence({"at": {"layer": 1, "module": "mlp"}, "peak": 432211.3, "ok": True}) == \
+        "at=(layer 1, module mlp), peak=432211, ok=yes"
+
+
 def test_elided_keeps_head_and_tail():
     rows = list(range(50))
     shown, left_out = elided(rows, 10)
