@@ -26,7 +26,7 @@ def fix_command(model_dir, out_dir, vocab, untrained_embeddings):
         raise click.UsageError("choose what to fix: --vocab and/or --untrained-embeddings")
     result = fix_model(model_dir, out_dir, vocab=vocab, untrained_embeddings=untrained_embeddings)
     for line in result.actions or ["nothing needed fixing; wrote an identical copy"]:
-        click.echo(f"fixed: {line}")
+        click.echo(f"changed: {line}")
     click.echo(f"wrote {result.out_dir} (rewritten: {', '.join(result.rewritten) or 'none'}; the rest copied)")
     report = run_checks(result.out_dir, select=VERIFY)
     for finding in (f for f in report.findings if expected_after_fix(f, result.reinitialised)):
@@ -38,9 +38,9 @@ def fix_command(model_dir, out_dir, vocab, untrained_embeddings):
     if remaining:
         click.echo(f"llmdoctor: the copy still has {len(remaining)} vocab/embedding finding(s)", err=True)
         sys.exit(1)
-    rows = sum(len(ids) for ids in result.reinitialised.values())
-    if rows:
-        click.echo(f"vocab and embedding checks on the copy: nothing else to fix; the {rows} re-initialised row(s) "
+    if result.reinitialised:
+        where = ", ".join(f"{len(ids)} in {name}" for name, ids in result.reinitialised.items())
+        click.echo(f"vocab and embedding checks on the copy: nothing else to fix; the re-initialised rows ({where}) "
                    "have no trained meaning yet: fine-tune with trainable embeddings before relying on those tokens")
     else:
         click.echo("vocab and embedding checks on the copy: no warnings or errors")

@@ -131,7 +131,8 @@ def test_cli_fix(tmp_path, factory_model_dir, dir_snapshot):
     runner = CliRunner()
     done = runner.invoke(cli, ["fix", str(src), "-o", str(tmp_path / "out"), "--untrained-embeddings"])
     assert done.exit_code == 0, done.output
-    assert "fixed: model.embed_tokens.weight: 2 untrained" in done.output and "still need training" in done.output
+    assert "changed: model.embed_tokens.weight: 2 untrained" in done.output and "still need training" in done.output
+    assert "re-initialised rows (2 in model.embed_tokens.weight, 2 in lm_head.weight)" in done.output
     assert "needs training: EMB005 warning: model.embed_tokens.weight: 2 special-token row(s) are " \
            "mean-initialised" in done.output
     assert "no trained meaning yet" in done.output and "clean" not in done.output
