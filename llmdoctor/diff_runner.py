@@ -2,6 +2,7 @@
 isolation, selection, severities and exit codes as `check` (llmdoctor/runner.py)."""
 from __future__ import annotations
 
+import hashlib
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,8 +55,10 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
 
 
 def _fingerprints(ctx: PairContext) -> str | None:
-    """'<ref fingerprint> vs <cand fingerprint>' for HF directories; None when neither has one."""
+    """The pair's fingerprint: sha256 over both sides' fingerprints (HF directories; None when neither has
+    one), in the report's usual 'sha256:<hex>' form so two diff reports of the same pair match."""
     prints = [fingerprint(s.path) if s.kind == "hf" else None for s in ctx.sides]
     if not any(prints):
         return None
-    return " vs ".join(p or "-" for p in prints)
+    joined = "\0".join(p or f"-{s.path.name}" for p, s in zip(prints, ctx.sides))
+    return "sha256:" + hashlib.sha256(joined.encode()).hexdigest()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from checks.analysis.diff_layers import table_rows, trace
-from checks.diff.logits import corpus_text
+from checks.diff.logits import corpus_text, encode_prefix
 from checks.registry import Problem, Skip, check
 
 TRACE_TOKENS, QUICK_TRACE_TOKENS = 128, 48
@@ -14,11 +14,9 @@ THRESHOLD_DB = -40.0           # NMSE 1e-4: above fp32/bf16 rounding, below what
 
 
 def trace_ids(ctx, ref, cand) -> list[int]:
-    tok = ctx.ref.tokenizer
-    ids = tok.encode(corpus_text(ctx))
     n = min(QUICK_TRACE_TOKENS if ctx.quick else TRACE_TOKENS, ref.config.max_position_embeddings,
             cand.config.max_position_embeddings)
-    ids = ids[:n]
+    ids = encode_prefix(ctx.ref.tokenizer, corpus_text(ctx), n, add_special_tokens=True)
     if not ids:
         raise Skip("the text encodes to no token")
     if max(ids) >= cand.config.vocab_size:

@@ -21,6 +21,22 @@ def corpus_text(ctx) -> str:
     return ctx.text if ctx.text else "\n".join(CORPUS + DEFAULT_PROBES)
 
 
+def encode_prefix(tok, text: str, n_tokens: int | None, add_special_tokens: bool = False) -> list[int]:
+    """The first n_tokens ids of `text` (all when None) without tokenizing a whole book: a prefix of the text
+    is encoded, doubled until it yields n_tokens + a margin (the last ids of a cut prefix may split a word
+    differently than the full text does, so the margin is dropped)."""
+    if n_tokens is None:
+        return tok.encode(text, add_special_tokens=add_special_tokens)
+    chars = max(n_tokens * 8, 256)
+    while True:
+        ids = tok.encode(text[:chars], add_special_tokens=add_special_tokens)
+        if chars >= len(text):
+            return ids[:n_tokens]
+        if len(ids) >= n_tokens + 16:
+            return ids[:n_tokens]
+        chars *= 2
+
+
 def adds_bos(tok) -> int | None:
     """The BOS id when the tokenizer puts one in front of a plain encode (llama's add_bos), else None."""
     ids = tok.encode("a")
@@ -29,9 +45,10 @@ def adds_bos(tok) -> int | None:
 
 def scored_windows(ctx, ref_engine, cand_engine) -> tuple[list[list[int]], int]:
     tok = ctx.ref.tokenizer
-    tokens = tok.encode(corpus_text(ctx), add_special_tokens=False)
     limit = min(ref_engine.config.max_position_embeddings, cand_engine.config.max_position_embeddings)
     n_ctx = min(ctx.ctx_len or DEFAULT_CTX, limit)
+    max_chunks = ctx.max_chunks or (QUICK_CHUNKS if ctx.quick else None)
+    tokens = encode_prefix(tok, corpus_text(ctx), n_ctx * max_chunks if max_chunks else None)
     if len(tokens) < n_ctx:      # the built-in corpus is short: one window of what there is
         n_ctx = len(tokens) - len(tokens) % 2
     if n_ctx < 4:
@@ -39,7 +56,7 @@ def scored_windows(ctx, ref_engine, cand_engine) -> tuple[list[list[int]], int]:
     vocab = cand_engine.config.vocab_size
     if max(tokens) >= vocab:
         raise Skip(f"the reference's token ids reach {max(tokens)}, past the candidate's vocabulary ({vocab})")
-    windows = chunks(tokens, n_ctx, adds_bos(tok), ctx.max_chunks or (QUICK_CHUNKS if ctx.quick else None))
+    windows = chunks(tokens, n_ctx, adds_bos(tok), max_chunks)
     return windows, n_ctx
 
 

@@ -153,3 +153,23 @@ def test_check_command_never_runs_dif_checks(factory_model_dir):
     from llmdoctor.runner import run_checks
     report = run_checks(factory_model_dir("llama"), select=["config"])
     assert report.checks and not any(r.id.startswith("DIF") for r in report.checks)
+
+
+def test_streaming_engines_report_what_resident_ones_report(factory_model_dir, tmp_path, monkeypatch):
+    ref = factory_model_dir("llama", **DEEP)
+    cand = copy(ref, tmp_path)
+    name = "model.layers.2.mlp.down_proj.weight"
+    edit_tensors(lambda t, d: t.__setitem__(name, t[name] * 1.5))(cand)
+    select = ["DIF030", "DIF040", "DIF050"]
+    resident = run_diff(ref, cand, quick=True, select=select, memory_budget="64GiB")
+    from reference_engine.core.streaming import StreamingCore
+    built = []
+    original = StreamingCore.from_pretrained.__func__
+    monkeypatch.setattr(StreamingCore, "from_pretrained",
+                        classmethod(lambda cls, *a, **k: built.append(a[0]) or original(cls, *a, **k)))
+    monkeypatch.setenv("LLMDOCTOR_STREAMING", "1")
+    streaming = run_diff(ref, cand, quick=True, select=select, memory_budget="64GiB")
+    assert len(built) == 2          # both sides streamed one layer at a time
+    assert [(f.check, f.severity, f.message) for f in streaming.findings] == \
+        [(f.check, f.severity, f.message) for f in resident.findings]
+    assert "layer 2 mlp" in streaming.findings_for("DIF040")[0].message

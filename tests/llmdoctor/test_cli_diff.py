@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
+
+import jsonschema
 
 import pytest
 import torch
@@ -42,6 +45,8 @@ def test_identical_pair_exits_zero_with_json_report(pair):
     doc = json.loads(result.output[result.output.index("{"):])
     assert {c["id"] for c in doc["checks"]} == {"DIF020", "DIF030", "DIF040"}
     assert all(f["severity"] == "info" and f["category"] == "diff" for f in doc["findings"])
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "report.schema.json").read_text(encoding="utf-8"))
+    jsonschema.validate(doc, schema)        # the same report contract as `check`
 
 
 def test_fail_on_warning_exits_one_when_a_layer_is_named(pair):
