@@ -19,6 +19,7 @@ ROPE_REQUIRED = {
     "longrope": ("short_factor", "long_factor"),
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
 }
+LAYER_KINDS = ("full_attention", "sliding_attention")   # per-layer-kind RoPE blocks (Gemma 3)
 # transformers fills model_max_length with int(1e30) when a tokenizer declares none: not a real limit
 UNSET_MODEL_MAX_LENGTH = 10**18
 
@@ -109,6 +110,19 @@ def rope_scaling_known(ctx):
     if not isinstance(block, dict):
         yield Problem(f"'{key}' must be an object, found {type(block).__name__}", evidence={key: repr(block)})
         return
+    kinds = {k: v for k, v in block.items() if k in LAYER_KINDS}
+    if kinds:   # Gemma 3 (transformers 5): one block per layer kind, each checked on its own
+        for kind, sub in kinds.items():
+            if not isinstance(sub, dict):
+                yield Problem(f"'{key}.{kind}' must be an object, found {type(sub).__name__}",
+                              evidence={key: repr(block)})
+            else:
+                yield from _rope_block_problems(f"{key}.{kind}", sub, ctx)
+        return
+    yield from _rope_block_problems(key, block, ctx)
+
+
+def _rope_block_problems(key: str, block: dict, ctx):
     rope_type = block.get("rope_type", block.get("type"))
     ev = {key: block}
     if rope_type is None:

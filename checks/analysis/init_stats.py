@@ -65,13 +65,14 @@ def judged_names(weights) -> list[str]:
     return out
 
 
-def tensor_at_init(name: str, shape: tuple, stats: TensorStats, init_range: float) -> tuple[bool, str]:
+def tensor_at_init(name: str, shape: tuple, stats: TensorStats, init_range: float,
+                   norm_init: float = 1.0) -> tuple[bool, str]:
     if stats.nonfinite:
         return False, f"{name} holds {stats.nonfinite} NaN/Inf values"
     rms, amax = stats.rms, stats.amax
     if is_norm_gain(name, shape):
-        if abs(rms - 1.0) > NORM_RMS_TOLERANCE or amax > NORM_AMAX:
-            return False, f"norm gain {name} has RMS {rms:.3g} and max {amax:.3g} (initialised: ones)"
+        if abs(rms - norm_init) > NORM_RMS_TOLERANCE or amax > NORM_AMAX:
+            return False, f"norm gain {name} has RMS {rms:.3g} and max {amax:.3g} (initialised: {norm_init:g})"
         return True, ""
     if not rms or abs(rms / init_range - 1.0) > MATRIX_RMS_TOLERANCE:
         return False, f"{name} has RMS {rms:.3g}, {rms / init_range:.3g}x initializer_range {init_range:g}"
@@ -81,10 +82,12 @@ def tensor_at_init(name: str, shape: tuple, stats: TensorStats, init_range: floa
     return True, ""
 
 
-def judge(stats: dict[str, TensorStats], shapes: dict[str, tuple], init_range: float) -> InitVerdict:
+def judge(stats: dict[str, TensorStats], shapes: dict[str, tuple], init_range: float,
+          norm_init: float = 1.0) -> InitVerdict:
+    """norm_init: the norm weights' initial value (1; 0 for Gemma, whose weights are offsets: 1 + w)."""
     rows, first = [], ""
     for name, s in stats.items():
-        ok, why = tensor_at_init(name, shapes[name], s, init_range)
+        ok, why = tensor_at_init(name, shapes[name], s, init_range, norm_init)
         rows.append({"name": name, "kind": "norm" if is_norm_gain(name, shapes[name]) else "matrix",
                      "rms": s.rms, "amax": s.amax, "at_init": ok})
         first = first or why
@@ -104,6 +107,16 @@ def initializer_range(raw_config: dict) -> float:
     return float(value) if ok else DEFAULT_INITIALIZER_RANGE
 
 
+def norm_init(ctx) -> float:
+    """0 for the families whose norm weights are offsets from 1 (Gemma), else 1 (issue 14)."""
+    from reference_engine.core.families import is_supported, settings
+    try:
+        cfg = ctx.config
+        return 0.0 if is_supported(cfg.architecture) and settings(cfg).norm == "rms_plus_one" else 1.0
+    except Exception:   # a config the engine rejects is judged elsewhere; keep the common convention
+        return 1.0
+
+
 def init_state(ctx) -> InitVerdict:
     """The run's verdict (cached): reuses the full weight scan when a weights check made one already."""
     if STATE_KEY not in ctx.state:
@@ -115,7 +128,7 @@ def init_state(ctx) -> InitVerdict:
             scan = full if full is not None else scan_weights(weights, row_tensors=(), names=names)
             stats = {n: scan.tensors[n] for n in names if n in scan.tensors}
             shapes = {n: tuple(weights.info(n).shape) for n in stats}
-            verdict = judge(stats, shapes, init_range)
+            verdict = judge(stats, shapes, init_range, norm_init(ctx))
         except Exception as e:  # weights the scan cannot read are judged elsewhere (WGT, FIL); keep severities
             verdict = InitVerdict(False, f"weights could not be judged ({type(e).__name__}: {e}): treated as "
                                          "trained", 0, init_range)

@@ -41,7 +41,22 @@ PRESETS = {
     "qwen3": dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=32, attention_bias=False,
                   use_sliding_window=False, sliding_window=None, max_window_layers=2, rope_theta=1000000.0,
                   rms_norm_eps=1e-6),
+    # engine families beyond Llama (issue 14); their tensor tables come from the engine's family plans
+    "gemma3": dict(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", head_dim=32,
+                   num_key_value_heads=1, hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32,
+                   sliding_window=32, layer_types=["sliding_attention", "full_attention"], rms_norm_eps=1e-6,
+                   rope_local_base_freq=10000.0, rope_theta=1000000.0, tie_word_embeddings=True),
+    "gemma2": dict(architectures=["Gemma2ForCausalLM"], model_type="gemma2", head_dim=16,
+                   hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16, sliding_window=32,
+                   attn_logit_softcapping=50.0, final_logit_softcapping=30.0, tie_word_embeddings=True),
+    "mixtral": dict(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=4,
+                    num_experts_per_tok=2, sliding_window=None, rope_theta=1000000.0),
+    "qwen2_moe": dict(architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", num_experts=4,
+                      num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+                      norm_topk_prob=False, use_sliding_window=False, rms_norm_eps=1e-6),
 }
+# Gemma stores its norm weights as offsets from 1 (the forward multiplies by 1 + w)
+OFFSET_NORMS = ("gemma2", "gemma3_text")
 
 CORPUS = """\
 The old lighthouse stood at the end of the long stone pier, and every evening the keeper climbed its
@@ -100,7 +115,12 @@ def model_config(preset: str, tokenizer: dict, overrides: dict) -> dict:
 
 
 def weight_shapes(config: dict) -> dict[str, tuple[int, ...]]:
-    """HF tensor name -> shape for a Llama-family decoder described by config."""
+    """HF tensor name -> shape for a Llama-family decoder described by config (other families: the engine's
+    own table for the architecture)."""
+    if config["model_type"] not in ("llama", "mistral", "qwen2", "qwen3"):
+        from reference_engine.config import parse_config
+        from reference_engine.core.model_weights import expected_shapes
+        return expected_shapes(parse_config(config))
     hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim") or hidden // heads
@@ -140,7 +160,8 @@ def random_weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
     out = {}
     for name, shape in weight_shapes(config).items():
         if name.endswith("norm.weight"):
-            t = 1.0 + 0.1 * torch.randn(shape, generator=gen)
+            offsets = config["model_type"] in OFFSET_NORMS      # transformers initialises them to zeros
+            t = (0.02 if offsets else 1.0) + (0.03 if offsets else 0.1) * torch.randn(shape, generator=gen)
         else:
             t = std * torch.randn(shape, generator=gen)
         out[name] = t.to(dtype).contiguous()

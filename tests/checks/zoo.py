@@ -24,6 +24,8 @@ BASES = {
     "llama": ("llama", {}),
     "sharded": ("llama", {"shards": 2}),
     "deep": ("llama", {"num_hidden_layers": 4}),
+    "mixtral": ("mixtral", {}),                 # engine families beyond Llama (issue 14)
+    "gemma2": ("gemma2", {}),
 }
 
 
@@ -314,6 +316,15 @@ LLAMA3_TEMPLATE = ("{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|e
                    "{{ m['content'] }}<|eot_id|>{% endfor %}")
 
 
+def scale_expert(layer: int, expert: int, factor: float):
+    """One expert's three projections times `factor` (a merge that added an expert's delta twice)."""
+    def change(t: dict, d: Path) -> None:
+        for w in ("w1", "w2", "w3"):
+            name = f"model.layers.{layer}.block_sparse_moe.experts.{expert}.{w}.weight"
+            t[name] = t[name] * factor
+    return edit_tensors(change)
+
+
 FAULTS: list[Fault] = [
     # files
     Fault("config_missing", delete("config.json"), "FIL001", "error"),
@@ -405,4 +416,12 @@ FAULTS: list[Fault] = [
           "warning"),
     Fault("padding_side_right", edit_json("tokenizer_config.json", padding_side="right"), "TOK010", "info",
           "transformers#25790"),
+    # mixture of experts and conversions (issue 14)
+    Fault("moe_topk_exceeds_experts", edit_json("config.json", num_experts_per_tok=5), "MOE001", "error",
+          "torch.topk: selected index k out of range", base="mixtral"),
+    Fault("moe_config_claims_more_experts", edit_json("config.json", num_local_experts=6), "MOE001", "error",
+          "pruned MoE with a stale config", base="mixtral"),
+    Fault("moe_expert_scaled_x100", scale_expert(1, 2, 100.0), "MOE002", "warning", base="mixtral"),
+    Fault("gemma2_final_softcap_lost", edit_json("config.json", final_logit_softcapping=None), "CNV002", "warning",
+          "Gemma 2 exports without soft-capping (llama.cpp#8197)", base="gemma2"),
 ]

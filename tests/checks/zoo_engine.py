@@ -23,7 +23,37 @@ ENGINE_BASES = {
                               "original_max_position_embeddings": 64}),
     # not a factory model: the trained demo model shipped with llmdoctor (llmdoctor/demo_model)
     "demo": (None, {}),
+    # mixture of experts (issue 14): top-1 routing over 3 experts, so a router fault has a deterministic effect
+    "moe_top1": ("mixtral", {"num_local_experts": 3, "num_experts_per_tok": 1}),
 }
+ROUTER = "model.layers.{}.block_sparse_moe.gate.weight"
+
+
+def router_edit(layer: int, edit):
+    """Replace one layer's router matrix [experts, hidden] by edit(router)."""
+    def change(t: dict, d: Path) -> None:
+        t[ROUTER.format(layer)] = edit(t[ROUTER.format(layer)].clone()).contiguous()
+    return edit_tensors(change)
+
+
+def average_rows(w: torch.Tensor) -> torch.Tensor:
+    """Router row 2 := mean of rows 0 and 1: its logit never exceeds both, so top-1 never picks expert 2."""
+    w[2] = (w[0] + w[1]) / 2
+    return w
+
+
+def nan_row(w: torch.Tensor) -> torch.Tensor:
+    w[1, 0] = float("nan")
+    return w
+
+
+def norms_as_offsets(d: Path) -> None:
+    """Every RMSNorm gain stored as w - 1 (Gemma's offset convention) under a Llama architecture."""
+    def change(t: dict, _: Path) -> None:
+        for name in t:
+            if name.endswith("norm.weight"):
+                t[name] = t[name] - 1.0
+    edit_tensors(change)(d)
 
 
 @dataclass(frozen=True)
@@ -97,4 +127,11 @@ ENGINE_FAULTS: list[EngineFault] = [
                 evidence={"weights_at_initialisation": False}),
     EngineFault("weights_perturbed", perturb(LM_HEAD, 0.5), "DRF001", "error", "conversion drift", baseline=True),
     EngineFault("layer_scaled_std_jump", scale_mlp(1, 300.0), "ACT003", "warning", base="deep"),
+    # mixture of experts and conversions (issue 14)
+    EngineFault("moe_router_nan", router_edit(0, nan_row), "MOE003", "error", base="moe_top1"),
+    EngineFault("moe_router_zeroed", router_edit(1, torch.zeros_like), "MOE005", "warning",
+                "router left at its zero initialisation", base="moe_top1"),
+    EngineFault("moe_dead_expert", router_edit(0, average_rows), "MOE004", "warning", base="moe_top1"),
+    EngineFault("norm_gains_saved_as_offsets", norms_as_offsets, "CNV001", "error",
+                "Gemma (1 + w) norm convention applied to the wrong architecture", base="demo"),
 ]

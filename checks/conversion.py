@@ -1,0 +1,118 @@
+"""Conversion checks (CNV): the family conventions a converter must carry over survived it.
+
+- Gemma stores RMSNorm gains as offsets (the forward multiplies by 1 + w); Llama-style code multiplies by w.
+  A converter that writes one convention's numbers under the other architecture (w where 1 + w is
+  expected, or the reverse) leaves every norm off by one. The stored values cannot tell (trained gains range
+  from -100 to +1000 in Gemma 3), the probes can: the model is run with its own convention and with the
+  other, and the other one must not predict the probe texts much better.
+- Gemma 2 was trained with attention and final-logit soft-capping; a config that lost them (null) runs
+  without the caps.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import torch
+import torch.nn.functional as F
+
+from checks.context import ResourceError
+from checks.registry import Problem, Skip, check
+from checks.analysis.prompts import probe_inputs
+
+GEMMA2 = "Gemma2ForCausalLM"
+# the caps every Gemma 2 release config carries (transformers' Gemma2Config defaults)
+GEMMA2_CAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
+NORM_FIELDS = ("input_norm", "post_norm", "pre_ff_norm", "post_ff_norm", "qk_norm")
+
+
+def probe_nll(engine, probes) -> float:
+    """Mean next-token negative log-likelihood (nats) of the probe texts."""
+    total, count = 0.0, 0
+    for probe in probes:
+        ids = list(probe.ids)
+        if len(ids) < 2:
+            continue
+        logits = engine.logits(ids)[:-1]
+        total += float(F.cross_entropy(logits, torch.tensor(ids[1:]), reduction="sum"))
+        count += len(ids) - 1
+    return total / max(count, 1)
+
+
+def shifted_norms(weights, shift: float):
+    """Context: every RMSNorm gain of the resident weights plus `shift`, restored exactly afterwards."""
+    class Shift:
+        def __enter__(self):
+            tensors = [weights.norm] + [getattr(w, f.name) for w in weights.layers for f in fields(w)
+                                        if f.name in NORM_FIELDS and getattr(w, f.name) is not None]
+            self.saved = [(t, t.clone()) for t in {id(t): t for t in tensors}.values()]
+            for t, _ in self.saved:
+                t.add_(shift)
+
+        def __exit__(self, *exc):
+            for t, original in self.saved:
+                t.copy_(original)
+    return Shift()
+
+
+@check("CNV001", category="numerics", severity="error", needs=("engine", "tokenizer"),
+       hint="Re-convert: Gemma norm weights are offsets (1 + w); Llama-style ones are the gains themselves.")
+def norm_convention(ctx):
+    """The RMSNorm weights follow the architecture's convention (Gemma: offsets, 1 + w; others: gains, w).
+
+    A real class of Gemma conversion bugs: a converter that writes Gemma's norm weights as full gains
+    (1 + w) under a Gemma architecture (the forward then adds 1 again), or Gemma-style offsets under a
+    Llama-style architecture (every norm then multiplies by a value near 0). The model still runs and
+    produces fluent-looking garbage. Detected from the probe outputs: the mean next-token loss of the probe
+    texts with the norms as stored, and with the other convention (all norm weights shifted by 1). A model
+    whose probes the other convention predicts much better (by `margin` nats, default 1.0) has the wrong one.
+
+    Remedy: re-export with a converter that knows the family (llama.cpp's convert_hf_to_gguf, transformers'
+    own conversion scripts), or shift every norm weight by 1 in the right direction.
+    """
+    from reference_engine.core.families import settings
+    engine = ctx.engine
+    if getattr(engine.core, "streaming", False) or not hasattr(engine.core.weights, "norm"):
+        raise Skip("needs the resident engine (the weights are streamed)")
+    probes = probe_inputs(ctx)
+    plus_one = settings(engine.config).norm == "rms_plus_one"
+    stated = probe_nll(engine, probes)
+    with shifted_norms(engine.core.weights, -1.0 if plus_one else 1.0):
+        other = probe_nll(engine, probes)
+    margin = ctx.threshold("CNV001", "margin", 1.0)
+    ev = {"convention": "1 + w" if plus_one else "w", "probe_nll": round(stated, 4),
+          "probe_nll_other_convention": round(other, 4), "uniform_nll": round(math.log(engine.config.vocab_size), 4)}
+    if math.isfinite(other) and (not math.isfinite(stated) or other < stated - margin):
+        wrong = "full gains (1 + w) stored where offsets are expected" if plus_one else \
+            "offsets (w - 1) stored where full gains are expected"
+        yield Problem(f"norm weights look like {wrong}: the probes' loss is {stated:.2f} nats as stored, "
+                      f"{other:.2f} with every norm weight shifted by {'-1' if plus_one else '+1'}", evidence=ev)
+
+
+@check("CNV002", category="config", severity="warning", needs=("config",),
+       hint="Restore attn_logit_softcapping: 50.0 and final_logit_softcapping: 30.0 in config.json.")
+def gemma2_softcapping(ctx):
+    """A Gemma 2 config keeps its attention and final-logit soft-capping.
+
+    Gemma 2 was trained with scores capped at 50 (tanh) in attention and logits capped at 30; converters
+    and older tooling (FlashAttention without soft-cap, early llama.cpp, exporters writing null) dropped
+    them, which shifts every attention distribution and lets logits grow past 30. transformers' defaults
+    are the caps, so an explicit null in config.json is what turns them off. With the engine available the
+    evidence also names the probes' largest |logit| under the config as written.
+
+    Remedy: set the caps back (values from the original release config).
+    """
+    cfg = ctx.config
+    if cfg.architecture != GEMMA2:
+        raise Skip("not a Gemma 2 model")
+    lost = [k for k in GEMMA2_CAPS if k in cfg.raw and cfg.raw[k] is None]
+    if not lost:
+        return
+    ev = {"disabled": lost, "release_values": {k: GEMMA2_CAPS[k] for k in lost}}
+    try:
+        ev["probe_max_abs_logit"] = round(max(float(ctx.engine.logits(list(p.ids)).abs().max())
+                                              for p in probe_inputs(ctx)), 3)
+    except (ResourceError, Skip):
+        pass
+    yield Problem(f"soft-capping disabled in config.json ({', '.join(lost)} = null): Gemma 2 was trained "
+                  f"with it", evidence=ev)

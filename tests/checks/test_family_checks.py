@@ -1,0 +1,23 @@
+"""Healthy models of the new engine families (factory presets: Gemma 2, Gemma 3, Mixtral, Qwen2-MoE) pass the
+static and engine checks with no warning or error, and the MoE/conversion checks actually run on them."""
+from __future__ import annotations
+
+import pytest
+
+from llmdoctor.runner import run_checks
+from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
+from tests.checks.zoo_engine import ENGINE_CATEGORIES
+
+
+@pytest.mark.parametrize("preset", ["gemma2", "gemma3", "mixtral", "qwen2_moe"])
+def test_healthy_family_model_is_clean(preset, factory_model_dir):
+    report = run_checks(factory_model_dir(preset), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
+                        device="cpu")
+    no_crashes(report)
+    assert problems(report) == []
+    ran = {r.id for r in report.checks if r.status == "passed"}
+    assert {"WGT001", "WGT003", "GLD002", "ACT001", "CNV001"} <= ran
+    if preset in ("mixtral", "qwen2_moe"):
+        assert {"MOE001", "MOE002", "MOE003", "MOE004", "MOE005"} <= ran
+    if preset == "gemma2":
+        assert "CNV002" in ran
