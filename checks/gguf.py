@@ -182,13 +182,14 @@ def gguf_instruct_has_template(ctx):
 
     Without a template, llama.cpp and Ollama fall back to a generic one (often ChatML or Llama-2 [INST]),
     which silently formats the conversation differently from the fine-tuning data (llama.cpp #11201). The
-    model is taken to be an instruct model when its general.* names say so.
+    model is taken to be an instruct model when its general.* names or its file name say so.
     """
     gguf = _gguf_or_skip(ctx)
     template = gguf.get("tokenizer.chat_template")
     if isinstance(template, str) and template.strip():
         return
-    names = " ".join(str(gguf.get(k, "")) for k in ("general.name", "general.finetune", "general.basename"))
+    names = " ".join([*(str(gguf.get(k, "")) for k in ("general.name", "general.finetune", "general.basename")),
+                      gguf.path.stem])
     hit = next((w for w in INSTRUCT_WORDS if w in f" {names.lower()} "), None)
     if hit:
         yield Problem(f"an instruct model ({names.strip()!r}) without tokenizer.chat_template: runtimes will guess "

@@ -7,6 +7,7 @@ A new architecture is one GGUFArch entry (see `ARCHS`); the families helper adds
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 # llama.cpp name (without "blk.N." and ".weight"/".bias") -> Hugging Face name inside model.layers.N
 LAYER_NAMES = {
@@ -40,6 +41,14 @@ class GGUFArch:
     layer_names: dict = field(default_factory=dict)   # overrides of LAYER_NAMES
     norm_offset: float = 0.0          # GGUF norm weight = HF weight + norm_offset (Gemma's (1 + w) RMSNorm)
     config_extra: dict = field(default_factory=dict)  # fixed config.json fields
+    derive: Callable[[dict], dict] | None = None      # config.json fields computed from the mapped ones
+
+
+def _gemma3_config(raw: dict) -> dict:
+    """What llama.cpp hard-codes for gemma3 and Hugging Face writes in config.json: queries scaled by
+    head_dim ** -0.5, local (sliding) layers on rope base 10000, one global layer in every six."""
+    return {"query_pre_attn_scalar": raw.get("head_dim", 256), "rope_local_base_freq": 10000.0,
+            "sliding_window_pattern": 6, "hidden_activation": "gelu_pytorch_tanh"}
 
 
 ARCHS: dict[str, GGUFArch] = {
@@ -48,9 +57,10 @@ ARCHS: dict[str, GGUFArch] = {
     "qwen2": GGUFArch("Qwen2ForCausalLM", "qwen2"),
     "qwen3": GGUFArch("Qwen3ForCausalLM", "qwen3"),
     "gemma3": GGUFArch("Gemma3ForCausalLM", "gemma3_text", norm_offset=1.0,
-                       layer_names={"attn_post_norm": "post_attention_layernorm",
+                       layer_names={"post_attention_norm": "post_attention_layernorm",
                                     "ffn_norm": "pre_feedforward_layernorm",
-                                    "post_ffw_norm": "post_feedforward_layernorm"}),
+                                    "post_ffw_norm": "post_feedforward_layernorm"},
+                       derive=_gemma3_config),
 }
 
 

@@ -42,6 +42,8 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
     scaling = rope_scaling(gguf, name)
     if scaling:
         raw["rope_scaling"] = scaling
+    if arch.derive is not None:
+        raw.update(arch.derive(raw))
     if raw.get("sliding_window") and arch.model_type == "mistral":
         raw["use_sliding_window"] = True
     return raw
