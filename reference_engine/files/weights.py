@@ -15,6 +15,7 @@ from safetensors import safe_open
 from reference_engine.config import model_dir_path, read_json
 from reference_engine.errors import ModelDirError
 from reference_engine.files.safetensors_io import Header, read_header
+from reference_engine.limits import MAX_SHARDS, MAX_TENSORS, check_size
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SAFETENSORS_SINGLE = "model.safetensors"
@@ -123,6 +124,9 @@ def read_index(root: Path) -> dict[str, Path]:
     weight_map = read_json(index).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise ModelDirError(index, "'weight_map' missing or empty")
+    check_size("number of tensors in weight_map", len(weight_map), MAX_TENSORS, index, minimum=None)
+    named = {shard for shard in weight_map.values() if isinstance(shard, str)}
+    check_size("number of shards in weight_map", len(named), MAX_SHARDS, index, minimum=None)   # before any stat
     shards: dict[str, Path] = {}
     out: dict[str, Path] = {}
     for tensor, shard in weight_map.items():

@@ -14,6 +14,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.limits import MAX_MERGES, check_size
 
 HEAP_THRESHOLD = 48  # symbols; above this the heap merge beats the quadratic loop
 CACHE_MAX_CHARS = 256
@@ -176,6 +177,9 @@ def build_bpe(spec: dict, path: str) -> BPE:
 
 def parse_merges(raw: list, vocab: dict, prefix: str | None, path: str) -> dict:
     """Merges in either form ("a b" or ["a", "b"]) -> {(id_a, id_b): (rank, id_ab)}."""
+    if not isinstance(raw, list):
+        raise ModelDirError(path, f"model.merges must be a list, found {type(raw).__name__}")
+    check_size("number of model.merges", len(raw), MAX_MERGES, path, minimum=None)
     merges = {}
     for rank, merge in enumerate(raw):
         if isinstance(merge, str):

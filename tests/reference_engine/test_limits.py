@@ -162,3 +162,28 @@ def test_engine_refuses_a_rope_table_or_cache_that_cannot_fit(tiny, tmp_path, mo
     monkeypatch.setattr(limits, "available_bytes", lambda: 300 << 10)
     with pytest.raises(ModelDirError, match=r"config.json: the default KV cache would need 512.0 KiB"):
         Engine.from_pretrained(tiny)
+
+
+def test_shard_and_tensor_counts_of_an_index_are_bounded_before_any_lookup(tiny, tmp_path, monkeypatch):
+    import reference_engine.files.weights as weights_mod
+    root = edited(tiny, tmp_path)
+    names = weights_mod.Weights.open(root).names
+    weight_map = {n: f"model-{i:05d}-of-99999.safetensors" for i, n in enumerate(names)}
+    (root / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    monkeypatch.setattr(weights_mod, "MAX_SHARDS", 4)
+    with pytest.raises(ModelDirError, match=f"'number of shards in weight_map' is {len(names)}, above the sane "
+                                            f"limit of 4"):
+        weights_mod.Weights.open(root)
+    monkeypatch.setattr(weights_mod, "MAX_TENSORS", 3)
+    with pytest.raises(ModelDirError, match="'number of tensors in weight_map' is"):
+        weights_mod.Weights.open(root)
+
+
+def test_merges_must_be_a_bounded_list(monkeypatch):
+    import reference_engine.tokenizer.bpe as bpe
+    vocab = {"a": 0, "b": 1, "ab": 2}
+    with pytest.raises(ModelDirError, match="model.merges must be a list, found int"):
+        bpe.parse_merges(5, vocab, None, "tokenizer.json")
+    monkeypatch.setattr(bpe, "MAX_MERGES", 1)
+    with pytest.raises(ModelDirError, match="'number of model.merges' is 2, above the sane limit of 1"):
+        bpe.parse_merges(["a b", "a b"], vocab, None, "tokenizer.json")
