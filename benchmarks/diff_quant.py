@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from llmdoctor.diff_runner import run_diff  # noqa: E402
 from tests import assets  # noqa: E402
 
-SELECT = ["DIF020", "DIF030", "DIF040", "DIF050"]
+SELECT = ["DIF020", "DIF030", "DIF040"]
 
 
 def perturbed_copy(src: Path, out: Path, layer: int) -> Path:
@@ -50,7 +50,7 @@ def row(label: str, report) -> dict:
             "same_top": kld["same_top"], "ppl_ref": kld["ppl_ref"], "ppl_cand": kld["ppl_cand"],
             "ppl_ratio": kld["ppl_ratio"], "dp_rms": kld["dp_rms"], "first": first, "own": own,
             "worst_tensor": f"{worst.get('tensor', '-')} {worst.get('nmse_db', '-')}",
-            "diverged": f"{diverged}/{len(gen) if diverged else 'all same'}", "positions": kld["positions"]}
+            "diverged": "-" if not gen else f"{diverged} of 7" if diverged else "none", "positions": kld["positions"]}
 
 
 def main() -> None:
@@ -60,21 +60,31 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--layer", type=int, default=12)
+    ap.add_argument("--rows", default="f32,q8_0,q4_0,perturbed,identical",
+                    help="which candidates, comma separated (rows can run as separate processes)")
+    ap.add_argument("--generation", action="store_true", help="also run DIF050 (greedy continuations)")
     args = ap.parse_args()
+    wanted = set(args.rows.split(","))
+    select = SELECT + (["DIF050"] if args.generation else [])
     ref = assets.smollm2_dir()
     text = args.text.read_text(encoding="utf-8") if args.text else assets.botchan_text()
     with tempfile.TemporaryDirectory() as tmp:
-        cands = [("F32 GGUF", args.gguf_dir / "smollm2-f32.gguf"), ("Q8_0 GGUF", args.gguf_dir / "smollm2-q8_0.gguf"),
-                 ("Q4_0 GGUF", args.gguf_dir / "smollm2-q4_0.gguf"),
-                 (f"v_proj of layer {args.layer} perturbed (HF)", perturbed_copy(ref, Path(tmp) / "perturbed", args.layer)),
-                 ("identical copy (HF)", Path(shutil.copytree(ref, Path(tmp) / "identical")))]
+        cands = [("f32", "F32 GGUF", lambda: args.gguf_dir / "smollm2-f32.gguf"),
+                 ("q8_0", "Q8_0 GGUF", lambda: args.gguf_dir / "smollm2-q8_0.gguf"),
+                 ("q4_0", "Q4_0 GGUF", lambda: args.gguf_dir / "smollm2-q4_0.gguf"),
+                 ("perturbed", f"v_proj of layer {args.layer} perturbed (HF)",
+                  lambda: perturbed_copy(ref, Path(tmp) / "perturbed", args.layer)),
+                 ("identical", "identical copy (HF)", lambda: Path(shutil.copytree(ref, Path(tmp) / "identical")))]
         rows = []
-        for label, path in cands:
+        for key, label, make in cands:
+            if key not in wanted:
+                continue
+            path = make()
             if not path.exists():
                 print(f"skip {label}: {path} missing", file=sys.stderr)
                 continue
             started = time.perf_counter()
-            report = run_diff(ref, path, text=text, select=SELECT, ctx_len=args.ctx, chunks=args.chunks,
+            report = run_diff(ref, path, text=text, select=select, ctx_len=args.ctx, chunks=args.chunks,
                               device="cpu", dtype="float32")
             rows.append(row(label, report))
             print(f"{label}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)

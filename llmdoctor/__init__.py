@@ -2,6 +2,7 @@
 
     report = llmdoctor.check("path/to/model", select=["VOC", "tokenizer"], fail_on="warning")
     report.exit_code()
+    report = llmdoctor.diff("hf-model/", "model-Q4_0.gguf", quick=True)   # `llmdoctor diff` (docs/diff.md)
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ try:
 except metadata.PackageNotFoundError:  # running from a checkout that was never installed
     __version__ = "0.1.0"
 
-__all__ = ["__version__", "check", "Report", "Finding", "Severity", "CATEGORIES"]
+__all__ = ["__version__", "check", "diff", "Report", "Finding", "Severity", "CATEGORIES"]
 
 
 def __getattr__(name):
@@ -25,6 +26,9 @@ def __getattr__(name):
     if name == "check":
         from llmdoctor.runner import check
         return check
+    if name == "diff":
+        from llmdoctor.diff_runner import run_diff
+        return run_diff
     if name in ("Report", "Finding", "Severity", "CATEGORIES", "CheckRun"):
         import findings
         return getattr(findings, name)

@@ -85,3 +85,10 @@ def test_catalogue_and_explain_know_the_dif_family():
     assert ids[:3] == ["DIF001", "DIF002", "DIF003"] and "DIF040" in ids and "DIF050" in ids
     explained = invoke("explain", "DIF040")
     assert explained.exit_code == 0 and "isolated" in explained.output.lower()
+
+
+def test_python_api_is_the_same_runner(pair):
+    import llmdoctor
+    ref, same, _ = pair
+    report = llmdoctor.diff(ref, same, quick=True, select=["DIF001", "DIF020"])
+    assert report.exit_code("warning") == 0 and {r.id for r in report.checks} == {"DIF001", "DIF020"}
