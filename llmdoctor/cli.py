@@ -51,6 +51,12 @@ class DoctorGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("llmdoctor: interrupted", err=True)
             ctx.exit(130)
+        except (MemoryError, RecursionError) as e:   # outside any check (those are contained by the runner)
+            from findings.crash import describe
+            reason, _ = describe(e)                  # brief, the failing frames released first (issue 18)
+            click.echo(f"llmdoctor: error: ran out of {'memory' if isinstance(e, MemoryError) else 'stack'} "
+                       f"({reason})", err=True)
+            ctx.exit(EXIT_USAGE)
 
 
 def one_line(error: BaseException) -> str:

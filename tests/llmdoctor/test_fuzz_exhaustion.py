@@ -113,3 +113,20 @@ def test_cli_reports_memory_exhaustion_in_json(exhausted):
     crash = next(f for f in report["findings"] if f["check"] == "ENV981")
     assert crash["evidence"]["exception"] == "MemoryError"
     assert "ENV981" in crash["message"] or crash["message"].startswith("check crashed: MemoryError")
+
+
+@pytest.mark.parametrize("error, words", [(MemoryError, "ran out of memory (MemoryError)"),
+                                          (RecursionError("too deep"), "ran out of stack (RecursionError: too deep)")])
+def test_exhaustion_outside_the_checks_is_one_line_exit_2(tmp_path, monkeypatch, error, words):
+    """Rendering a report (or anything else the CLI does around the checks) may run out too: one line, exit 2."""
+    from click.testing import CliRunner
+    import reports
+    from llmdoctor.cli import cli
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+
+    def render(*args, **kwargs):
+        raise error
+    monkeypatch.setattr(reports, "render", render)
+    result = CliRunner().invoke(cli, ["check", str(tmp_path), "--select", "CFG001", "--no-config"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == f"llmdoctor: error: {words}"
