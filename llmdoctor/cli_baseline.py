@@ -1,6 +1,7 @@
 """`llmdoctor baseline MODEL_DIR -o golden.json`: record a golden baseline for `llmdoctor check --baseline`."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -17,10 +18,12 @@ import click
 @click.option("--quick/--no-quick", default=False, help="Short probe set and few greedy tokens.")
 @click.option("--top-k", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Log-probabilities recorded per position.")
-def baseline_command(model_dir, output, device, dtype, quick, top_k):
+@click.option("--memory-budget", default=None, metavar="SIZE",
+              help="Memory the engine may use (e.g. 4GiB); a model that does not fit streams one layer at a time.")
+def baseline_command(model_dir, output, device, dtype, quick, top_k, memory_budget):
     """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes."""
     from llmdoctor.baseline import BaselineError, record, save
-    from llmdoctor.cli import InputError
+    from llmdoctor.cli import InputError, budget_option
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.runner import validate_device, validate_model_dir
 
@@ -28,7 +31,8 @@ def baseline_command(model_dir, output, device, dtype, quick, top_k):
     validate_device(device)
     try:
         refuse_inside_model(output, root, "baseline")
-        document = record(root, device=device, dtype=dtype, quick=quick, top_k=top_k)
+        document = record(root, device=device, dtype=dtype, quick=quick, top_k=top_k,
+                          memory_budget=budget_option(memory_budget, None), plan_stream=sys.stderr)
         save(document, output, root)
     except BaselineError as e:
         raise InputError(str(e)) from None

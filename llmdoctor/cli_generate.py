@@ -58,9 +58,11 @@ def build_params(**values):
               help="Device to run on.")
 @click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default="auto",
               show_default=True, help="Compute dtype (auto = float32 on cpu, the config's dtype on cuda).")
+@click.option("--memory-budget", default=None, metavar="SIZE",
+              help="Memory the engine may use (e.g. 4GiB); a model that does not fit streams one layer at a time.")
 def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p, min_p, repetition_penalty,
                      max_new_tokens, seed, num_beams, length_penalty, stop, ignore_eos, stream, as_json,
-                     device, dtype):
+                     device, dtype, memory_budget):
     """Generate a reply to PROMPT with the reference engine and show why it stopped."""
     from reference_engine.engine import Engine
 
@@ -70,7 +72,8 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
                           ignore_eos=ignore_eos, logprobs=as_json)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     device, dtype = resolve_device_dtype(device, dtype, model_dir)
-    engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype)
+    engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype,
+                                    streaming=planned_streaming(model_dir, device, dtype, memory_budget))
     request = messages if chat else prompt
     started = time.perf_counter()
     output = _run(engine, request, params, stream and not as_json)
@@ -83,6 +86,23 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
     rate = len(output.token_ids) / elapsed if elapsed > 0 else 0.0
     click.echo(f"[finish_reason={output.finish_reason}, {len(output.token_ids)} new tokens, "
                f"{len(output.prompt_token_ids)} prompt tokens, {rate:.1f} tokens/s]", err=True)
+
+
+def planned_streaming(model_dir, device: str, dtype: str, budget: str | None) -> bool:
+    """The memory plan for generation (reference_engine/core/plan.py), printed on stderr; PlanError (exit 2)
+    when not even one layer fits. A model the planner cannot read (a GGUF file) runs resident."""
+    from llmdoctor.cli import budget_option
+    from reference_engine.core.engine import resolve_dtype
+    from reference_engine.core.plan import GENERATE, PlanError, make_plan
+    try:
+        plan = make_plan(model_dir, budget_option(budget, None), dtype=resolve_dtype(dtype), device=device,
+                         workload=GENERATE)
+    except PlanError:
+        raise
+    except Exception:
+        return False
+    click.echo(plan.summary(), err=True)
+    return plan.streaming
 
 
 def _run(engine, request, params, stream: bool):

@@ -20,7 +20,9 @@ from datetime import timedelta
 
 import torch
 
-MODULES = ("input_norm", "attn", "post_norm", "mlp", "hidden")   # model.decoder_layer's capture points, in order
+# model.decoder_layer's capture points (MoE layers add "router" [T, experts]); codes travel in record headers
+ALL_MODULES = ("input_norm", "attn", "post_norm", "router", "mlp", "hidden")
+MODULE_CODES = {m: i for i, m in enumerate(ALL_MODULES)}
 
 
 class PipelineError(RuntimeError):
@@ -66,10 +68,10 @@ class Pipeline:
     def run(self, core, lanes, linear) -> None:
         from reference_engine.core.sweep import run_layers
         n = core.config.num_hidden_layers
-        records = [[] for _ in lanes]                 # per lane: captured tensors of layers 0..end-1, in order
+        records = [[] for _ in lanes]                 # per lane: (layer, module, tensor) of layers so far, in order
         try:
             if self.rank > 0:
-                self._recv(lanes, records, self.first)
+                self._recv(lanes, records)
                 self._replay(lanes, records, 0, self.first)
             live = [lane.capture for lane in lanes]
             for k, lane in enumerate(lanes):
@@ -82,7 +84,7 @@ class Pipeline:
                     lane.capture = capture
             if self.rank < self.size - 1:
                 self._send(lanes, records)
-            self._broadcast_last(lanes, records, n)
+            self._broadcast_last(lanes, records)
             self._replay(lanes, records, self.end, n)
         except PipelineError:
             raise
@@ -90,64 +92,57 @@ class Pipeline:
             raise PipelineError(f"pipeline rank {self.rank}: a peer failed or timed out "
                                 f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
 
-    # ---- transport: the hidden states, then the capture records (shapes known to every rank) -----------
-    def _payload(self, lanes, records, layers: int) -> list[torch.Tensor]:
-        out = []
+    # ---- transport: per lane its hidden state, then (with a capture) its records with a small header -----
+    def _exchange(self, op, peer: int, lanes, records, sending: bool) -> None:
+        """op(tensor, peer) on every tensor of the payload, in the same order on both sides; a receiving side
+        gets each lane's hidden state and records (header: layer, module code, last dim) filled in."""
         for k, lane in enumerate(lanes):
-            out.append(lane.h.contiguous())
-            if lane.capture is not None:
-                out.append(torch.stack(records[k]) if records[k] else lane.h.new_empty(0, *lane.h.shape))
-        return out
+            h = lane.h.contiguous()
+            op(h, peer)
+            lane.h = h
+            if lane.capture is None:
+                continue
+            mine = records[k] if sending else []
+            count = torch.tensor([len(mine)], dtype=torch.int64, device=h.device)
+            op(count, peer)
+            n = int(count.item())
+            header = torch.tensor([[i, MODULE_CODES[m], x.shape[-1]] for i, m, x in mine] or [[0, 0, 0]] * n,
+                                  dtype=torch.int64, device=h.device).reshape(n, 3)
+            op(header, peer)
+            out = []
+            for j, (i, code, dim) in enumerate(header.tolist()):
+                x = mine[j][2].contiguous() if sending else h.new_empty(h.shape[0], dim)
+                op(x, peer)
+                out.append((i, ALL_MODULES[code], x))
+            records[k] = out
 
-    def _empty_like(self, lanes, layers: int) -> list[torch.Tensor]:
-        out = []
-        for lane in lanes:
-            out.append(torch.empty_like(lane.h))
-            if lane.capture is not None:
-                out.append(lane.h.new_empty(len(MODULES) * layers, *lane.h.shape))
-        return out
-
-    def _unpack(self, lanes, records, tensors) -> None:
-        it = iter(tensors)
-        for k, lane in enumerate(lanes):
-            lane.h = next(it)
-            if lane.capture is not None:
-                records[k] = list(next(it).unbind(0))
-
-    def _recv(self, lanes, records, layers: int) -> None:
-        tensors = self._empty_like(lanes, layers)
-        for t in tensors:
-            self.dist.recv(t, src=self.rank - 1)
-        self._unpack(lanes, records, tensors)
+    def _recv(self, lanes, records) -> None:
+        self._exchange(lambda t, src: self.dist.recv(t, src=src), self.rank - 1, lanes, records, False)
 
     def _send(self, lanes, records) -> None:
-        for t in self._payload(lanes, records, self.end):
-            self.dist.send(t, dst=self.rank + 1)
+        self._exchange(lambda t, dst: self.dist.send(t, dst=dst), self.rank + 1, lanes, records, True)
 
-    def _broadcast_last(self, lanes, records, n: int) -> None:
+    def _broadcast_last(self, lanes, records) -> None:
         last = self.size - 1
-        tensors = self._payload(lanes, records, n) if self.rank == last else self._empty_like(lanes, n)
-        for t in tensors:
-            self.dist.broadcast(t, src=last)
+        mine = [list(r) for r in records]
+        self._exchange(lambda t, src: self.dist.broadcast(t, src=src), last, lanes, records, self.rank == last)
         if self.rank != last:
-            mine = [list(r) for r in records]
-            self._unpack(lanes, records, tensors)
             for k, r in enumerate(mine):       # keep this rank's own (live) values; they are the same numbers
                 records[k][:len(r)] = r
 
     def _replay(self, lanes, records, start: int, end: int) -> None:
-        """Call each lane's capture for layers start..end-1 with the values their owner saw."""
+        """Call each lane's capture for the records of layers start..end-1 with the values their owner saw."""
         for k, lane in enumerate(lanes):
             if lane.capture is None:
                 continue
-            for i in range(start, end):
-                for j, module in enumerate(MODULES):
-                    lane.capture(i, module, records[k][i * len(MODULES) + j])
+            for i, module, x in records[k]:
+                if start <= i < end:
+                    lane.capture(i, module, x)
 
 
 def _recording(capture, sink: list):
     def hook(layer, module, x):
         replaced = capture(layer, module, x)
-        sink.append((x if replaced is None else replaced).detach())
+        sink.append((layer, module, (x if replaced is None else replaced).detach()))
         return replaced
     return hook

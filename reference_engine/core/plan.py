@@ -221,7 +221,8 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     mlp = 2 * config.intermediate_size * config.hidden_size * elem          # fused gate_up: pieces + the cat
     layer_peak = big_file + big * elem + mlp + shadow
     head_block = min(HEAD_BLOCK_BYTES, vocab_rows * elem) * 2               # read in file dtype, then cast
-    streaming = BASE_BYTES + layer_peak + head_block + kv + act * (1 + len(workload.shadows))
+    # lanes of a pass (probes, shadows) go through a layer one after another: one step's activations at a time
+    streaming = BASE_BYTES + layer_peak + head_block + kv + act
     per_pass = sum(layer_files[i] for i in mine) + head_block // 2
     mode = force or ("resident" if resident <= budget else "streaming")
     if mode == "streaming" and streaming > budget and force is None:

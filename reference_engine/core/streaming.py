@@ -27,10 +27,10 @@ from reference_engine.core.attention import StepMetadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.engine import CoreEngine, default_num_blocks, resolve_device, resolve_dtype
 from reference_engine.core.layer_reader import ChunkedWeights
-from reference_engine.core.model import _emit, check_supported, rms_norm
+from reference_engine.core.model import _emit, check_supported, norm
 from reference_engine.core.model_weights import LayerWeights, check_tensor_table, load_layer_weights
 from reference_engine.core.rope import build_rope_table
-from reference_engine.core.sweep import HEAD_BLOCK_BYTES, Lane, blocked_head, run_layers
+from reference_engine.core.sweep import HEAD_BLOCK_BYTES, Lane, blocked_head, embed_rows, run_layers
 from reference_engine.files.weights import Weights
 
 EMBED, HEAD, NORM = "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"
@@ -85,7 +85,7 @@ class StreamingCore(CoreEngine):
 
     def embed(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         rows = self.reader.gather_rows(EMBED, tokens)                       # [T, hidden], file dtype
-        return rows.to(device=self.device, dtype=self.dtype).to(dtype)      # as the resident engine's cast
+        return embed_rows(rows.to(device=self.device, dtype=self.dtype).to(dtype), self.config)
 
     def norm(self, dtype: torch.dtype) -> torch.Tensor:
         if dtype not in self._norms:
@@ -113,7 +113,7 @@ class StreamingCore(CoreEngine):
         lane = Lane(h, self.cache, meta, cos, sin, capture, self.dtype)
         self.run_lanes([lane], linear)
         n = self.config.num_hidden_layers
-        return _emit(capture, n, "final_norm", rms_norm(lane.h, self.norm(self.dtype), self.config.rms_norm_eps))
+        return _emit(capture, n, "final_norm", norm(lane.h, self.norm(self.dtype), self.config))
 
     def _head(self, hidden, weights, linear) -> torch.Tensor:
         return self.head(hidden, linear)

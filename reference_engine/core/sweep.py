@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from reference_engine.core.attention import StepMetadata, build_metadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
-from reference_engine.core.model import CaptureHook, _emit, decoder_layer, rms_norm
+from reference_engine.core.model import CaptureHook, _emit, decoder_layer, embed, final_logits, norm
 from reference_engine.core.model_weights import LayerWeights
 from reference_engine.core.rope import build_rope_table
 
@@ -68,10 +68,10 @@ def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, laye
 def finish(source, config, lane: Lane, linear=F.linear, rows: torch.Tensor | None = None) -> torch.Tensor:
     """Final norm and LM head of a lane -> float32 logits [rows or all tokens, vocab] (as CoreEngine._step)."""
     n = config.num_hidden_layers
-    hidden = _emit(lane.capture, n, "final_norm", rms_norm(lane.h, source.norm(lane.dtype), config.rms_norm_eps))
+    hidden = _emit(lane.capture, n, "final_norm", norm(lane.h, source.norm(lane.dtype), config))
     if rows is not None:
         hidden = hidden[rows]
-    logits = source.head(hidden, linear)
+    logits = final_logits(source.head(hidden, linear), config)
     if lane.capture is not None:
         replaced = lane.capture(n, "logits", logits)
         logits = logits if replaced is None else replaced
@@ -90,6 +90,12 @@ def blocked_head(hidden: torch.Tensor, read_rows, vocab: int, linear=F.linear,
     return out
 
 
+def embed_rows(rows: torch.Tensor, config) -> torch.Tensor:
+    """model.embed on rows already gathered [T, hidden] (the family's scale applied in their dtype, as an
+    engine loaded in that dtype would)."""
+    return embed(torch.arange(rows.shape[0], device=rows.device), rows, config)
+
+
 class ResidentSource:
     """The resident engine's weights as a sweep source; other dtypes are cast layer by layer, never whole."""
 
@@ -103,7 +109,7 @@ class ResidentSource:
         pass
 
     def embed(self, tokens: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        return F.embedding(tokens, self.core.weights.embed).to(dtype)
+        return embed_rows(F.embedding(tokens, self.core.weights.embed).to(dtype), self.core.config)
 
     def norm(self, dtype: torch.dtype) -> torch.Tensor:
         return self.core.weights.norm.to(dtype)

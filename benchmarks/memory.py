@@ -1,0 +1,70 @@
+"""Peak memory and wall time of `llmdoctor check` under a hard memory cap (issue 13).
+
+    python benchmarks/memory.py MODEL_DIR --cap 3 [--quick] [--budget 2.5GiB] [--streaming] [-- CHECK ARGS]
+
+Runs the check inside /work/shared/tools/memcap (a cgroup memory limit; page cache counts but is reclaimable)
+and prints: completed or killed, the cgroup's peak against the weight file size (the "x file" ratio), wall
+time, the plan's mode and the passes and GB the engine actually read (from the JSON report's `plan.actual`).
+Build large shape-faithful models with scripts/make_synthetic_model.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MEMCAP = os.environ.get("LLMDOCTOR_MEMCAP", "/work/shared/tools/memcap")
+
+
+def weight_bytes(model: Path) -> int:
+    return sum(p.stat().st_size for p in model.glob("*.safetensors"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", type=Path)
+    ap.add_argument("--cap", type=float, required=True, help="GiB")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--budget", default=None, help="--memory-budget for the check (default: the planner's)")
+    ap.add_argument("--streaming", action="store_true", help="LLMDOCTOR_STREAMING=1 (stream a model that fits)")
+    ap.add_argument("rest", nargs="*", help="more check arguments (after --)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [MEMCAP, str(args.cap), sys.executable, "-m", "llmdoctor", "check", str(args.model), "--no-config",
+               "--format", "json", "-o", str(report), *(["--quick"] if args.quick else []),
+               *(["--memory-budget", args.budget] if args.budget else []), *args.rest]
+        env = {**os.environ, **({"LLMDOCTOR_STREAMING": "1"} if args.streaming else {})}
+        started = time.perf_counter()
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - started
+        line = next((l for l in run.stderr.splitlines() if l.startswith("memcap:")), "")
+        plan_line = next((l for l in run.stderr.splitlines() if l.startswith("plan:")), "")
+        peak = float(re.search(r"peak ([0-9.]+) GiB", line).group(1)) if "peak" in line else float("nan")
+        kills = re.search(r"oom kills (\S+)", line)
+        data = json.loads(report.read_text()) if report.exists() else None
+    size = weight_bytes(args.model)
+    print(f"model {args.model} ({size / 2**30:.2f} GiB of weights), cap {args.cap} GiB, "
+          f"{'--quick' if args.quick else 'full'} check")
+    print(f"  exit {run.returncode}, oom kills {kills.group(1) if kills else '?'}, wall {wall:.0f} s")
+    print(f"  peak {peak:.2f} GiB = {peak * 2**30 / size:.2f} x the weight file")
+    print(f"  {plan_line}")
+    if data and data.get("plan"):
+        actual = data["plan"]["actual"]
+        read = actual.get("bytes_read") or 0
+        print(f"  engine: {data['plan']['mode']}, {actual.get('passes')} passes, {read / 1e9:.1f} GB read")
+        print(f"  findings: {len(data['findings'])} "
+              f"({sum(f['severity'] == 'error' for f in data['findings'])} errors)")
+    elif run.returncode:
+        print("  " + "\n  ".join(run.stderr.strip().splitlines()[-3:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

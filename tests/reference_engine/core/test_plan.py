@@ -1,0 +1,77 @@
+"""The memory planner (issue 13): sizes, resident vs streaming, refusal, layer split."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from reference_engine.core.plan import (CHECK_FULL, CHECK_QUICK, GiB, MiB, PlanError, default_budget, make_plan,
+                                        parse_size, split_layers)
+from reference_engine.testing.factory import build_model_dir
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return build_model_dir(tmp_path_factory.mktemp("plan") / "m", "llama", seed=0, num_hidden_layers=3)
+
+
+@pytest.mark.parametrize("text, want", [("512MiB", 512 * MiB), ("4GiB", 4 * GiB), ("4G", 4 * GiB), ("4g", 4 * GiB),
+                                        ("8GB", 8 * 10 ** 9), ("1.5GiB", 3 * GiB // 2), (" 100 ", 100),
+                                        (123456, 123456), ("2T", 2 << 40), ("64k", 64 << 10)])
+def test_parse_size(text, want):
+    assert parse_size(text) == want
+
+
+@pytest.mark.parametrize("bad", ["", "four GiB", "4 parsecs", "-1G", "0", "1e9", "GiB", True])
+def test_parse_size_rejects(bad):
+    with pytest.raises(ValueError, match="memory size"):
+        parse_size(bad)
+
+
+def test_resident_when_it_fits(model):
+    plan = make_plan(model, 64 * GiB, workload=CHECK_FULL)
+    assert plan.mode == "resident" and not plan.streaming
+    assert plan.predicted_peak_bytes == plan.resident_peak_bytes <= plan.budget_bytes
+    assert plan.bytes_per_pass == 0 and plan.weight_file_bytes > 0
+    assert "resident" in plan.summary() and "\n" not in plan.summary()
+
+
+def test_streaming_when_only_one_layer_fits(model):
+    full = make_plan(model, 64 * GiB)
+    budget = full.resident_peak_bytes - 1
+    if full.streaming_peak_bytes > budget:        # tiny models: the fixed base dominates both modes
+        budget = full.streaming_peak_bytes
+        plan = make_plan(model, budget, force="streaming")
+    else:
+        plan = make_plan(model, budget)
+    assert plan.streaming
+    assert plan.bytes_per_pass >= plan.largest_layer_bytes // 4   # float32 compute of a float32 file
+    assert plan.to_dict()["mode"] == "streaming"
+
+
+def test_refuses_when_one_layer_does_not_fit(model):
+    with pytest.raises(PlanError) as e:
+        make_plan(model, 64 * MiB, workload=CHECK_QUICK)
+    message = str(e.value)
+    assert "needs at least" in message and "64 MiB" in message and "\n" not in message
+
+
+def test_bfloat16_plans_half_the_layer(model):
+    fp32 = make_plan(model, 64 * GiB, dtype=torch.float32)
+    bf16 = make_plan(model, 64 * GiB, dtype=torch.bfloat16)
+    assert bf16.largest_layer_bytes * 2 == fp32.largest_layer_bytes
+
+
+def test_default_budget_leaves_headroom():
+    budget, source = default_budget("cpu")
+    assert budget >= 0 and "headroom" in source
+
+
+@pytest.mark.parametrize("layers, ranks, want", [(5, 2, [(0, 3), (3, 5)]), (5, 3, [(0, 2), (2, 4), (4, 5)]),
+                                                 (4, 1, [(0, 4)]), (32, 4, [(0, 8), (8, 16), (16, 24), (24, 32)])])
+def test_split_layers(layers, ranks, want):
+    assert split_layers(layers, ranks) == want
+
+
+def test_pipeline_rank_plans_its_own_layers(model):
+    plan = make_plan(model, 64 * GiB, ranks=2, rank=1, force="streaming")
+    assert plan.layers == [2, 3] and plan.ranks == 2 and "rank layers 2..2 of 2 ranks" in plan.summary()
