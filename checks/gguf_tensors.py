@@ -95,6 +95,10 @@ def gguf_quantization_census(ctx):
     for name, kind, fraction in zero[:5]:
         yield Problem(f"{name} ({kind}): {fraction:.1%} of its quantization blocks are all zero",
                       evidence={**evidence, "tensor": name, "zero_block_fraction": fraction}, severity="warning")
+    if not bad and not zero:
+        summary = ", ".join(f"{k} x{v} ({nbytes[k] / 2 ** 20:.1f} MiB)" for k, v in census.most_common())
+        yield Problem(f"quantization census: {summary}; every tensor dequantizes to finite values",
+                      evidence=evidence, severity="info")
 
 
 @check("GGF009", category="files", severity="warning", needs=("gguf",),
