@@ -173,3 +173,52 @@ def test_streaming_engines_report_what_resident_ones_report(factory_model_dir, t
     assert [(f.check, f.severity, f.message) for f in streaming.findings] == \
         [(f.check, f.severity, f.message) for f in resident.findings]
     assert "layer 2 mlp" in streaming.findings_for("DIF040")[0].message
+
+
+def test_special_ids_added_tokens_and_one_sided_tensors(factory_model_dir, tmp_path):
+    from tests.checks.zoo import EMBED, LM_HEAD, special_id
+    ref = factory_model_dir("llama")
+    cand = copy(ref, tmp_path)
+    edit_json("config.json", bos_token_id=special_id(ref, "<|im_start|>"), tie_word_embeddings=True)(cand)
+
+    def demote(tok):
+        entry = next(t for t in tok["added_tokens"] if t["content"] == "<|im_end|>")
+        entry["special"] = False
+    edit_tokenizer(demote)(cand)
+    edit_tensors(lambda t, d: t.pop(LM_HEAD))(cand)
+    report = run_diff(ref, cand, select=["DIF001", "DIF002", "DIF005", "DIF021"])
+    assert any(f.evidence["field"] == "config.bos_token_id" for f in by_check(report, "DIF002"))
+    assert any(f.evidence.get("field") == "tie_word_embeddings" for f in by_check(report, "DIF001"))
+    [added] = by_check(report, "DIF005")
+    assert added.evidence["token"] == "<|im_end|>" and added.evidence["candidate"][1] is False
+    [one_sided] = by_check(report, "DIF021")
+    assert one_sided.evidence["tensors"] == [LM_HEAD] and "only in the reference" in one_sided.message
+    assert EMBED not in one_sided.evidence["tensors"]
+
+
+def test_replaced_and_reshaped_tensors(factory_model_dir, tmp_path):
+    from tests.checks.zoo import resize_rows
+    ref = factory_model_dir("llama")
+    cand = copy(ref, tmp_path)
+    name = "model.layers.0.mlp.up_proj.weight"
+    edit_tensors(lambda t, d: t.__setitem__(name, torch.randn(t[name].shape) * t[name].std()))(cand)
+    resize_rows(600)(cand)
+    report = run_diff(ref, cand, select=["DIF020"])
+    severities = {f.evidence.get("tensor"): f.severity.value for f in by_check(report, "DIF020")}
+    assert severities["layers.0.mlp.up_proj.weight"] == "warning"       # another tensor, not a rounding
+    assert severities["embed_tokens.weight"] == "error" and severities["lm_head.weight"] == "error"
+    assert status(report, "DIF020").status == "failed"
+
+
+def test_greedy_divergence_shows_both_top5(factory_model_dir, tmp_path):
+    ref = factory_model_dir("llama", **DEEP)
+    cand = copy(ref, tmp_path)
+    name = "model.layers.3.mlp.down_proj.weight"
+    edit_tensors(lambda t, d: t.__setitem__(name, t[name] * 3.0))(cand)
+    report = run_diff(ref, cand, quick=True, select=["DIF050"])
+    diverged = [f for f in by_check(report, "DIF050") if f.severity.value == "warning"]
+    assert diverged, [f.message for f in by_check(report, "DIF050")]
+    ev = diverged[0].evidence
+    assert len(ev["reference_top5"]) == 5 and len(ev["candidate_top5"]) == 5
+    assert ev["reference_top5"][0]["id"] != ev["candidate_top5"][0]["id"]   # each side's argmax at the split
+    assert all(0 <= row["p"] <= 1 for row in ev["reference_top5"] + ev["candidate_top5"])
