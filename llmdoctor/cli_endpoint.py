@@ -10,7 +10,7 @@ from llmdoctor.cli_probe import report_options
 
 def endpoint_options(func):
     """--served-name / --api-key-env / --timeout, shared with `triage --endpoint`."""
-    func = click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=30.0, show_default=True,
+    func = click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=60.0, show_default=True,
                         help="Seconds one request may take (the whole probe gets 10x this).")(func)
     func = click.option("--api-key-env", metavar="VAR", default=None,
                         help="Environment variable holding the API key (never written to the report).")(func)

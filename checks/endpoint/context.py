@@ -104,7 +104,7 @@ class EndpointContext:
                                                                top_logprobs=self.top_logprobs))
 
     def completion_answer(self):
-        return self.ask("completion", lambda: self.surface.completion(COMPLETION_PROMPT, max_tokens=24,
+        return self.ask("completion", lambda: self.surface.completion(COMPLETION_PROMPT, max_tokens=16,
                                                                       logprobs=self.top_logprobs))
 
     def tokenize(self, text: str) -> list[int] | None:

@@ -31,8 +31,8 @@ class EndpointError(Exception):
 @dataclass
 class Budget:
     max_requests: int = 80          # requests in one probe run (retries included)
-    deadline_s: float = 300.0       # wall clock for the whole run
-    timeout_s: float = 30.0         # one request
+    deadline_s: float = 600.0       # wall clock for the whole run
+    timeout_s: float = 60.0         # one request
     retries: int = 2                # extra tries on connect errors, 429 and 5xx
     backoff_s: float = 0.5          # first wait; doubles each retry
     used: int = 0

@@ -42,7 +42,7 @@ def vllm(ref: Reference) -> list[dict]:
          "max_model_len": 8192, "permission": []}]}},
           {"method": "POST", "route": "/tokenize", "match": {"prompt": "a"},
            "response": {"count": 1, "max_model_len": 8192, "tokens": ref.prompt_ids("a"), "token_strs": None}}]
-    for text in [*RAW_TEXTS, COMPLETION_PROMPT, *ref.special_texts()]:
+    for text in [*RAW_TEXTS, COMPLETION_PROMPT, *ref.special_texts(), *(ref.render(m) for m in CONVERSATIONS.values())]:
         toks = ref.prompt_ids(text)
         ex.append({"method": "POST", "route": "/tokenize", "match": {"prompt": text},
                    "response": {"count": len(toks), "max_model_len": 8192, "tokens": toks, "token_strs": None}})
@@ -73,7 +73,7 @@ def llamacpp(ref: Reference) -> list[dict]:
         ex.append({"method": "POST", "route": "/apply-template", "match": {"messages": messages},
                    "response": {"prompt": chatml_render(messages)}})
     for text in [*RAW_TEXTS, COMPLETION_PROMPT, *ref.special_texts(),
-                 *(chatml_render(m) for m in CONVERSATIONS.values())]:
+                 *(chatml_render(m) for m in CONVERSATIONS.values()), *(ref.render(m) for m in CONVERSATIONS.values())]:
         ex.append({"method": "POST", "route": "/tokenize", "match": {"content": text},
                    "response": {"tokens": ref.tokenizer.encode(text, add_special_tokens=False)}})
     ex += chat_exchanges({n: len(ref.tokenizer.encode(chatml_render(m), add_special_tokens=False))
