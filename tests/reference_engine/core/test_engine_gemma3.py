@@ -19,12 +19,14 @@ def pair(gemma3_270m_dir):
     import transformers
     ours = Engine.from_pretrained(gemma3_270m_dir, num_blocks=96)
     theirs = transformers.AutoModelForCausalLM.from_pretrained(gemma3_270m_dir, dtype=torch.float32,
-                                                               attn_implementation="eager").eval()
+                                                               attn_implementation="sdpa").eval()
     return ours, theirs
 
 
 def test_logits_equal_transformers_across_the_sliding_window(pair):
-    """520 tokens: past the 512-token window of the sliding layers, so local and global layers both count."""
+    """520 tokens: past the 512-token window of the sliding layers, so local and global layers both count.
+    Against transformers' SDPA path (bit-identical here); its own eager path differs from SDPA by ~9e-4 on
+    these |logits| ~ 40, so eager is not the yardstick at 1e-4."""
     ours, theirs = pair
     text = " ".join(f"item {i} is {'red' if i % 3 else 'blue'};" for i in range(130))
     ids = ours.tokenizer.encode(text)[:520]
@@ -34,7 +36,7 @@ def test_logits_equal_transformers_across_the_sliding_window(pair):
     diff = (ours.logits(ids) - expected).abs().max().item()
     print(f"\nGemma 3 270M: max |logit diff| {diff:.2e} over {len(ids)} tokens (max |logit| "
           f"{expected.abs().max():.1f})")
-    assert diff <= 1e-3 and expected.abs().max() > 10      # |logits| ~ 30: 1e-4 relative
+    assert diff <= 1e-4 and expected.abs().max() > 10
 
 
 def test_greedy_text_equals_transformers(pair):
