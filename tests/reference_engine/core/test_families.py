@@ -81,6 +81,7 @@ def test_dynamic_ntk_runs_past_max_position_embeddings_like_transformers():
     ids = random_ids(200, seed=7)
     ours, theirs = eng.logits(ids), hf_logits(load_hf(family_dir(variant)), ids)
     FIDELITY[variant] = (ours - theirs).abs().max().item()
+    print(f"\n{variant}: max |logit diff| {FIDELITY[variant]:.2e} over 200 tokens (max_position_embeddings 128)")
     assert FIDELITY[variant] <= TOL
     within = random_ids(100, seed=8)
     assert (eng.logits(within) - hf_logits(load_hf(family_dir(variant)), within)).abs().max().item() <= TOL
