@@ -74,9 +74,10 @@ def gguf_pre_tokenizer(ctx):
     pre = gguf.get("tokenizer.ggml.pre")
     pre = pre if isinstance(pre, str) else None
     tok = _tokenizer_with_pre(gguf, "default" if pre is None or pre_tokenizer_for(pre) is None else pre)
-    expected = recompute_pre(tok) if tok is not None else None
-    evidence = {"pre": pre, "expected": expected}
-    said = f"; llama.cpp's converter table says {expected!r}" if expected else \
+    candidates = recompute_pre(tok) if tok is not None else []
+    expected = candidates[0] if candidates else None
+    evidence = {"pre": pre, "expected": expected, "candidates": candidates}
+    said = f"; llama.cpp's converter table says {' or '.join(map(repr, candidates))}" if candidates else \
         " (the vocabulary is not in llama.cpp's converter table, so the right value cannot be recomputed)"
     if pre is None or pre == "":
         yield Problem(f"tokenizer.ggml.pre is missing: llama.cpp falls back to generic 'default' regexes{said}",

@@ -23,29 +23,33 @@ def check_hash(ids: list[int]) -> str:
 
 def known_pre(tok) -> str | None:
     """The pre name llama.cpp's converter would have written for this tokenizer as it is, else None."""
-    return _lookup(tok)
+    names = _lookup(tok)
+    return names[0] if names else None
 
 
-def recompute_pre(tok) -> str | None:
-    """The pre name whose regexes, applied to this vocabulary, give a hash the converter knows; None when no
-    pre-tokenizer llama.cpp implements makes this vocabulary a known model."""
+def recompute_pre(tok) -> list[str]:
+    """The pre names whose regexes (with or without ignore_merges), applied to this vocabulary, give a hash the
+    converter knows: usually one; two when fine-tunes share a vocabulary but differ in ignore_merges
+    (llama-bpe / smaug-bpe). Empty when no pre-tokenizer llama.cpp implements makes it a known model."""
+    found: list[str] = []
     for kind, regexes in REGEXES.items():
-        for ignore_merges in (False, True):
-            found = _lookup(with_pre(tok, regexes, ignore_merges))
-            if found is not None:
-                return found
-    return None
+        for ignore_merges in (True, False):
+            for name in _lookup(with_pre(tok, regexes, ignore_merges)):
+                if name not in found:
+                    found.append(name)
+    return found
 
 
-def _lookup(tok) -> str | None:
-    for add_special in (True, False):   # the Hugging Face tokenizer's encode() may or may not add BOS
-        try:
-            name = KNOWN_HASHES.get(check_hash(tok.encode(CHECK_TEXT, add_special_tokens=add_special)))
-        except Exception:  # a regex the `regex` module rejects: this candidate cannot be the model's
-            return None
-        if name is not None:
-            return name
-    return None
+def _lookup(tok) -> list[str]:
+    """The converter's name for this tokenizer's ids of CHECK_TEXT; the Hugging Face tokenizer it hashed may or
+    may not have added BOS, whatever the GGUF's add_bos_token says, so both are tried."""
+    try:
+        ids = tok.encode(CHECK_TEXT, add_special_tokens=False)
+    except Exception:  # a regex the `regex` module rejects: this candidate cannot be the model's
+        return []
+    bos = tok.bos_token_id
+    variants = ([bos, *ids], ids) if bos is not None else (ids,)
+    return [KNOWN_HASHES[h] for h in map(check_hash, variants) if h in KNOWN_HASHES]
 
 
 def with_pre(tok, regexes: tuple[str, ...], ignore_merges: bool):

@@ -47,3 +47,19 @@ def test_a_directory_holding_one_gguf_is_a_model(tmp_path):
     report = run_gguf(tmp_path)
     assert problems(report) == [] and report.model == str(tmp_path)
     assert path.exists()
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("name,wrong", [("llama-bpe", "gpt-2"), ("qwen2", "default")])
+def test_wrong_pre_on_a_real_vocab_names_the_expected_value(tmp_path, name, wrong):
+    """Llama-3's vocabulary labelled gpt-2 / Qwen2's labelled default: GGF003 recomputes the converter's answer."""
+    from tests import assets_gguf
+    from tests.checks.zoo_gguf import rewrite_metadata
+    from tests.conftest import _asset
+    vocab = _asset(assets_gguf.llamacpp_vocab_gguf, name)
+    assert run_checks(vocab.gguf, select=["GGF003"]).findings == []
+    path = rewrite_metadata(vocab.gguf, tmp_path / "v.gguf", {"tokenizer.ggml.pre": wrong})
+    findings = [f for f in run_checks(path, select=["GGF003"]).findings]
+    assert [f.severity.value for f in findings] == ["error"]
+    assert name in findings[0].evidence["candidates"] and findings[0].evidence["pre"] == wrong
+    assert repr(name) in findings[0].message

@@ -258,3 +258,20 @@ FAULTS = [
     GGUFFault("truncated_file", "GGF001", _truncated, "the last 1000 bytes are missing"),
     GGUFFault("huge_metadata_count", "GGF001", _bad_magic, "metadata count 2^62"),
 ]
+
+
+def rewrite_metadata(src: Path, dst: Path, changes: dict) -> Path:
+    """A copy of a tensor-less GGUF (llama.cpp's vocab files) with metadata keys changed (DROP removes one)."""
+    from reference_engine.files.gguf_file import GGUFFile
+    g = GGUFFile.open(src)
+    if g.tensors:
+        raise ValueError("rewrite_metadata copies metadata only")
+    meta = {}
+    for key, value in g.metadata.items():
+        if key == "general.architecture":
+            continue
+        kind, sub = g.value_types[key]
+        meta[key] = (value, GGUFValueType(kind), None if sub is None else GGUFValueType(sub))
+    for key, value in changes.items():
+        meta.pop(key, None) if value is DROP else meta.__setitem__(key, value)
+    return write_spec(GGUFSpec(g.metadata["general.architecture"], meta), dst)
