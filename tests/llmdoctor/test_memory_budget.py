@@ -115,3 +115,20 @@ def test_generate_and_baseline_use_the_planner(model, tmp_path, command):
     assert not (tmp_path / "golden.json").exists()
     ok = invoke(*args, "--memory-budget", "64GiB", *(["--max-new-tokens", "4"] if command[0] == "generate" else []))
     assert ok.exit_code == 0 and "plan: resident" in ok.stderr
+
+
+def test_progress_shows_layers_and_bytes_on_a_tty_only():
+    import io
+    from llmdoctor.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = Progress(3, stream=stream)
+        bar.start("GLD002 logits")
+        bar.layer(12, 32, 3_400_000_000)
+        bar.close()
+    assert "layer 12/32, 3.4 GB read" in tty.getvalue() and "GLD002" in tty.getvalue()
+    assert pipe.getvalue() == ""
