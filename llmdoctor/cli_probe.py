@@ -48,7 +48,7 @@ def finish(recorder, fmt: str, output: Path | None, fail_on: str) -> None:
 
 @click.group("probe")
 def probe():
-    """Measure the runtime: KV-cache fragmentation and memory bandwidth."""
+    """Measure the runtime: KV-cache fragmentation, memory bandwidth, a live server vs the reference."""
 
 
 @probe.command("kv")

@@ -124,9 +124,9 @@ def template_drift(ctx: EndpointContext):
         # tokenizer differs (EPT013/EPT014), the reference rendering as the server tokenizes it
         ref_ids, tokenized = ref.chat_ids(messages), ctx.tokenize(expected_text)
         extra_bos = max(leading(tokenized, ref.bos_id) - leading(ref_ids, ref.bos_id), 0) if tokenized else 0
-        expected = len(ref_ids) + extra_bos
         count = ctx.ask(f"chat_count:{name}", lambda m=messages: ctx.surface.chat_prompt_count(m))
-        rows.append({"conversation": name, "server_prompt_tokens": count, "reference_template_tokens": expected,
+        rows.append({"conversation": name, "server_prompt_tokens": count, "reference_template_tokens": len(ref_ids),
+                     "with_the_servers_bos": len(ref_ids) + extra_bos,
                      "reference_rendering_as_server_tokenizes": None if tokenized is None else len(tokenized),
                      "reference_render": expected_text})
     if diffs:
@@ -136,7 +136,7 @@ def template_drift(ctx: EndpointContext):
                       f"({first['conversation']})", evidence={"diffs": diffs})
         return
     bad = [r for r in rows if r["server_prompt_tokens"] is not None and r["server_prompt_tokens"] not in
-           (r["reference_template_tokens"], r["reference_rendering_as_server_tokenizes"])]
+           (r["reference_template_tokens"], r["with_the_servers_bos"], r["reference_rendering_as_server_tokenizes"])]
     if bad:
         yield Problem(f"the server's chat prompt differs from the model's template: {count_summary(bad)}"
                       f"{default_system_note(ctx, rows, bad)}",
