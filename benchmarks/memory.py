@@ -33,8 +33,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", default=None, help="--memory-budget for the check (default: the planner's)")
     ap.add_argument("--streaming", action="store_true", help="LLMDOCTOR_STREAMING=1 (stream a model that fits)")
-    ap.add_argument("rest", nargs="*", help="more check arguments (after --)")
-    args = ap.parse_args(argv)
+    args, rest = ap.parse_known_args(argv)
+    args.rest = [a for a in rest if a != "--"]           # more check arguments, e.g. -- --select GLD002
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         cmd = [MEMCAP, str(args.cap), sys.executable, "-m", "llmdoctor", "check", str(args.model), "--no-config",
