@@ -33,8 +33,8 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
     ctx = CheckContext(model_dir, device=device, dtype=dtype, quick=quick, memory_budget=memory_budget,
                        workload=BASELINE)
     plan = ctx._plan_or_none()          # PlanError (exit 2) before anything is loaded
-    if plan is not None and plan_stream is not None:
-        print(plan.summary(), file=plan_stream, flush=True)
+    from llmdoctor.runner import announce_plan
+    announce_plan(plan, plan_stream)
     runs = forward_runs(ctx)
     traces = greedy_traces(ctx.engine, [r.probe.ids for r in runs], new_tokens(quick), eos_ids(ctx.engine))
     probes = []

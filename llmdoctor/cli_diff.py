@@ -27,9 +27,10 @@ from llmdoctor.cli import FORMATS, InputError, budget_option, emit
               help="Write the report to this file instead of stdout (never inside either model's directory).")
 @click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default="error", show_default=True,
               help="Exit 1 when a finding is at or above this severity.")
-@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True,
+              help="Device both models run on (auto = cuda when available, else cpu).")
 @click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default="auto",
-              show_default=True)
+              show_default=True, help="Compute dtype of both models (auto = float32 on cpu).")
 @click.option("--quick", is_flag=True, help="Fewer windows, tokens and probes.")
 @click.option("--memory-budget", default=None, metavar="SIZE",
               help="Memory both engines may use together, e.g. 8GiB (each side gets half; larger models stream).")

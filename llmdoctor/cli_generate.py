@@ -101,7 +101,8 @@ def planned_streaming(model_dir, device: str, dtype: str, budget: str | None) ->
         raise
     except Exception:
         return False
-    click.echo(plan.summary(), err=True)
+    from llmdoctor.runner import announce_plan
+    announce_plan(plan, sys.stderr)
     return plan.streaming
 
 

@@ -125,9 +125,17 @@ def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):
         raise
     except Exception:
         return None
-    if stream is not None and plan is not None:
-        print(plan.summary(), file=stream, flush=True)
+    announce_plan(plan, stream)
     return plan
+
+
+def announce_plan(plan, stream) -> None:
+    """Print the plan before loading when a person watches (a TTY) or when it streams (a long run worth knowing
+    about in a CI log too); a resident plan on a pipe stays out of stderr and lives in the JSON report."""
+    if stream is None or plan is None:
+        return
+    if plan.streaming or (hasattr(stream, "isatty") and stream.isatty()):
+        print(plan.summary(), file=stream, flush=True)
 
 
 def plan_with_actuals(ctx: CheckContext, plan, seconds: float) -> dict | None:

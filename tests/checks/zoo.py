@@ -200,10 +200,12 @@ def add_tokens_beyond(d: Path) -> None:
     write_json(d, "tokenizer.json", tok)
 
 
-def huge_added_id(tok: dict) -> None:
-    """An added token with id 10**9: every check must stay O(vocab), never O(max id)."""
-    tok["added_tokens"].append({"id": 10**9, "content": "<|far|>", "single_word": False, "lstrip": False,
-                                "rstrip": False, "normalized": False, "special": True})
+def added_id(token_id: int):
+    """An added token with a far id: every check must stay O(vocab), never O(max id)."""
+    def change(tok: dict) -> None:
+        tok["added_tokens"].append({"id": token_id, "content": "<|far|>", "single_word": False, "lstrip": False,
+                                    "rstrip": False, "normalized": False, "special": True})
+    return change
 
 
 def resize_rows(rows: int):
@@ -374,7 +376,8 @@ FAULTS: list[Fault] = [
           "onnxruntime-genai PR#2444"),
     # vocab
     Fault("added_tokens_beyond_embedding", add_tokens_beyond, "VOC002", "error", "transformers#26714"),
-    Fault("added_token_with_huge_id", edit_tokenizer(huge_added_id), "VOC002", "error", "inseq PR#306"),
+    Fault("added_token_with_huge_id", edit_tokenizer(added_id(10**7)), "VOC002", "error", "inseq PR#306"),
+    Fault("added_token_id_past_any_vocab", edit_tokenizer(added_id(10**9)), "TOK001", "error"),   # limits.py
     Fault("config_vocab_smaller_than_tokenizer", resize_rows(500), "VOC002", "error", "inseq PR#306"),
     Fault("padded_rows_beyond_tokenizer", resize_rows(576), "VOC003", "warning", "vllm#13175"),
     Fault("eos_id_out_of_range", eos_out_of_range, "VOC004", "error"),

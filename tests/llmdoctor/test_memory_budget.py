@@ -50,7 +50,16 @@ def test_plan_is_printed_and_reported(model):
     report = json.loads(result.stdout)
     assert report["plan"]["mode"] == "resident" and report["plan"]["budget_bytes"] == 64 << 30
     assert report["plan"]["budget_source"] == "--memory-budget"
-    assert "plan: resident" in result.stderr
+    assert "plan:" not in result.stderr          # a resident plan on a pipe lives in the report only
+
+
+def test_a_streaming_plan_is_printed(model):
+    os.environ["LLMDOCTOR_STREAMING"] = "1"
+    try:
+        result = invoke("check", model, "--select", "golden", "--format", "json", "--memory-budget", "64GiB")
+    finally:
+        del os.environ["LLMDOCTOR_STREAMING"]
+    assert "plan: streaming" in result.stderr and json.loads(result.stdout)["plan"]["mode"] == "streaming"
 
 
 def test_no_plan_without_engine_checks(model):
@@ -69,7 +78,11 @@ def test_streaming_run_reports_what_the_resident_run_reports(model):
     assert streaming.plan["actual"]["passes"] > 0 and streaming.plan["actual"]["bytes_read"] > 0
     assert [(f.check, f.severity, f.message, f.evidence) for f in streaming.findings] == \
            [(f.check, f.severity, f.message, f.evidence) for f in resident.findings]
-    assert [(c.id, c.status) for c in streaming.checks] == [(c.id, c.status) for c in resident.checks]
+    # CNV001 re-runs the probes with every norm weight shifted, which needs the weights in memory: the one
+    # check the streaming path skips (with that reason); everything else runs and agrees
+    streamed = [(c.id, c.status) for c in streaming.checks if c.id != "CNV001"]
+    assert streamed == [(c.id, c.status) for c in resident.checks if c.id != "CNV001"]
+    assert {c.id: c.status for c in streaming.checks}.get("CNV001") in (None, "skipped")
 
 
 def test_config_file_budget(model, tmp_path):
@@ -114,7 +127,7 @@ def test_generate_and_baseline_use_the_planner(model, tmp_path, command):
     assert refused.exit_code == 2 and "needs at least" in refused.stderr
     assert not (tmp_path / "golden.json").exists()
     ok = invoke(*args, "--memory-budget", "64GiB", *(["--max-new-tokens", "4"] if command[0] == "generate" else []))
-    assert ok.exit_code == 0 and "plan: resident" in ok.stderr
+    assert ok.exit_code == 0 and "plan:" not in ok.stderr      # resident, on a pipe: not announced
 
 
 def test_progress_shows_layers_and_bytes_on_a_tty_only():

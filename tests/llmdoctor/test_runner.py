@@ -160,7 +160,7 @@ def test_a_broken_check_module_is_reported_not_silent(registry_sandbox, config_o
 @pytest.mark.parametrize("make, problem", [
     (lambda tmp: tmp / "absent", "no such directory"),
     (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "not a model directory"),
-    (lambda tmp: (tmp / "f.txt").write_text("x") and tmp / "f.txt", "not a directory"),
+    (lambda tmp: (tmp / "f.txt").write_text("x") and tmp / "f.txt", "not a model directory or GGUF file"),
 ])
 def test_bad_paths_raise_model_dir_error(tmp_path, make, problem):
     with pytest.raises(ModelDirError, match=problem):
