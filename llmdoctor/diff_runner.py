@@ -13,7 +13,7 @@ from findings import Report, fail_on_rank
 from llmdoctor import __version__
 from llmdoctor.fingerprint import fingerprint
 from llmdoctor.progress import Progress
-from llmdoctor.runner import run_one, validate_device
+from llmdoctor.runner import run_all, validate_device
 from llmdoctor.selection import select_checks
 from reference_engine.core.plan import parse_size
 
@@ -37,17 +37,8 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
     report = Report(model=f"{ref} vs {cand}", fingerprint=_fingerprints(ctx), tool_version=__version__,
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     progress = progress or Progress(0, enabled=False)
-    progress.total = len(chosen)
     started = time.perf_counter()
-    try:
-        for spec in chosen:
-            progress.start(f"{spec.id} {spec.summary}")
-            run, findings = run_one(spec, ctx)
-            report.checks.append(run)
-            report.findings.extend(findings)
-            progress.advance()
-    finally:
-        progress.close()
+    run_all(chosen, ctx, report, progress)
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = ctx.device, ctx.dtype
     report.resources = ctx.build_seconds

@@ -97,6 +97,16 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     report = Report(model=model_label or str(model_dir), fingerprint=fingerprint(root), tool_version=__version__,
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
+    run_all(chosen, ctx, report, progress)
+    report.duration_s = time.perf_counter() - started
+    report.device, report.dtype = _resolved(ctx)
+    report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}
+    report.plan = plan_with_actuals(ctx, plan, report.duration_s)
+    return report
+
+
+def run_all(chosen: list[CheckSpec], ctx, report: Report, progress) -> None:
+    """Run the chosen checks in order into `report` (a crashed check never stops the others)."""
     progress.total = len(chosen)
     try:
         for spec in chosen:
@@ -107,11 +117,6 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
             progress.advance()
     finally:
         progress.close()
-    report.duration_s = time.perf_counter() - started
-    report.device, report.dtype = _resolved(ctx)
-    report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}
-    report.plan = plan_with_actuals(ctx, plan, report.duration_s)
-    return report
 
 
 def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):

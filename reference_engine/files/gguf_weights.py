@@ -18,7 +18,7 @@ import torch
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import ARCHS, EXTRA_TENSORS, GGUFArch, hf_tensor_name, is_norm
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
-from reference_engine.files.weights import TensorInfo
+from reference_engine.files.weights import TensorInfo, TensorTable
 
 TORCH_TYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
                "I8": torch.int8, "I16": torch.int16, "I32": torch.int32, "I64": torch.int64}
@@ -65,7 +65,7 @@ def unpermute(weight: torch.Tensor, n_head: int) -> torch.Tensor:
     return weight.reshape(n_head, half, 2, *shape[1:]).transpose(1, 2).reshape(shape)
 
 
-class GGUFWeights:
+class GGUFWeights(TensorTable):
     """Name -> dequantized tensor over one validated GGUF file, under Hugging Face names."""
 
     dequantizes = True   # readers must use get(), not the raw bytes at info.offset (they are quantized)
@@ -97,18 +97,6 @@ class GGUFWeights:
     files = property(lambda self: [self.gguf.path])
     metadata = property(lambda self: {self.gguf.path: {}})
     headers = property(lambda self: {})
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._infos
-
-    def __iter__(self):
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def info(self, name: str) -> GGUFTensorInfo:
-        return self._infos[name]
 
     def get(self, name: str) -> torch.Tensor:
         """The tensor as Hugging Face stores it (float32), dequantized now; only its bytes are read."""

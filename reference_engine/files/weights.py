@@ -34,7 +34,24 @@ class TensorInfo:
     nbytes: int = 0
 
 
-class Weights:
+class TensorTable:
+    """Name -> info lookups shared by every weight source (safetensors files, a GGUF file); `_infos` is theirs."""
+    _infos: dict
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._infos
+
+    def __iter__(self):
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def info(self, name: str):
+        return self._infos[name]
+
+
+class Weights(TensorTable):
     """Name -> tensor view over one or more validated safetensors files."""
 
     def __init__(self, infos: dict[str, TensorInfo], headers: dict[Path, Header] | None = None):
@@ -68,18 +85,6 @@ class Weights:
     @property
     def metadata(self) -> dict[Path, dict[str, str]]:
         return {file: header.metadata for file, header in self.headers.items()}
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._infos
-
-    def __iter__(self):
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def info(self, name: str) -> TensorInfo:
-        return self._infos[name]
 
     def get(self, name: str) -> torch.Tensor:
         """The tensor, read from its file's memory map (only this tensor's bytes are touched)."""
