@@ -8,6 +8,8 @@ from typing import Callable
 
 import pytest
 
+import checks
+from checks.registry import REGISTRY
 from llmdoctor.runner import run_checks
 from tests.checks.zoo import BASES
 
@@ -75,3 +77,13 @@ def no_crashes(report) -> None:
 def problems(report) -> list[str]:
     """Every warning or error, as one readable line each (a healthy model has none)."""
     return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]
+
+
+@pytest.fixture
+def sandbox():
+    """The real catalogue loaded; anything a test registers is removed afterwards."""
+    checks.load_all()
+    saved = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(saved)

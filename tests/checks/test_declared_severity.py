@@ -112,15 +112,6 @@ def test_declarations_the_issue_named_are_fixed():
         ("KVC003", "WGT004", "NUM001"), "error")
 
 
-@pytest.fixture
-def sandbox():
-    checks.load_all()
-    saved = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(saved)
-
-
 def test_runner_reports_a_check_that_emits_above_its_declaration(sandbox, factory_model_dir):
     @check("ENV931", category="environment", severity="warning")
     def escalates(ctx):

@@ -10,15 +10,6 @@ from checks.registry import REGISTRY, NEEDS, Problem, RegistryError, check, spec
 from findings import CATEGORIES, Severity
 
 
-@pytest.fixture
-def sandbox():
-    checks.load_all()
-    saved = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(saved)
-
-
 def test_decorator_records_metadata_and_docstring(sandbox):
     @check("ENV901", category="environment", severity="warning", needs=("config", "gpu"), hint="Do this.")
     def sample(ctx):
