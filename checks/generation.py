@@ -9,8 +9,7 @@ being judged: broken weights also push the probe loss towards uniform, and must 
 from __future__ import annotations
 
 from checks.analysis.init_stats import init_state
-from checks.analysis.probe_runs import GreedyTrace, eos_ids, greedy_traces
-from checks.analysis.prompts import new_tokens, probe_inputs
+from checks.analysis.probe_runs import GreedyTrace, probe_traces
 from checks.registry import Problem, Skip, check
 
 NGRAM = 3
@@ -18,13 +17,7 @@ MIN_TOKENS_FOR_REPETITION = 12
 HIGH_EOS, LOW_EOS = 0.45, 0.25   # P(EOS) bands between which a swing counts as one oscillation
 
 
-def traces(ctx) -> list[tuple[object, GreedyTrace]]:
-    """(probe, greedy trace) for every probe, generated once per run as one batch."""
-    if "greedy" not in ctx.state:
-        probes = probe_inputs(ctx)
-        runs = greedy_traces(ctx.engine, [p.ids for p in probes], new_tokens(ctx.quick), eos_ids(ctx.engine))
-        ctx.state["greedy"] = list(zip(probes, runs))
-    return ctx.state["greedy"]
+traces = probe_traces   # (probe, greedy trace) of every probe, once per run
 
 
 def text_of(ctx, trace: GreedyTrace) -> str:

@@ -4,7 +4,7 @@ the report names the first broken stage instead of piling up consequences.
 """
 from __future__ import annotations
 
-from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
+from checks.analysis.probe_runs import forward_runs, probe_traces
 from checks.analysis.prompts import CHAT_PROBE, probe_inputs, probe_texts, render_chat
 from checks.registry import Problem, Skip, check
 from reference_engine.tokenizer import validate as tokenizer_validate
@@ -162,20 +162,17 @@ def golden_closed_loop(ctx):
 
     The detokenizer stage's validate() (reference_engine.generate.loop.validate): the last position's softmax
     is finite and sums to 1, the argmax id exists in the tokenizer and the embedding and decodes to valid
-    UTF-8, and the sampler's filtered distributions are sane for common settings. Then a few greedy steps
-    through the KV cache: a step whose logits are all NaN makes argmax pick id 0, which most byte-level
-    vocabularies decode as "!" — the "all NaN -> argmax 0 -> '!!!!'" signature of fp16 overflow, flagged
-    by name. Runs only when steps 1 and 2 passed.
+    UTF-8, and the sampler's filtered distributions are sane for common settings. Then the probes' greedy
+    steps through the KV cache (the traces the generation checks read, run once): a step whose logits are all
+    NaN makes argmax pick id 0, which most byte-level vocabularies decode as "!" — the "all NaN -> argmax 0 ->
+    '!!!!'" signature of fp16 overflow, flagged by name. The closed loop reads the traces' first step (the
+    prompt's last position), so this check adds no pass over the weights. Runs only when steps 1 and 2 passed.
     """
     _require_steps(ctx, 1, 2)
     from reference_engine.generate import validate as closed_loop
-    engine, eos = ctx.engine, eos_ids(ctx.engine)
-    probes = probe_inputs(ctx)
-    probes = probes[:1] + [p for p in probes if p.chat] if ctx.quick else probes
     failed = False
-    traces = greedy_traces(engine, [p.ids for p in probes], 4, eos)
-    for probe, trace in zip(probes, traces):
-        problems = closed_loop(engine, list(probe.ids))
+    for probe, trace in probe_traces(ctx):
+        problems = closed_loop(ctx.engine, list(probe.ids), logits=trace.first_logits)
         if trace.finish == "nonfinite":
             piece = _piece(ctx.tokenizer, trace.tokens[-1])
             problems.append(f"greedy step {len(trace.tokens)} has non-finite logits: argmax -> id "

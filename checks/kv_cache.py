@@ -52,12 +52,18 @@ def far_positions(ctx):
                       evidence={"max_position_embeddings": max_pos, "original_max_position_embeddings": trained,
                                 "rope_scaling": raw.get("rope_scaling")})
     room = (engine.cache.allocator.num_free - 1) * engine.cache.block_size   # what the engine's cache can hold
+    if engine.streaming:   # both sides of the comparison are in the cache at once (one pass)
+        room = room // 2 - engine.cache.block_size
     n = min(max_pos, far_budget(ctx), room)
     ids = probe_sequence(ctx, n)
     tail = min(4, n - 1)
     problems = engine.validate(positions=[n - 1])
-    inc = incremental(engine, ids, n - tail, 256)
-    full = last_logits(_float32(ctx), ids)          # only the last row: [n, vocab] logits would not fit a GPU
+    # the recompute keeps only the last row ([n, vocab] logits would not fit a GPU); in float32 it runs in the
+    # same pass as the incremental side (one pass over the weights when streaming)
+    if engine.dtype == torch.float32:
+        inc, full = incremental(engine, ids, n - tail, 256, recompute="last")
+    else:
+        inc, full = incremental(engine, ids, n - tail, 256), last_logits(_float32(ctx), ids)
     result = close(inc[-1:], full, engine.dtype)
     if not torch.isfinite(inc).all():
         result["ok"] = False
@@ -76,8 +82,6 @@ def last_logits(engine, ids: list[int]) -> torch.Tensor:
 
 
 def _float32(ctx):
-    if ctx.engine.dtype == torch.float32:
-        return ctx.engine
     from reference_engine.engine import Engine
     return Engine.from_pretrained(ctx.model_dir, device=ctx.device, dtype="float32",
-                                  num_blocks=far_budget(ctx) // 16 + 2)
+                                  num_blocks=far_budget(ctx) // 16 + 2, streaming=ctx.engine.streaming)

@@ -7,7 +7,7 @@ in llmdoctor to report, never a fault of the model. Formerly KVC001, KVC002 and 
 checks/registry.py) and the batch part of GLD001."""
 from __future__ import annotations
 
-from checks.analysis.logit_compare import close, incremental, probe_sequence, run_rows
+from checks.analysis.logit_compare import batched_and_alone, close, incremental, probe_sequence
 from checks.analysis.prompts import CHAT_PROBE, probe_texts, render_chat
 from checks.registry import Problem, check
 from reference_engine.tokenizer import validate as tokenizer_validate
@@ -36,8 +36,8 @@ def paged_decode_vs_recompute(ctx):
     ids = probe_sequence(ctx, n)
     decode = min(8 if ctx.quick else 2 * block, n - 2)
     prefill = n - decode
-    full = engine.logits(ids)[prefill - 1:]
-    inc = incremental(engine, ids, prefill, max(1, block - 3))   # chunks that straddle block boundaries
+    # chunks that straddle block boundaries; a streaming engine runs both sides in one pass over the weights
+    inc, full = incremental(engine, ids, prefill, max(1, block - 3), recompute="all")
     result = close(inc, full, engine.dtype)
     if not result["ok"]:
         yield Problem(f"{PREFIX}incremental decode disagrees with a full recompute (relative diff "
@@ -54,8 +54,9 @@ def padded_batch_vs_alone(ctx):
 
     The probes are padded into one batch by llmdoctor's tokenizer (left padding); each row's real tokens (by
     its attention mask) must be that prompt's ids, with position ids 0..n-1 over them. The rows then run as
-    one batched prefill and one batched decode step, and each sequence alone; logits must agree (float32:
-    1e-4 relative, same argmax; low precision: top-5 containment). The position-id and padding bugs users
+    one batched prefill and one batched decode step (of each row's first id, known in advance so a streaming
+    engine needs one pass), and each sequence alone; logits must agree (float32: 1e-4 relative, same
+    argmax; low precision: top-5 containment). The position-id and padding bugs users
     report against other stacks (unsloth#3699, transformers PR#48161) and attention leaking between
     sequences would show here. Formerly KVC002.
     """
@@ -73,7 +74,7 @@ def padded_batch_vs_alone(ctx):
         yield Problem(f"{PREFIX}padded batch: {len(problems)} rows lose their ids or positions under the "
                       "attention mask", evidence={"rows": problems})
         return
-    batched, alone = run_rows(engine, rows, together=True), run_rows(engine, rows, together=False)
+    batched, alone = batched_and_alone(engine, rows)
     result = close(batched, alone, engine.dtype)
     if not result["ok"]:
         yield Problem(f"{PREFIX}batched logits differ from each sequence alone (relative diff "

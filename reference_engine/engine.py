@@ -74,6 +74,12 @@ class Engine:
         captures, dtypes = captures or [None] * n, dtypes or [None] * n
         return logits_many(self.core, [LogitsRequest(list(t), c, d) for t, c, d in zip(token_lists, captures, dtypes)])
 
+    def run_scripts(self, scripts):
+        """Steps whose tokens are known in advance (core/scripted.py): per script and step, float32 logits as
+        prefill/decode return them; step by step when resident, all in one pass over the weights when streaming."""
+        from reference_engine.core.scripted import run_scripts
+        return run_scripts(self.core, scripts)
+
     streaming = property(lambda self: getattr(self.core, "streaming", False))
 
     def fork(self, parent_id, child_id) -> None:

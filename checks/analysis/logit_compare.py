@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from checks.analysis.prompts import probe_inputs
+from reference_engine.core.scripted import Script, chunked_then_decoded
 from checks.registry import Skip
 
 TOP_K = 5                 # vLLM's check_logprobs_close: when argmaxes differ, each must be in the other's top-k
@@ -41,25 +42,28 @@ def probe_sequence(ctx, length: int) -> list[int]:
     return ids[:length]
 
 
-def incremental(engine, ids: list[int], prefill: int, chunk: int) -> torch.Tensor:
-    """Logits [len(ids) - prefill + 1, vocab] for positions prefill-1..end: prefill in chunks, then decode."""
-    rows = []
-    with engine.scratch() as (seq,):
-        for start in range(0, prefill, chunk):
-            last = engine.prefill([seq], [ids[start:min(start + chunk, prefill)]])
-        rows.append(last[0])
-        for t in ids[prefill:]:
-            rows.append(engine.decode([seq], [t])[0])
-    return torch.stack(rows)
+def incremental(engine, ids: list[int], prefill: int, chunk: int, recompute: str | None = None):
+    """Logits [len(ids) - prefill + 1, vocab] of positions prefill-1..end: ids[:prefill] in chunks through the
+    paged cache, then one decode step per token. recompute="all" also returns a full recompute's logits of the
+    same positions, "last" of the last position only ([1, vocab]); a streaming engine runs both in one pass."""
+    script = chunked_then_decoded(ids, prefill, chunk)
+    scripts = [script] + ([Script([[list(ids)]], all_logits=recompute == "all")] if recompute else [])
+    results = engine.run_scripts(scripts)
+    inc = torch.cat(results[0][-(-prefill // chunk) - 1:])
+    if recompute is None:
+        return inc
+    full = results[1][0]
+    return inc, (full[prefill - 1:] if recompute == "all" else full)
 
 
-def run_rows(engine, rows: list[list[int]], together: bool) -> torch.Tensor:
-    """[2 * len(rows), vocab]: each row's prefill logits, then its logits after one decode step of its argmax."""
-    with engine.scratch(len(rows)) as seqs:
-        if together:
-            first = engine.prefill(list(seqs), rows)
-            second = engine.decode(list(seqs), first.argmax(-1).tolist())
-        else:
-            first = torch.cat([engine.prefill([s], [r]) for s, r in zip(seqs, rows)])
-            second = torch.cat([engine.decode([s], [int(t)]) for s, t in zip(seqs, first.argmax(-1))])
-    return torch.cat([first, second])
+def batched_and_alone(engine, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """[2 * len(rows), vocab] twice: each row's prefill logits, then its logits after one decode step, with the
+    rows run as one padded batch and each alone. The decode token is the row's first id (known before the
+    pass, so a streaming engine runs all of it in one pass)."""
+    decode = [[[r[0]] for r in rows]]
+    together = Script([list(map(list, rows))] + decode)
+    alone = [Script([[list(r)], [[r[0]]]]) for r in rows]
+    results = engine.run_scripts([together] + alone)
+    batched = torch.cat(results[0])
+    single = torch.cat([torch.cat([r[step] for r in results[1:]]) for step in (0, 1)])
+    return batched, single

@@ -85,12 +85,24 @@ def run_forwards(engine, probes, dtypes=None) -> list[ForwardRun]:
 
 # ---- greedy traces ---------------------------------------------------------------------------------------
 
+def probe_traces(ctx) -> list[tuple[ProbeInput, "GreedyTrace"]]:
+    """(probe, greedy trace) for every probe, generated once per run as one batch (a streaming engine: one
+    pass per step); the generation checks and golden step 3 read the same traces."""
+    if "greedy" not in ctx.state:
+        from checks.analysis.prompts import new_tokens
+        probes = probe_inputs(ctx)
+        runs = greedy_traces(ctx.engine, [p.ids for p in probes], new_tokens(ctx.quick), eos_ids(ctx.engine))
+        ctx.state["greedy"] = list(zip(probes, runs))
+    return ctx.state["greedy"]
+
+
 @dataclass
 class GreedyTrace:
     prompt: tuple[int, ...]
     tokens: list[int]             # generated ids (an EOS that ended it included)
     eos_probs: list[float]        # P(any EOS id) at each step
     finish: str                   # "eos", "length", "nonfinite" or "context"
+    first_logits: torch.Tensor | None = None   # [vocab] float32 of the prompt's last position (the prefill's)
 
 
 def eos_ids(engine) -> frozenset[int]:
@@ -112,6 +124,8 @@ def greedy_traces(engine, prompts, steps: int, eos: frozenset[int]) -> list[Gree
     live = list(range(len(prompts)))
     with engine.scratch(len(prompts)) as seqs:
         logits = engine.prefill(list(seqs), [list(p) for p in prompts])
+        for trace, row in zip(traces, logits):
+            trace.first_logits = row.cpu()
         for step in range(steps):
             for row, i in enumerate(live):
                 _advance(traces[i], logits[row], eos_list, limit)

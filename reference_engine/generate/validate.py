@@ -22,11 +22,13 @@ PROBE_SETTINGS = (
 )
 
 
-def validate(engine, prompt=None) -> list[str]:
-    """Problems found by one closed-loop step on `prompt` (a string or ids; a default English probe)."""
+def validate(engine, prompt=None, logits=None) -> list[str]:
+    """Problems found by one closed-loop step on `prompt` (a string or ids; a default English probe).
+    logits: the prompt's last-position logits [vocab] when already computed (no engine pass is run)."""
     try:
         ids = _prompt_ids(engine, prompt)
-        logits = engine.logits(ids)[-1]                                    # [vocab] of the last position
+        if logits is None:
+            logits = engine.logits(ids)[-1]                                # [vocab] of the last position
     except Exception as e:
         return [f"closed loop: could not run the model on the probe prompt ({type(e).__name__}: {e})"]
     problems = _check_probabilities(logits)
