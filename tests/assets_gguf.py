@@ -6,6 +6,7 @@
   vocabulary in the sdist that ships vectors).
 - `smollm2_converted_gguf(outtype)`: SmolLM2-135M-Instruct converted from the Hugging Face directory
   (tests/assets.smollm2_dir) by llama.cpp's own converter, outtype "f32" or "q8_0".
+- `convert_hf_dir(hf_dir, outfile, outtype)`: that converter on any Hugging Face directory (not cached).
 """
 from __future__ import annotations
 
@@ -70,17 +71,24 @@ def smollm2_converted_gguf(outtype: str) -> Path:
     name = f"SmolLM2-135M-Instruct-{outtype}.gguf"
 
     def build(out: Path) -> None:
-        env = {**os.environ, "NO_LOCAL_GGUF": ""}
-        env.pop("NO_LOCAL_GGUF")   # the converter puts its own gguf-py first on sys.path unless this is set
-        cmd = [sys.executable, str(sdist / "convert_hf_to_gguf.py"), str(hf_dir), "--outtype", outtype,
-               "--outfile", str(out / name)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, env=env,
-                                  cwd=out)
-        except subprocess.TimeoutExpired:
-            raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} timed out") from None
-        if proc.returncode != 0 or not (out / name).is_file():
-            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} failed: {tail}")
+        convert_hf_dir(hf_dir, out / name, outtype, sdist)
 
     return cached_dir(f"smollm2-gguf-{outtype}", build) / name
+
+
+def convert_hf_dir(hf_dir: Path, outfile: Path, outtype: str = "f32", sdist: Path | None = None) -> Path:
+    """Convert a Hugging Face directory with llama.cpp's own convert_hf_to_gguf.py (AssetError on failure)."""
+    sdist = sdist or llamacpp_sdist()
+    env = {**os.environ, "NO_LOCAL_GGUF": ""}
+    env.pop("NO_LOCAL_GGUF")   # the converter puts its own gguf-py first on sys.path unless this is set
+    cmd = [sys.executable, str(sdist / "convert_hf_to_gguf.py"), str(hf_dir), "--outtype", outtype,
+           "--outfile", str(outfile)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, env=env,
+                              cwd=outfile.parent)
+    except subprocess.TimeoutExpired:
+        raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} timed out") from None
+    if proc.returncode != 0 or not outfile.is_file():
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} failed: {tail}")
+    return outfile

@@ -4,6 +4,11 @@ The inverse frequencies follow `transformers`' modeling_rope_utils formula for f
 dynamic, llama3, yarn), in float32 on the CPU, so that the table matches its values bit for bit; the table
 is then moved to the engine's device and cast to its dtype. Looking a position up is an index, never a
 recomputation, and a position past the table is an error rather than a silent wrap.
+
+A rope block may also carry `freq_factors` (rotary_dim/2 numbers): llama.cpp's per-frequency divisors, which a
+GGUF stores as the rope_freqs.weight tensor instead of Llama-3.1's rope_scaling metadata (files/gguf_config.py
+puts them here). Every inverse frequency is divided by its factor after the type's own formula, as llama.cpp's
+ggml_rope_ext divides each theta; so a GGUF's table is data, not a branch in any family.
 """
 from __future__ import annotations
 
@@ -142,10 +147,39 @@ def _longrope(params: dict, dim: int, config: ModelConfig, path: str) -> tuple[t
     return 1.0 / (short * base ** shape), 1.0 / (long * base ** shape), float(attention)
 
 
+def freq_factors(params: dict, dim: int, path: str) -> torch.Tensor | None:
+    """The block's llama.cpp frequency factors as float32 [dim/2], or None; wrong length or a factor that is not
+    a positive finite number is a ModelDirError (llama.cpp refuses such a rope_freqs tensor too)."""
+    values = params.get("freq_factors")
+    if values is None:
+        return None
+    try:
+        factors = torch.tensor(values, dtype=torch.float32).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        raise ModelDirError(path, f"rope freq_factors must be a list of numbers, found {str(values)[:60]}") from None
+    if factors.numel() != dim // 2:
+        raise ModelDirError(path, f"rope freq_factors (rope_freqs.weight) has {factors.numel()} values; "
+                                  f"rotary dimension {dim} needs {dim // 2}")
+    if not (torch.isfinite(factors).all() and (factors > 0).all()):
+        raise ModelDirError(path, "rope freq_factors (rope_freqs.weight) must be positive finite numbers")
+    return factors
+
+
+def _divided(inv_for: Callable[[int], torch.Tensor], factors: torch.Tensor | None) -> Callable[[int], torch.Tensor]:
+    return inv_for if factors is None else (lambda seq_len: inv_for(seq_len) / factors)
+
+
 def inverse_frequencies(config: ModelConfig, path: str = "config.json",
                         kind: str = "full_attention") -> tuple[torch.Tensor, float]:
-    """(inv_freq [rotary_dim/2] float32, attention_scaling) for the config's RoPE type."""
+    """(inv_freq [rotary_dim/2] float32, attention_scaling) for the config's RoPE type, divided by the block's
+    freq_factors when it has them."""
     params = rope_parameters(config, kind)
+    inv_freq, scaling = _type_inverse_frequencies(config, params, path)
+    factors = freq_factors(params, rotary_dim(config, params), path)
+    return (inv_freq if factors is None else inv_freq / factors), scaling
+
+
+def _type_inverse_frequencies(config: ModelConfig, params: dict, path: str) -> tuple[torch.Tensor, float]:
     rope_type = params["rope_type"]
     if rope_type not in ROPE_TYPES:
         raise UnsupportedError(path, f"rope_scaling type {rope_type!r} is not supported "
@@ -245,12 +279,13 @@ def build_rope_table(config: ModelConfig, device="cpu", dtype=torch.float32, pat
     check_rope_table(config.max_position_embeddings, config.head_dim, path)   # refuse before allocating
     cos, sin = rope_rows(torch.arange(config.max_position_embeddings), inv_freq, scaling, device, dtype)
     beyond = None
+    dim, factors = rotary_dim(config, params), freq_factors(params, rotary_dim(config, params), path)
     if params["rope_type"] == "dynamic":
-        dim, max_pos = rotary_dim(config, params), config.max_position_embeddings
-        beyond = (max_pos, lambda seq_len: dynamic_inv_freq(params, dim, max_pos, seq_len))
+        max_pos = config.max_position_embeddings
+        beyond = (max_pos, _divided(lambda seq_len: dynamic_inv_freq(params, dim, max_pos, seq_len), factors))
     elif params["rope_type"] == "longrope":
-        long = _longrope(params, rotary_dim(config, params), config, path)[1]
-        beyond = (params["original_max_position_embeddings"], lambda seq_len: long)
+        long = _longrope(params, dim, config, path)[1]
+        beyond = (params["original_max_position_embeddings"], _divided(lambda seq_len: long, factors))
     local = None
     if kind == "full_attention" and config.family is not None and config.family.settings.local_rope:
         local = build_rope_table(config, device, dtype, path, "sliding_attention")

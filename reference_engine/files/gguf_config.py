@@ -12,7 +12,7 @@ from reference_engine.config import ModelConfig, parse_config
 from reference_engine.errors import ModelDirError
 from reference_engine.files.gguf_arch import CONFIG_KEYS, TOKEN_ID_KEYS
 from reference_engine.files.gguf_file import GGUFFile
-from reference_engine.files.gguf_weights import gguf_arch
+from reference_engine.files.gguf_weights import dequantize, gguf_arch
 
 
 def gguf_raw_config(gguf: GGUFFile) -> dict:
@@ -40,6 +40,9 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
         if isinstance(value, int) and not isinstance(value, bool):
             raw[field] = value
     scaling = rope_scaling(gguf, name)
+    factors = rope_freq_factors(gguf)
+    if factors is not None:   # on top of any rope.scaling.* type (llama.cpp divides theta before yarn too)
+        scaling = {**(scaling or {"rope_type": "default"}), "freq_factors": factors}
     if scaling:
         raw["rope_scaling"] = scaling
     if arch.derive is not None:
@@ -51,7 +54,8 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
 
 def rope_scaling(gguf: GGUFFile, name: str) -> dict | None:
     """{arch}.rope.scaling.* -> config.json rope_scaling (linear / yarn); Llama-3.1-style scaling has no
-    metadata: llama.cpp stores its per-frequency factors as the rope_freqs.weight tensor instead."""
+    metadata: llama.cpp stores its per-frequency factors as the rope_freqs.weight tensor instead, which
+    gguf_raw_config adds as the block's freq_factors (rope_freq_factors)."""
     kind = gguf.get(f"{name}.rope.scaling.type")
     factor = gguf.get(f"{name}.rope.scaling.factor")
     if not isinstance(kind, str) or kind == "none" or not isinstance(factor, (int, float)):
@@ -61,6 +65,21 @@ def rope_scaling(gguf: GGUFFile, name: str) -> dict | None:
     if isinstance(original, int):
         out["original_max_position_embeddings"] = original
     return out
+
+
+def rope_freq_factors(gguf: GGUFFile) -> list[float] | None:
+    """rope_freqs.weight as a list (head_dim/2 divisors of the rotary frequencies: Llama 3.1+ scaling as
+    convert_hf_to_gguf computes it from rope_scaling llama3), or None. core/rope.py divides by them; the length
+    is checked there against the rotary dimension (and by GGF007). Phi-3's rope_factors_long/short would map to
+    longrope's long_factor/short_factor, but no phi3 architecture is mapped (gguf_arch.ARCHS)."""
+    tensor = gguf.tensors.get("rope_freqs.weight")
+    if tensor is None:
+        return None
+    try:
+        values = dequantize(gguf, tensor)
+    except (ValueError, RuntimeError) as e:
+        raise ModelDirError(gguf.path, f"tensor 'rope_freqs.weight': cannot read: {e}") from None
+    return [float(v) for v in values.reshape(-1).tolist()]
 
 
 def load_gguf_config(path: str | Path, gguf: GGUFFile | None = None) -> ModelConfig:
