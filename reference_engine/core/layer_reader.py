@@ -60,6 +60,10 @@ class ChunkedWeights:
         dtype = FILE_DTYPES.get(info.dtype)
         if dtype is None:
             raise ModelDirError(info.file, f"tensor {info.name!r}: dtype {info.dtype} cannot be streamed")
+        return self._read_bytes(info, offset, nbytes).view(dtype)
+
+    def _read_bytes(self, info: TensorInfo, offset: int, nbytes: int) -> torch.Tensor:
+        """nbytes at offset of info.file as a fresh uint8 tensor, then the pages are let go."""
         buf = torch.empty(nbytes, dtype=torch.uint8)
         view = memoryview((ctypes.c_char * nbytes).from_address(buf.data_ptr())).cast("B") if nbytes else b""
         fd = self._fd(info.file)
@@ -75,7 +79,7 @@ class ChunkedWeights:
         if self.drop_cache and hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
         self.bytes_read += nbytes
-        return buf.view(dtype)
+        return buf
 
     def _fd(self, file: Path) -> int:
         if file not in self._fds:

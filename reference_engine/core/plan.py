@@ -9,20 +9,20 @@ Streaming peak = base + one layer (its file bytes, its compute copy, the fused Q
                  the low-precision shadows the numerics checks run beside it) + one LM-head block (read and
                  cast) + the final norm + KV cache in use + activations.
 A pass reads every layer and the head once (resident: nothing after loading). docs/memory.md explains it.
+The model's sizes come from the tensor headers of a safetensors directory or a GGUF file (model_sizes.py):
+a GGUF layer costs its quantized bytes to read and its element count in the compute dtype to hold.
 """
 from __future__ import annotations
 
-import math
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from reference_engine.config import ModelConfig, load_config, model_dir_path
+from reference_engine.config import ModelConfig
+from reference_engine.core.model_sizes import ModelSizes, model_sizes
 from reference_engine.core.sweep import HEAD_BLOCK_BYTES
-from reference_engine.files.weights import Weights
 
 GiB, MiB = 1 << 30, 1 << 20
 BASE_BYTES = 400 * MiB           # python + torch + tokenizer + the checks' own state (measured ~260 MB + slack)
@@ -176,54 +176,40 @@ def default_budget(device: str = "cpu") -> tuple[int, str]:
     return max(avail - max(int(avail * HEADROOM_FRACTION), HEADROOM_MIN), 0), source + " minus headroom"
 
 
-# ---- the model's sizes ----------------------------------------------------------------------------------
-
-def _numel(shape) -> int:
-    return math.prod(shape) if shape else 1
-
-
-def layer_sizes(weights: Weights, config: ModelConfig) -> tuple[list[int], list[int]]:
-    """(elements, file bytes) of each decoder layer."""
-    elems, files = [0] * config.num_hidden_layers, [0] * config.num_hidden_layers
-    for name in weights.names:
-        m = re.match(r"model\.layers\.(\d+)\.", name)
-        if m and int(m.group(1)) < config.num_hidden_layers:
-            info = weights.info(name)
-            elems[int(m.group(1))] += _numel(info.shape)
-            files[int(m.group(1))] += info.nbytes
-    return elems, files
-
+# ---- the plan --------------------------------------------------------------------------------------
 
 def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, device="cpu",
               workload: Workload = CHECK_FULL, budget_source: str | None = None, ranks: int = 1,
               rank: int = 0, force: str | None = None) -> Plan:
     """Decide resident or streaming for this model, budget and workload; PlanError when nothing fits."""
-    root = model_dir_path(model_dir)
-    config, weights = load_config(root), Weights.open(root)
+    sizes = model_sizes(model_dir)        # a safetensors directory or a GGUF file (model_sizes.py)
+    root, config = sizes.root, sizes.config
     if budget is None:
         budget, budget_source = default_budget(device)
     elem = torch.finfo(dtype).bits // 8
-    layer_elems, layer_files = layer_sizes(weights, config)
+    layer_elems, layer_files = sizes.layer_elems, sizes.layer_files
     first, end = split_layers(config.num_hidden_layers, ranks)[rank]
     mine = range(first, end)
     vocab_rows = config.vocab_size * config.hidden_size
     head_copies = 1 if config.tie_word_embeddings else 2
-    file_bytes = sum(weights.info(n).nbytes for n in weights.names)
+    file_bytes = sizes.file_bytes
     kv = workload.kv_tokens * 2 * len(mine) * config.num_key_value_heads * config.head_dim * elem
     act = activation_bytes(config, workload.max_step_tokens, elem)
     resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem
     packed = projections if (str(device) == "cpu" and elem == 4 and projections <= PACK_LIMIT_BYTES) else 0
-    resident = BASE_BYTES + resident_weights + packed + kv + act
+    # a GGUF is dequantized tensor by tensor while loading: the largest one's float32 copy and kernel scratch
+    resident = BASE_BYTES + resident_weights + packed + kv + act + sizes.dequant_bytes(sizes.largest_elems, elem)
     big = max((layer_elems[i] for i in mine), default=0)
     big_file = max((layer_files[i] for i in mine), default=0)
     shadow = sum(big * (torch.finfo(d).bits // 8) for d in workload.shadows)
     mlp = 2 * config.intermediate_size * config.hidden_size * elem          # fused gate_up: pieces + the cat
-    layer_peak = big_file + big * elem + mlp + shadow
-    head_block = min(HEAD_BLOCK_BYTES, vocab_rows * elem) * 2               # read in file dtype, then cast
+    largest = max((sizes.layer_largest[i] for i in mine), default=0)
+    layer_peak = big_file + big * elem + mlp + shadow + sizes.dequant_bytes(largest, elem)
+    head_block = head_block_bytes(sizes, elem)
     # lanes of a pass (probes, shadows) go through a layer one after another: one step's activations at a time
     streaming = BASE_BYTES + layer_peak + head_block + kv + act
-    per_pass = sum(layer_files[i] for i in mine) + head_block // 2
+    per_pass = sum(layer_files[i] for i in mine) + sizes.head_file_bytes    # every layer, the whole head
     mode = force or ("resident" if resident <= budget else "streaming")
     if mode == "streaming" and streaming > budget and force is None:
         raise PlanError(f"{root}: needs at least {gb(streaming)} to stream one layer at a time "
@@ -235,6 +221,17 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     return Plan(mode, budget, budget_source or "--memory-budget", str(device), dtype_name(dtype), workload.name,
                 file_bytes, resident, streaming, resident if mode == "resident" else streaming, big * elem,
                 per_pass if mode == "streaming" else 0, workload.passes, seconds, ranks, [first, end])
+
+
+def head_block_bytes(sizes: ModelSizes, elem: int) -> int:
+    """One LM-head block of HEAD_BLOCK_BYTES in the compute dtype: read in the file dtype, then cast; a GGUF
+    block is read quantized, dequantized to float32, then cast (in float32 the cast is a no-op)."""
+    config = sizes.config
+    block = min(HEAD_BLOCK_BYTES, config.vocab_size * config.hidden_size * elem)
+    if not sizes.gguf:
+        return block * 2
+    elems = block // elem
+    return int(elems * (sizes.head_bytes_per_elem() + 4 + (elem if elem != 4 else 0)))
 
 
 def activation_bytes(config: ModelConfig, tokens: int, elem: int) -> int:

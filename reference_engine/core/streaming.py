@@ -3,8 +3,9 @@
 Same API as CoreEngine (prefill/decode/logits/scratch/fork/free/validate over the paged KV cache) and the same
 per-layer code: each layer is loaded just in time by `model_weights.load_layer_weights` (the function the
 resident loader runs for every layer) from chunked reads of the validated safetensors byte ranges
-(layer_reader.py), run through `model.decoder_layer`, and dropped. The embedding is read row by row (only the
-tokens of the step), the LM head in row blocks (sweep.blocked_head), so no [vocab, hidden] copy is ever made.
+(layer_reader.py) or of a GGUF file's quantized tensors, dequantized as read (gguf_reader.py), run through
+`model.decoder_layer`, and dropped. The embedding is read row by row (only the tokens of the step), the LM
+head in row blocks (sweep.blocked_head), so no [vocab, hidden] copy is ever made.
 
 Every step (and every `sweep.logits_many` batch) is one pass over the weights; `passes` and
 `reader.bytes_read` count them, and `on_layer(done, total, bytes_read)` is called after each layer for a
@@ -22,16 +23,17 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from reference_engine.config import ModelConfig, load_config, model_dir_path
+from reference_engine.config import ModelConfig
 from reference_engine.core.attention import StepMetadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.engine import CoreEngine, default_num_blocks, resolve_device, resolve_dtype
+from reference_engine.core.gguf_reader import GGUFChunkedWeights
 from reference_engine.core.layer_reader import ChunkedWeights
 from reference_engine.core.model import _emit, check_supported, norm
 from reference_engine.core.model_weights import LayerWeights, check_tensor_table, load_layer_weights
 from reference_engine.core.rope import build_rope_table
 from reference_engine.core.sweep import HEAD_BLOCK_BYTES, Lane, blocked_head, embed_rows, run_layers
-from reference_engine.files.weights import Weights
+from reference_engine.files.source import model_source
 
 EMBED, HEAD, NORM = "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"
 
@@ -60,20 +62,21 @@ class StreamingCore(CoreEngine):
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
                         block_size: int = 16, prefix_caching: bool = False,
                         head_block_bytes: int = HEAD_BLOCK_BYTES) -> "StreamingCore":
-        root = model_dir_path(model_dir)
-        config = load_config(root)
-        check_supported(config, root / "config.json")
+        source = model_source(model_dir)                 # a Hugging Face directory or a GGUF file
+        root, config = source.root, source.config
+        check_supported(config, source.config_path)
         device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
-        rope = build_rope_table(config, device, torch_dtype, str(root / "config.json"))
-        weights = Weights.open(root)
+        rope = build_rope_table(config, device, torch_dtype, str(source.config_path))
+        weights = source.open_weights()
         check_tensor_table(weights, config, root)       # every tensor present and well-shaped before a pass
+        reader = GGUFChunkedWeights(weights) if source.gguf is not None else ChunkedWeights(weights)
         bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
                            * torch.finfo(torch_dtype).bits // 8)
         if num_blocks is None:
             num_blocks = default_num_blocks(config, block_size, bytes_per_token)
         cache = PagedKVCache(config.num_hidden_layers, num_blocks, block_size, config.num_key_value_heads,
                              config.head_dim, torch_dtype, device, prefix_caching)
-        return cls(config, ChunkedWeights(weights), rope, cache, device, torch_dtype, root, head_block_bytes)
+        return cls(config, reader, rope, cache, device, torch_dtype, root, head_block_bytes)
 
     # ---- the sweep source interface (sweep.py) --------------------------------------------------------
     def layer(self, i: int) -> LayerWeights:

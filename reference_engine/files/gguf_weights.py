@@ -106,6 +106,12 @@ class GGUFWeights(TensorTable):
             out = dequantize(self.gguf, tensor)
         except (ValueError, RuntimeError) as e:
             raise ModelDirError(self.gguf.path, f"tensor {tensor.name!r}: cannot dequantize: {e}") from None
+        return self.hf_layout(name, out)
+
+    def hf_layout(self, name: str, out: torch.Tensor) -> torch.Tensor:
+        """A dequantized tensor as Hugging Face stores it: Q/K permutation undone, norm offset removed (the
+        streaming reader, core/gguf_reader.py, dequantizes on its own and finishes here too)."""
+        tensor = self.gguf.tensors[self._infos[name].gguf_name]
         if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = self.heads if name.endswith("q_proj.weight") else self.kv_heads
             if not isinstance(heads, int) or heads < 1 or out.shape[0] % (2 * heads):
