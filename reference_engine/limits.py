@@ -140,12 +140,12 @@ def check_layers_present(declared: int, names: Iterable[str], path: str | Path) 
 def available_bytes() -> int | None:
     """Memory this process can still take: the least of MemAvailable, the address-space limit (RLIMIT_AS)
     minus what is mapped, and the cgroup limit minus its usage. None when nothing can be read."""
-    candidates = [_meminfo_available(), _address_space_left(), _cgroup_left()]
+    candidates = [meminfo_available(), _address_space_left(), cgroup_left()]
     known = [c for c in candidates if c is not None]
     return max(min(known), 0) if known else None
 
 
-def _meminfo_available() -> int | None:
+def meminfo_available() -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -168,31 +168,57 @@ def _address_space_left() -> int | None:
     return soft - mapped
 
 
-def _cgroup_left() -> int | None:
+def cgroup_left() -> int | None:
+    """The cgroup limit minus what it holds that cannot be reclaimed (v2, then v1); None when unlimited."""
+    for limit_file, usage_file, stat_file, v2 in cgroup_memory_files():
+        left = _limit_minus_usage(limit_file, usage_file, stat_file, v2)
+        if left is not None:
+            return left
+    return None
+
+
+def cgroup_memory_files() -> list[tuple[Path, Path, Path, bool]]:
+    """(limit, usage, stat, is_v2) files of this process's memory cgroup."""
     try:
         with open("/proc/self/cgroup") as f:
             lines = f.read().splitlines()
     except OSError:
-        return None
+        return []
+    out = []
     for line in lines:
-        _, controllers, rel = (line.split(":", 2) + ["", ""])[:3]
-        if controllers == "":                         # cgroup v2
+        hier, controllers, rel = (line.split(":", 2) + ["", ""])[:3]
+        if hier == "0" and controllers == "":         # cgroup v2
             base = Path("/sys/fs/cgroup") / rel.lstrip("/")
-            return _limit_minus_usage(base / "memory.max", base / "memory.current")
-        if "memory" in controllers.split(","):        # cgroup v1
+            out.append((base / "memory.max", base / "memory.current", base / "memory.stat", True))
+        elif "memory" in controllers.split(","):      # cgroup v1
             base = Path("/sys/fs/cgroup/memory") / rel.lstrip("/")
-            return _limit_minus_usage(base / "memory.limit_in_bytes", base / "memory.usage_in_bytes")
-    return None
+            out.append((base / "memory.limit_in_bytes", base / "memory.usage_in_bytes", base / "memory.stat", False))
+    return out
 
 
-def _limit_minus_usage(limit_file: Path, usage_file: Path) -> int | None:
+def _limit_minus_usage(limit_file: Path, usage_file: Path, stat_file: Path | None = None,
+                       v2: bool = True) -> int | None:
+    """limit - usage, where clean page cache (weights read through a memory map or with plain reads) does not
+    count as used: the kernel drops it before it would kill anything, so it is room, not load."""
     try:
         limit = limit_file.read_text().strip()
         if limit == "max" or int(limit) >= 1 << 60:
             return None
-        return int(limit) - int(usage_file.read_text().strip())
+        usage = int(usage_file.read_text().strip())
     except (OSError, ValueError):
         return None
+    return int(limit) - max(usage - reclaimable_cache(stat_file, v2), 0)
+
+
+def reclaimable_cache(stat_file: Path | None, v2: bool) -> int:
+    """Clean page cache charged to the cgroup (file pages minus dirty and under writeback); 0 if unreadable."""
+    keys = ("file", "file_dirty", "file_writeback") if v2 else ("total_cache", "total_dirty", "total_writeback")
+    try:
+        stat = dict(line.split()[:2] for line in stat_file.read_text().splitlines() if line.strip())
+        cache, dirty, writeback = (int(stat.get(k, 0)) for k in keys)
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return max(cache - dirty - writeback, 0)
 
 
 def human_bytes(n: float) -> str:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 
 from reference_engine.config import ModelConfig
 from reference_engine.core.model_sizes import ModelSizes, model_sizes
 from reference_engine.core.sweep import HEAD_BLOCK_BYTES
+from reference_engine.limits import cgroup_left, meminfo_available
 
 GiB, MiB = 1 << 30, 1 << 20
 BASE_BYTES = 400 * MiB           # python + torch + tokenizer + the checks' own state (measured ~260 MB + slack)
@@ -47,11 +47,12 @@ class Workload:
     shadows: tuple = ()          # dtypes computed beside the compute dtype in the same pass (numerics)
 
 
-# measured on the tiny test models with the pass counter (streaming core), see docs/memory.md
-CHECK_FULL = Workload("check", 190, 24, 2048, 2048 + 512, (torch.bfloat16, torch.float16))
-CHECK_QUICK = Workload("check --quick", 80, 16, 128, 128 + 256, (torch.bfloat16, torch.float16))
+# passes counted by the streaming core on the demo model (docs/memory.md "Passes"): a full check is 32 greedy
+# steps + 5 shared/scripted passes, --quick 12 + 5; a model whose probes all stop early makes fewer
+CHECK_FULL = Workload("check", 37, 24, 2048, 2048 + 512, (torch.bfloat16, torch.float16))
+CHECK_QUICK = Workload("check --quick", 17, 16, 128, 128 + 256, (torch.bfloat16, torch.float16))
 GENERATE = Workload("generate", 257, 4, 512, 1024)
-BASELINE = Workload("baseline", 40, 24, 512, 512, ())
+BASELINE = Workload("baseline", 33, 24, 512, 512, ())
 
 
 @dataclass
@@ -120,50 +121,13 @@ def fmt_seconds(s: float) -> str:
 
 
 def available_memory() -> tuple[int, str]:
-    """What this process may use: MemAvailable, or the cgroup limit minus its usage when that is lower."""
-    avail, source = None, "available memory"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    for limit_file, usage_file in _cgroup_files():
-        room = _cgroup_room(limit_file, usage_file)
-        if room is not None and (avail is None or room < avail):
-            avail, source = room, "cgroup memory limit"
-    if avail is None:
-        avail = 8 * GiB
-    return avail, source
-
-
-def _cgroup_files() -> list[tuple[Path, Path]]:
-    """(limit, usage) files of this process's memory cgroup, v2 and v1."""
-    out = []
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        hier, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        rel = path.lstrip("/")
-        if hier == "0":
-            base = Path("/sys/fs/cgroup") / rel
-            out.append((base / "memory.max", base / "memory.current"))
-        elif "memory" in controllers.split(","):
-            base = Path("/sys/fs/cgroup/memory") / rel
-            out.append((base / "memory.limit_in_bytes", base / "memory.usage_in_bytes"))
-    return out
-
-
-def _cgroup_room(limit_file: Path, usage_file: Path) -> int | None:
-    try:
-        limit = limit_file.read_text().strip()
-        if limit == "max" or int(limit) >= 1 << 60:
-            return None
-        return max(int(limit) - int(usage_file.read_text().strip()), 0)
-    except (OSError, ValueError):
-        return None
+    """What this process may use: MemAvailable, or the room left under its cgroup limit when that is lower
+    (clean page cache counted as room: limits.py)."""
+    avail, source = meminfo_available(), "available memory"
+    room = cgroup_left()
+    if room is not None and (avail is None or room < avail):
+        avail, source = max(room, 0), "cgroup memory limit"
+    return (8 * GiB if avail is None else avail), source
 
 
 def default_budget(device: str = "cpu") -> tuple[int, str]:

@@ -105,7 +105,21 @@ def test_available_bytes_sees_the_address_space_limit():
     free = limits.available_bytes()
     assert free is None or free > 0
     # the cgroup/rlimit readers never raise, whatever the machine has
-    limits._cgroup_left(), limits._address_space_left(), limits._meminfo_available()
+    limits.cgroup_left(), limits._address_space_left(), limits.meminfo_available()
+
+
+@pytest.mark.parametrize("v2, stat", [
+    (True, "anon 1000\nfile 3000\nfile_dirty 200\nfile_writeback 100\n"),
+    (False, "cache 9\ntotal_cache 3000\ntotal_dirty 200\ntotal_writeback 100\ntotal_rss 1000\n")])
+def test_cgroup_room_counts_clean_page_cache_as_free(tmp_path, v2, stat):
+    """Weights the static checks read through a memory map fill the cgroup with page cache; the kernel
+    drops clean cache before it kills anything, so it must not make a later allocation look impossible."""
+    limit, usage, stat_file = tmp_path / "limit", tmp_path / "usage", tmp_path / "stat"
+    limit.write_text("10000\n"), usage.write_text("4000\n"), stat_file.write_text(stat)
+    assert limits._limit_minus_usage(limit, usage, stat_file, v2) == 10000 - (4000 - 2700)
+    assert limits._limit_minus_usage(limit, usage, tmp_path / "missing", v2) == 6000   # no stat: usage as is
+    limit.write_text("max\n")
+    assert limits._limit_minus_usage(limit, usage, stat_file, v2) is None
 
 
 def test_token_ids_are_bounded():
