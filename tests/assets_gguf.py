@@ -7,6 +7,7 @@
 - `smollm2_converted_gguf(outtype)`: SmolLM2-135M-Instruct converted from the Hugging Face directory
   (tests/assets.smollm2_dir) by llama.cpp's own converter, outtype "f32" or "q8_0".
 - `convert_hf_dir(hf_dir, outfile, outtype)`: that converter on any Hugging Face directory (not cached).
+- `llamacpp_vocab_source()`: the sdist's src/llama-vocab.cpp (llama.cpp's pre-tokenizer names, flags and regexes).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from tests.assets import (LLAMACPP_PACKAGE, VOCAB_TEST_SEPARATOR, AssetError, LlamaCppVocab, cache_root,
-                          cached_dir, pip_download, smollm2_dir)
+                          cached_dir, fetch_members, pip_download, smollm2_dir)
 
 LLAMACPP_ROOT = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
 SDIST_PARTS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-")
@@ -61,6 +62,13 @@ def llamacpp_vocab_gguf(name: str) -> LlamaCppVocab:
     if len(lines) < len(inputs):
         raise AssetError(f"{LLAMACPP_PACKAGE}: {base.name}.inp/.out do not pair up")
     return LlamaCppVocab(name, base, inputs, [[int(t) for t in line.split()] for line in lines[:len(inputs)]])
+
+
+def llamacpp_vocab_source() -> Path:
+    """vendor/llama.cpp/src/llama-vocab.cpp of the same sdist, the source tokenizer/gguf_pre.py transcribes."""
+    member = f"{LLAMACPP_ROOT}src/llama-vocab.cpp"
+    d = cached_dir("llamacpp-vocab-cpp", lambda tmp: fetch_members(LLAMACPP_PACKAGE, [member], tmp, sdist=True))
+    return d / "llama-vocab.cpp"
 
 
 def smollm2_converted_gguf(outtype: str) -> Path:
