@@ -30,6 +30,24 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def same_rope(ref, cand) -> bool:
+    """The two configs rotate alike: the same rope_scaling, or blocks written differently that give the same
+    inverse frequencies and attention factor (Llama 3.1's rope_scaling llama3 vs the GGUF's rope_freqs factors).
+    Dynamic NTK and LongRoPE change with the length, so those compare by their blocks only."""
+    if _same(ref.rope_scaling, cand.rope_scaling):
+        return True
+    import torch
+    from reference_engine.core.rope import inverse_frequencies, rope_parameters
+    try:
+        if {rope_parameters(c)["rope_type"] for c in (ref, cand)} & {"dynamic", "longrope"}:
+            return False
+        (a, scale_a), (b, scale_b) = inverse_frequencies(ref), inverse_frequencies(cand)
+    except Exception:   # a block the engine refuses is a difference, reported as such
+        return False
+    return a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=0) and math.isclose(scale_a, scale_b,
+                                                                                             rel_tol=1e-6)
+
+
 @check("DIF001", category="diff", severity="warning", needs=("pair",),
        hint="Make the candidate's config.json (or GGUF metadata) match the reference, or confirm the change is meant.")
 def config_fields_differ(ctx):
@@ -42,7 +60,7 @@ def config_fields_differ(ctx):
     ref, cand = ctx.ref.config, ctx.cand.config
     for name in COMPUTE_FIELDS:
         a, b = getattr(ref, name, None), getattr(cand, name, None)
-        if not _same(a, b):
+        if not (same_rope(ref, cand) if name == "rope_scaling" else _same(a, b)):
             yield Problem(f"config {name}: reference {a!r}, candidate {b!r}",
                           evidence={"field": name, "reference": a, "candidate": b})
     raw_a, raw_b = ctx.ref.raw_config, ctx.cand.raw_config

@@ -126,3 +126,23 @@ def test_freq_factors_of_the_wrong_length_or_value_are_refused():
         build_rope_table(_config({"rope_type": "default", "freq_factors": [1.0] * 7 + [0.0]}))
     with pytest.raises(ModelDirError, match="list of numbers"):
         build_rope_table(_config({"rope_type": "default", "freq_factors": ["x"] * 8}))
+
+
+@pytest.mark.assets
+def test_diff_sees_the_same_rope_in_both_spellings(converted):
+    """DIF001: the HF directory's rope_scaling llama3 and the GGUF's rope_freqs rotate alike: no warning."""
+    from llmdoctor.diff_runner import run_diff
+    hf_dir, path = converted
+    report = run_diff(hf_dir, path, quick=True, select=["DIF001"])
+    assert [f.message for f in report.findings_for("DIF001") if f.severity.value != "info"] == []
+
+
+def test_same_rope_compares_frequencies_not_spellings():
+    from checks.diff.config_files import same_rope
+    llama3 = _config(LLAMA3)
+    factors = (torch.tensor(1.0) / (inverse_frequencies(llama3)[0] * 10000.0 ** (torch.arange(0, 16, 2) / 16))).tolist()
+    assert same_rope(llama3, _config({"rope_type": "default", "freq_factors": factors}))
+    assert not same_rope(llama3, _config({"rope_type": "default", "freq_factors": [1.0] * 8}))
+    assert not same_rope(llama3, _config(None))
+    dynamic, linear = _config({"rope_type": "dynamic", "factor": 2.0}), _config({"rope_type": "linear", "factor": 1.0})
+    assert not same_rope(dynamic, linear)     # equal table, but dynamic grows past max_position_embeddings
