@@ -65,18 +65,27 @@ def test_gguf_frequencies_are_transformers_llama3_frequencies(converted):
 
 
 @pytest.mark.assets
-def test_engine_on_the_gguf_gives_transformers_logits(converted):
+@pytest.mark.parametrize("streaming", [False, True], ids=["resident", "streaming"])
+def test_engine_on_the_gguf_gives_transformers_logits(converted, streaming):
+    hf_dir, path = converted
+    engine = Engine.from_pretrained(path, streaming=streaming)
+    ids = engine.tokenizer.encode(TEXT, add_special_tokens=False)
+    assert len(ids) >= 50
+    ref = hf_logits(load_hf_model(hf_dir), ids)
+    diff = (engine.logits(ids) - ref).abs().max().item()
+    print(f"rope_freqs GGUF: max |logit diff| {diff:.3g} over {len(ids)} tokens")
+    assert diff <= 1e-4
+
+
+@pytest.mark.assets
+def test_plain_rope_on_the_same_weights_would_differ(converted):
+    """What the engine computed before rope_freqs was read: the same weights with plain RoPE agree at position 0
+    only."""
     hf_dir, path = converted
     engine = Engine.from_pretrained(path)
     ids = engine.tokenizer.encode(TEXT, add_special_tokens=False)
-    assert len(ids) >= 50
-    hf = load_hf_model(hf_dir)
-    ref = hf_logits(hf, ids)
-    ours = engine.logits(ids)
-    diff = (ours - ref).abs().max().item()
-    print(f"rope_freqs GGUF: max |logit diff| {diff:.3g} over {len(ids)} tokens")
-    assert diff <= 1e-4
-    # the same weights with plain RoPE (what the engine computed before): different past position 0
+    ref = hf_logits(load_hf_model(hf_dir), ids)
+    diff = (engine.logits(ids) - ref).abs().max().item()
     plain_dir = hf_dir.parent / "plain"
     plain_dir.mkdir(exist_ok=True)
     config = json.loads((hf_dir / "config.json").read_text())
