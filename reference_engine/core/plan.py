@@ -29,6 +29,7 @@ BASE_BYTES = 400 * MiB           # python + torch + tokenizer + the checks' own 
 HEADROOM_FRACTION, HEADROOM_MIN = 0.10, 512 * MiB
 DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine (issue 13)
 CPU_FLOPS = 20e9                 # float32 matmul throughput of a small CPU box, for the rough time only
+DEQUANT_ELEMS_PER_S = 60e6       # gguf's numpy kernels (Q4_1, one core), measured on SmolLM2 Q4_1
 PACK_LIMIT_BYTES = 1 << 30       # linear.PACK_LIMIT_BYTES: decode keeps a packed copy below this
 
 
@@ -163,14 +164,15 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem
     packed = projections if (str(device) == "cpu" and elem == 4 and projections <= PACK_LIMIT_BYTES) else 0
     # a GGUF is dequantized tensor by tensor while loading: the largest one's float32 copy and kernel scratch
-    resident = BASE_BYTES + resident_weights + packed + kv + act + sizes.dequant_bytes(sizes.largest_elems, elem)
+    dequant = sizes.dequant_bytes(sizes.largest_elems, elem, chunked=False)
+    resident = BASE_BYTES + resident_weights + packed + kv + act + dequant
     big = max((layer_elems[i] for i in mine), default=0)
     big_file = max((layer_files[i] for i in mine), default=0)
     shadow = sum(big * (torch.finfo(d).bits // 8) for d in workload.shadows)
     mlp = 2 * config.intermediate_size * config.hidden_size * elem          # fused gate_up: pieces + the cat
     largest = max((sizes.layer_largest[i] for i in mine), default=0)
     layer_peak = big_file + big * elem + mlp + shadow + sizes.dequant_bytes(largest, elem)
-    head_block = head_block_bytes(sizes, elem)
+    head_block = head_block_bytes(sizes, elem, workload.shadows)
     # lanes of a pass (probes, shadows) go through a layer one after another: one step's activations at a time
     streaming = BASE_BYTES + layer_peak + head_block + kv + act
     per_pass = sum(layer_files[i] for i in mine) + sizes.head_file_bytes    # every layer, the whole head
@@ -182,20 +184,27 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     flops = 2 * sum(layer_elems[i] for i in mine) * workload.tokens_per_pass * workload.passes
     seconds = flops / CPU_FLOPS + (per_pass * workload.passes / DISK_BYTES_PER_S if mode == "streaming"
                                    else file_bytes / DISK_BYTES_PER_S)
+    if sizes.gguf:                     # dequantized as read: every pass when streaming, once when resident
+        dequantized = sum(layer_elems[i] for i in mine) + vocab_rows
+        seconds += dequantized * (workload.passes if mode == "streaming" else 1) / DEQUANT_ELEMS_PER_S
     return Plan(mode, budget, budget_source or "--memory-budget", str(device), dtype_name(dtype), workload.name,
                 file_bytes, resident, streaming, resident if mode == "resident" else streaming, big * elem,
                 per_pass if mode == "streaming" else 0, workload.passes, seconds, ranks, [first, end])
 
 
-def head_block_bytes(sizes: ModelSizes, elem: int) -> int:
-    """One LM-head block of HEAD_BLOCK_BYTES in the compute dtype: read in the file dtype, then cast; a GGUF
-    block is read quantized, dequantized to float32, then cast (in float32 the cast is a no-op)."""
+def head_block_bytes(sizes: ModelSizes, elem: int, shadows: tuple = ()) -> int:
+    """One LM-head block of HEAD_BLOCK_BYTES in the compute dtype: read in the file dtype, then cast. A GGUF
+    block is read quantized and dequantized to float32, then cast to the compute dtype (a no-op in float32)
+    and to a shadow's: blocked_head sizes its rows by the hidden dtype, so a bfloat16 shadow's block has
+    twice the rows of a float32 one."""
     config = sizes.config
-    block = min(HEAD_BLOCK_BYTES, config.vocab_size * config.hidden_size * elem)
+    vocab_rows = config.vocab_size * config.hidden_size
     if not sizes.gguf:
-        return block * 2
-    elems = block // elem
-    return int(elems * (sizes.head_bytes_per_elem() + 4 + (elem if elem != 4 else 0)))
+        return min(HEAD_BLOCK_BYTES, vocab_rows * elem) * 2
+    narrow = min([elem] + [torch.finfo(d).bits // 8 for d in shadows])
+    elems = min(vocab_rows, HEAD_BLOCK_BYTES // narrow)
+    casts = (elem if elem != 4 else 0) + (narrow if narrow != elem else 0)
+    return int(elems * (sizes.head_bytes_per_elem() + 4 + casts))
 
 
 def activation_bytes(config: ModelConfig, tokens: int, elem: int) -> int:

@@ -10,14 +10,16 @@ from click.testing import CliRunner
 import llmdoctor
 from llmdoctor.cli import cli
 from reference_engine.core.plan import CHECK_FULL, GiB, make_plan
-from tests.checks.zoo_gguf import healthy
+from tests.checks.zoo_gguf import Q8_0, export_spec, write_spec
+from tests.reference_engine.core.test_plan_gguf import WIDE
 
 ENGINE = "golden,activations,numerics,generation"   # the engine checks that read the weights most
 
 
 @pytest.fixture(scope="module")
 def gguf(tmp_path_factory):
-    return healthy(tmp_path_factory.mktemp("budget-gguf"))     # the tiny Llama, 2-D weights in Q8_0
+    """The factory Llama widened until streaming is the cheaper mode, 2-D weights in Q8_0."""
+    return write_spec(export_spec("llama", quant=Q8_0, **WIDE), tmp_path_factory.mktemp("budget-gguf") / "m.gguf")
 
 
 def invoke(*args):

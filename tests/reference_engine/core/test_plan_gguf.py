@@ -13,9 +13,14 @@ from reference_engine.core.plan import CHECK_QUICK, GiB, MiB, PlanError, make_pl
 from tests.checks.zoo_gguf import F32, Q8_0, export_spec, write_spec
 
 
+# wide enough that all layers resident cost more than one layer and its shadows streamed (in a narrower
+# model the fixed costs dominate and streaming is never the cheaper mode)
+WIDE = {"num_hidden_layers": 8, "hidden_size": 256, "intermediate_size": 1024}
+
+
 @pytest.fixture(scope="module", params=[F32, Q8_0], ids=lambda q: q.name)
 def gguf(request, tmp_path_factory):
-    return write_spec(export_spec("llama", quant=request.param, num_hidden_layers=3),
+    return write_spec(export_spec("llama", quant=request.param, **WIDE),
                       tmp_path_factory.mktemp("plan-gguf") / "model.gguf")
 
 
