@@ -1,8 +1,12 @@
 """--memory-budget on a GGUF file (issues 13 and 15): the planner refuses in one line, streams when the budget
-forces it, and the streaming check run reports what the resident run reports."""
+forces it, and the streaming check run (one process, or a torchrun pipeline) reports what the resident run
+reports."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -11,6 +15,7 @@ import llmdoctor
 from llmdoctor.cli import cli
 from reference_engine.core.plan import CHECK_FULL, GiB, make_plan
 from tests.checks.zoo_gguf import Q8_0, export_spec, write_spec
+from tests.llmdoctor.test_memory_budget import ROOT, _port, comparable
 from tests.reference_engine.core.test_plan_gguf import WIDE
 
 ENGINE = "golden,activations,numerics,generation"   # the engine checks that read the weights most
@@ -51,3 +56,17 @@ def test_a_budget_that_forces_streaming_gives_the_resident_findings(gguf):
     ran = [(c["id"], c["status"]) for c in streamed["checks"] if c["id"] != "CNV001"]
     assert ran == [(c.id, c.status) for c in resident.checks if c.id != "CNV001"]
     assert any(status == "passed" for _, status in ran)
+
+
+def test_torchrun_pipeline_streams_a_gguf_with_the_one_process_findings(gguf):
+    args = ["check", str(gguf), "--select", "golden,activations,numerics", "--format", "json", "--no-config"]
+    env = {**os.environ, "LLMDOCTOR_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+    one = subprocess.run([sys.executable, "-m", "llmdoctor", *args], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=600)
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          "--master-port", str(_port()), "-m", "llmdoctor", *args],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert two.returncode == one.returncode, two.stderr[-2000:]
+    single, piped = json.loads(one.stdout), json.loads(two.stdout)
+    assert piped["plan"]["ranks"] == 2 and piped["plan"]["mode"] == "streaming"
+    assert comparable(piped) == comparable(single) and comparable(single)
