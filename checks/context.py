@@ -188,6 +188,8 @@ class CheckContext:
             if plan is not None and plan.streaming:
                 engine.core.on_layer = self.on_layer
                 attach_pipeline(engine.core, plan)
+            elif plan is not None:
+                engine.core.pack_decode = plan.pack_decode    # a check's few decode steps: not worth a copy
             return engine
         return self._get("engine", build)
 

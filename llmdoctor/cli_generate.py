@@ -72,8 +72,11 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
                           ignore_eos=ignore_eos, logprobs=as_json)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     device, dtype = resolve_device_dtype(device, dtype, model_dir)
-    engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype,
-                                    streaming=planned_streaming(model_dir, device, dtype, memory_budget))
+    plan = generation_plan(model_dir, device, dtype, memory_budget)
+    streaming = plan is not None and plan.streaming
+    engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype, streaming=streaming)
+    if plan is not None and not streaming:
+        engine.core.pack_decode = plan.pack_decode     # the packed decode copy only where the budget has room
     request = messages if chat else prompt
     started = time.perf_counter()
     output = _run(engine, request, params, stream and not as_json)
@@ -88,9 +91,10 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
                f"{len(output.prompt_token_ids)} prompt tokens, {rate:.1f} tokens/s]", err=True)
 
 
-def planned_streaming(model_dir, device: str, dtype: str, budget: str | None) -> bool:
+def generation_plan(model_dir, device: str, dtype: str, budget: str | None):
     """The memory plan for generation (reference_engine/core/plan.py), printed on stderr; PlanError (exit 2)
-    when not even one layer fits. A model the planner cannot read (a GGUF file) runs resident."""
+    when not even one layer fits; None for a model the planner cannot read (it then runs resident and the
+    engine's own errors say what is wrong)."""
     from llmdoctor.cli import budget_option
     from reference_engine.core.engine import resolve_dtype
     from reference_engine.core.plan import GENERATE, PlanError, make_plan
@@ -100,10 +104,10 @@ def planned_streaming(model_dir, device: str, dtype: str, budget: str | None) ->
     except PlanError:
         raise
     except Exception:
-        return False
+        return None
     from llmdoctor.runner import announce_plan
     announce_plan(plan, sys.stderr)
-    return plan.streaming
+    return plan
 
 
 def _run(engine, request, params, stream: bool):

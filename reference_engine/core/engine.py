@@ -17,6 +17,7 @@ from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
 from reference_engine.errors import ModelDirError
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
+from reference_engine.core.layer_reader import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode
 from reference_engine.core.model import CaptureHook, check_supported, final_logits, forward, layer_windows
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
@@ -65,6 +66,7 @@ class CoreEngine:
         self.device, self.dtype, self.model_dir = device, dtype, model_dir
         self.windows = layer_windows(config)
         self._decode_weights: tuple | None = None   # (source, packed) on the first decode step (linear.py)
+        self.pack_decode = True     # False: decode reads the plain projections (no second copy; the plan decides)
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
@@ -74,7 +76,14 @@ class CoreEngine:
         check_supported(config, source.config_path)
         device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
         rope = build_rope_table(config, device, torch_dtype, str(source.config_path))  # cheap errors first
-        weights = load_model_weights(source.open_weights(), config, root, device, torch_dtype)
+        # read with plain reads that drop the page cache after them: the model is held once, in the engine
+        # (a memory map would leave every page charged to the process and its cgroup beside the copies)
+        tensors = source.open_weights()
+        reader = chunked_reader(tensors, source.gguf is not None)
+        try:
+            weights = load_model_weights(tensors, config, root, device, torch_dtype, reader)
+        finally:
+            reader.close()
         bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
                            * torch.finfo(torch_dtype).bits // 8)
         if num_blocks is None:
@@ -146,6 +155,8 @@ class CoreEngine:
 
     def _weights_for_decode(self) -> ModelWeights:
         """self.weights with the projections in oneDNN's layout, built once (again if self.weights is replaced)."""
+        if not self.pack_decode:
+            return self.weights
         if self._decode_weights is None or self._decode_weights[0] is not self.weights:
             self._decode_weights = (self.weights, pack_for_decode(self.weights))
         return self._decode_weights[1]

@@ -1,25 +1,20 @@
 """Read tensors from the validated safetensors byte ranges in chunks, and let the page cache go after.
 
 The streaming core (streaming.py) reads each decoder layer once per pass and drops it; the embedding and LM
-head are read in row blocks. Reading with plain file reads at the offsets the header validator checked
-(reference_engine.files.safetensors_io) keeps the footprint at exactly the tensors being used: a memory map
-would leave every touched page charged to the process (and to a cgroup memory cap) until the kernel reclaims
-it. After a read the pages are dropped from the page cache (posix_fadvise DONTNEED): a model that does not
-fit the memory budget would not stay cached anyway, and keeping it would count against the budget.
+head are read in row blocks; the resident loader reads every tensor once through it. Reads are plain reads at
+the offsets the header validator checked (files/reads.py), and the pages are dropped from the page cache
+after them: a memory map would leave every touched page charged to the process (and to a cgroup memory cap)
+beside the copy the engine holds; a model that does not fit would not stay cached anyway.
 """
 from __future__ import annotations
-
-import ctypes
-import os
-from pathlib import Path
 
 import torch
 
 from reference_engine.errors import ModelDirError
+from reference_engine.files.reads import FileHandles, read_range
 from reference_engine.files.weights import TensorInfo, Weights
 
 FILE_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}
-READ_CHUNK = 64 << 20
 
 
 class ChunkedWeights:
@@ -30,7 +25,7 @@ class ChunkedWeights:
         self.weights = weights
         self.drop_cache = drop_cache
         self.bytes_read = 0
-        self._fds: dict[Path, int] = {}
+        self._files = FileHandles()
 
     def __contains__(self, name: str) -> bool:
         return name in self.weights
@@ -64,35 +59,19 @@ class ChunkedWeights:
 
     def _read_bytes(self, info: TensorInfo, offset: int, nbytes: int) -> torch.Tensor:
         """nbytes at offset of info.file as a fresh uint8 tensor, then the pages are let go."""
-        buf = torch.empty(nbytes, dtype=torch.uint8)
-        view = memoryview((ctypes.c_char * nbytes).from_address(buf.data_ptr())).cast("B") if nbytes else b""
-        fd = self._fd(info.file)
-        done = 0
-        try:
-            while done < nbytes:
-                got = os.preadv(fd, [view[done:done + READ_CHUNK]], offset + done)
-                if got <= 0:
-                    raise OSError("file ended early")
-                done += got
-        except OSError as e:
-            raise ModelDirError(info.file, f"tensor {info.name!r}: cannot read: {e}") from None
-        if self.drop_cache and hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
+        buf = read_range(self._files.fd(info.file), offset, nbytes, info.file, f"tensor {info.name!r}",
+                         self.drop_cache)
         self.bytes_read += nbytes
         return buf
 
-    def _fd(self, file: Path) -> int:
-        if file not in self._fds:
-            self._fds[file] = os.open(file, os.O_RDONLY)
-        return self._fds[file]
-
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        self._files.close()
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+
+def chunked_reader(weights, gguf: bool) -> ChunkedWeights:
+    """The chunked reader over a model's weights: safetensors ranges as they are, GGUF tensors dequantized
+    (gguf_reader.py builds on this module, hence the import here)."""
+    if gguf:
+        from reference_engine.core.gguf_reader import GGUFChunkedWeights
+        return GGUFChunkedWeights(weights)
+    return ChunkedWeights(weights)

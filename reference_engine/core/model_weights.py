@@ -97,8 +97,12 @@ def check_tensor_table(weights: Weights, config: ModelConfig, root: Path) -> Non
                             f"unexpected tensor {unexpected[0]!r}{more} for {config.architecture}")
 
 
-def load_model_weights(weights: Weights, config: ModelConfig, root: Path, device, dtype) -> ModelWeights:
+def load_model_weights(weights: Weights, config: ModelConfig, root: Path, device, dtype,
+                       reader=None) -> ModelWeights:
+    """Every tensor checked against the config's table, then read (through `reader` when given: a
+    layer_reader.ChunkedWeights over the same files, which leaves no page cache behind) and cast/fused."""
     check_tensor_table(weights, config, root)
+    weights = reader or weights
     get = tensor_getter(weights, device, dtype)
     layers = [load_layer_weights(weights, config, n, device, dtype) for n in range(config.num_hidden_layers)]
     embed = get("model.embed_tokens.weight").contiguous()

@@ -25,7 +25,9 @@ from reference_engine.core.sweep import HEAD_BLOCK_BYTES
 from reference_engine.limits import cgroup_left, meminfo_available
 
 GiB, MiB = 1 << 30, 1 << 20
-BASE_BYTES = 400 * MiB           # python + torch + tokenizer + the checks' own state (measured ~260 MB + slack)
+# python + torch + the checks' own state (measured 174 MB after imports), and the tokenizer (SmolLM2's 49152
+# ids: +50 MB, so ~1 KiB per id with its merges and caches)
+BASE_BYTES, TOKENIZER_BYTES_PER_ID = 192 * MiB, 1 << 10
 HEADROOM_FRACTION, HEADROOM_MIN = 0.10, 512 * MiB
 DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine (issue 13)
 CPU_FLOPS = 20e9                 # float32 matmul throughput of a small CPU box, for the rough time only
@@ -46,13 +48,14 @@ class Workload:
     max_step_tokens: int         # longest single step (activation memory)
     kv_tokens: int               # KV-cache tokens held at once
     shadows: tuple = ()          # dtypes computed beside the compute dtype in the same pass (numerics)
+    pack_decode: bool = False    # worth decode's packed copy of the projections (long decodes: generate)
 
 
 # passes counted by the streaming core on the demo model (docs/memory.md "Passes"): a full check is 32 greedy
 # steps + 5 shared/scripted passes, --quick 12 + 5; a model whose probes all stop early makes fewer
 CHECK_FULL = Workload("check", 37, 24, 2048, 2048 + 512, (torch.bfloat16, torch.float16))
 CHECK_QUICK = Workload("check --quick", 17, 16, 128, 128 + 256, (torch.bfloat16, torch.float16))
-GENERATE = Workload("generate", 257, 4, 512, 1024)
+GENERATE = Workload("generate", 257, 4, 512, 1024, pack_decode=True)
 BASELINE = Workload("baseline", 33, 24, 512, 512, ())
 
 
@@ -74,6 +77,7 @@ class Plan:
     predicted_seconds: float
     ranks: int = 1
     layers: list = field(default_factory=list)    # [first, end) of this rank's layers
+    pack_decode: bool = False    # resident with room for decode's packed copy (core/linear.py)
     actual: dict = field(default_factory=dict)     # filled after the run: passes, bytes_read, seconds
 
     @property
@@ -162,10 +166,13 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     act = activation_bytes(config, workload.max_step_tokens, elem)
     resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem
-    packed = projections if (str(device) == "cpu" and elem == 4 and projections <= PACK_LIMIT_BYTES) else 0
+    # decode's packed copy (linear.py) doubles the projections: only for long decodes, only where it fits
+    packs = workload.pack_decode and str(device) == "cpu" and elem == 4 and projections <= PACK_LIMIT_BYTES
+    packed = projections if packs else 0
     # a GGUF is dequantized tensor by tensor while loading: the largest one's float32 copy and kernel scratch
     dequant = sizes.dequant_bytes(sizes.largest_elems, elem, chunked=False)
-    resident = BASE_BYTES + resident_weights + packed + kv + act + dequant
+    base = BASE_BYTES + config.vocab_size * TOKENIZER_BYTES_PER_ID
+    resident = base + resident_weights + packed + kv + act + dequant
     big = max((layer_elems[i] for i in mine), default=0)
     big_file = max((layer_files[i] for i in mine), default=0)
     shadow = sum(big * (torch.finfo(d).bits // 8) for d in workload.shadows)
@@ -174,8 +181,10 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     layer_peak = big_file + big * elem + mlp + shadow + sizes.dequant_bytes(largest, elem)
     head_block = head_block_bytes(sizes, elem, workload.shadows)
     # lanes of a pass (probes, shadows) go through a layer one after another: one step's activations at a time
-    streaming = BASE_BYTES + layer_peak + head_block + kv + act
+    streaming = base + layer_peak + head_block + kv + act
     per_pass = sum(layer_files[i] for i in mine) + sizes.head_file_bytes    # every layer, the whole head
+    if packed and resident > budget and resident - packed <= budget:
+        resident, packed = resident - packed, 0           # resident without the packed copy still fits
     mode = force or ("resident" if resident <= budget else "streaming")
     if mode == "streaming" and streaming > budget and force is None:
         raise PlanError(f"{root}: needs at least {gb(streaming)} to stream one layer at a time "
@@ -189,7 +198,8 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
         seconds += dequantized * (workload.passes if mode == "streaming" else 1) / DEQUANT_ELEMS_PER_S
     return Plan(mode, budget, budget_source or "--memory-budget", str(device), dtype_name(dtype), workload.name,
                 file_bytes, resident, streaming, resident if mode == "resident" else streaming, big * elem,
-                per_pass if mode == "streaming" else 0, workload.passes, seconds, ranks, [first, end])
+                per_pass if mode == "streaming" else 0, workload.passes, seconds, ranks, [first, end],
+                pack_decode=mode == "resident" and packed > 0)
 
 
 def head_block_bytes(sizes: ModelSizes, elem: int, shadows: tuple = ()) -> int:

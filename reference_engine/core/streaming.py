@@ -27,8 +27,7 @@ from reference_engine.config import ModelConfig
 from reference_engine.core.attention import StepMetadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.engine import CoreEngine, default_num_blocks, resolve_device, resolve_dtype
-from reference_engine.core.gguf_reader import GGUFChunkedWeights
-from reference_engine.core.layer_reader import ChunkedWeights
+from reference_engine.core.layer_reader import ChunkedWeights, chunked_reader
 from reference_engine.core.model import _emit, check_supported, norm
 from reference_engine.core.model_weights import LayerWeights, check_tensor_table, load_layer_weights
 from reference_engine.core.rope import build_rope_table
@@ -69,7 +68,7 @@ class StreamingCore(CoreEngine):
         rope = build_rope_table(config, device, torch_dtype, str(source.config_path))
         weights = source.open_weights()
         check_tensor_table(weights, config, root)       # every tensor present and well-shaped before a pass
-        reader = GGUFChunkedWeights(weights) if source.gguf is not None else ChunkedWeights(weights)
+        reader = chunked_reader(weights, source.gguf is not None)
         bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
                            * torch.finfo(torch_dtype).bits // 8)
         if num_blocks is None:

@@ -1,8 +1,8 @@
-"""Lazy, memory-mapped access to a model directory's safetensors weights (single file or sharded index).
+"""Lazy access to a model directory's safetensors weights (single file or sharded index).
 
 Opening a directory reads and validates only the headers (reference_engine.files.safetensors_io); a tensor's
-bytes are read when `get` asks for that tensor, so a 7B model can be inspected tensor by tensor without
-holding 14 GB in RAM. Never writes, never unpickles: pickle checkpoints are only listed by find_pickle_files.
+bytes are read when `get` asks for that tensor (plain reads at the validated offsets, page cache let go
+after: files/reads.py), so a 7B model can be inspected tensor by tensor without holding 14 GB in RAM. Never writes, never unpickles: pickle checkpoints are only listed by find_pickle_files.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from reference_engine.config import model_dir_path, read_json
 from reference_engine.errors import ModelDirError
+from reference_engine.files.reads import SAFETENSORS_DTYPES, FileHandles, read_range
 from reference_engine.files.safetensors_io import Header, read_header
 from reference_engine.limits import MAX_SHARDS, MAX_TENSORS, check_size
 
@@ -57,7 +57,7 @@ class Weights(TensorTable):
     def __init__(self, infos: dict[str, TensorInfo], headers: dict[Path, Header] | None = None):
         self._infos = infos
         self.headers = headers or {}
-        self._handles: dict[Path, object] = {}
+        self._files = FileHandles()
 
     @classmethod
     def open(cls, model_dir: str | Path) -> "Weights":
@@ -87,15 +87,16 @@ class Weights(TensorTable):
         return {file: header.metadata for file, header in self.headers.items()}
 
     def get(self, name: str) -> torch.Tensor:
-        """The tensor, read from its file's memory map (only this tensor's bytes are touched)."""
+        """The tensor as a fresh CPU tensor it alone owns (only its bytes are read; files/reads.py)."""
         info = self._infos[name]
-        handle = self._handles.get(info.file)
-        try:
-            if handle is None:
-                handle = self._handles[info.file] = safe_open(str(info.file), framework="pt")
-            return handle.get_tensor(name)
-        except Exception as e:  # SafetensorError/OSError: e.g. the file changed after it was validated
-            raise ModelDirError(info.file, f"tensor {name!r}: cannot read: {e}") from None
+        dtype = SAFETENSORS_DTYPES.get(info.dtype)
+        if dtype is None:
+            raise ModelDirError(info.file, f"tensor {name!r}: dtype {info.dtype} cannot be read")
+        raw = read_range(self._files.fd(info.file), info.offset, info.nbytes, info.file, f"tensor {name!r}")
+        return raw.view(dtype).view(info.shape)
+
+    def close(self) -> None:
+        self._files.close()
 
 
 def tensor_infos(headers: dict[Path, Header]) -> dict[str, TensorInfo]:

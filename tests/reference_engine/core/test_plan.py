@@ -75,3 +75,29 @@ def test_split_layers(layers, ranks, want):
 def test_pipeline_rank_plans_its_own_layers(model):
     plan = make_plan(model, 64 * GiB, ranks=2, rank=1, force="streaming")
     assert plan.layers == [2, 3] and plan.ranks == 2 and "rank layers 2..2 of 2 ranks" in plan.summary()
+
+
+def test_packed_decode_copy_only_for_generation_and_only_where_it_fits(model):
+    """decode's packed copy (core/linear.py) doubles the projections: a check's few decode steps never get it,
+    generation gets it when the budget has room, and runs resident without it when only that fits."""
+    from reference_engine.core.plan import GENERATE
+    assert not make_plan(model, 64 * GiB, workload=CHECK_FULL).pack_decode
+    roomy = make_plan(model, 64 * GiB, workload=GENERATE)
+    assert roomy.pack_decode and roomy.mode == "resident"
+    lean_peak = roomy.resident_peak_bytes - make_plan(model, 64 * GiB, workload=GENERATE.__class__(
+        **{**GENERATE.__dict__, "pack_decode": False})).resident_peak_bytes
+    assert lean_peak > 0                                          # the copy is in the prediction
+    tight = make_plan(model, roomy.resident_peak_bytes - 1, workload=GENERATE)
+    assert tight.mode == "resident" and not tight.pack_decode
+    assert tight.predicted_peak_bytes == roomy.resident_peak_bytes - lean_peak
+
+
+def test_engine_without_packing_decodes_from_the_plain_weights(model):
+    from reference_engine.core.engine import CoreEngine
+    packed, plain = CoreEngine.from_pretrained(model, num_blocks=8), CoreEngine.from_pretrained(model, num_blocks=8)
+    plain.pack_decode = False
+    with packed.scratch() as (a,), plain.scratch() as (b,):
+        first = packed.prefill([a], [[1, 2, 3]])
+        assert torch.equal(first, plain.prefill([b], [[1, 2, 3]]))
+        assert (packed.decode([a], [4]) - plain.decode([b], [4])).abs().max() < 1e-4
+    assert plain._decode_weights is None
