@@ -36,15 +36,14 @@ class ModelSizes:
         vocab_rows = self.config.vocab_size * self.config.hidden_size
         return self.head_file_bytes / vocab_rows if vocab_rows else 0.0
 
-    def dequant_bytes(self, largest: int, elem: int, chunked: bool = True) -> int:
-        """Transient of loading one GGUF tensor of `largest` elements: its float32 copy before the cast to a
-        narrower compute dtype (in float32 it is the compute copy itself) and gguf's kernel scratch (~1x its
-        float32 output: a few rows at a time in the streaming reader, the whole tensor in GGUFWeights.get)."""
+    def dequant_bytes(self, largest: int, elem: int) -> int:
+        """Transient of loading one GGUF tensor of `largest` elements (core/gguf_reader.py, resident and
+        streaming): its float32 copy before the cast to a narrower compute dtype (in float32 it is the compute
+        copy itself) and gguf's kernel scratch (~1x its float32 output, a few rows at a time)."""
         if not self.gguf:
             return 0
         from reference_engine.core.gguf_reader import DEQUANT_CHUNK_BYTES
-        scratch = min(DEQUANT_CHUNK_BYTES, largest * 4) if chunked else largest * 4
-        return (largest * 4 if elem != 4 else 0) + scratch
+        return (largest * 4 if elem != 4 else 0) + min(DEQUANT_CHUNK_BYTES, largest * 4)
 
 
 def _numel(shape) -> int:

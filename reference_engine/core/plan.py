@@ -169,8 +169,9 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     # decode's packed copy (linear.py) doubles the projections: only for long decodes, only where it fits
     packs = workload.pack_decode and str(device) == "cpu" and elem == 4 and projections <= PACK_LIMIT_BYTES
     packed = projections if packs else 0
-    # a GGUF is dequantized tensor by tensor while loading: the largest one's float32 copy and kernel scratch
-    dequant = sizes.dequant_bytes(sizes.largest_elems, elem, chunked=False)
+    # a GGUF is dequantized tensor by tensor while loading (gguf_reader.py, as when streaming): the largest
+    # one's float32 copy and the kernel scratch
+    dequant = sizes.dequant_bytes(sizes.largest_elems, elem)
     base = BASE_BYTES + config.vocab_size * TOKENIZER_BYTES_PER_ID
     resident = base + resident_weights + packed + kv + act + dequant
     big = max((layer_elems[i] for i in mine), default=0)
