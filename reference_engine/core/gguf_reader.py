@@ -45,10 +45,10 @@ def dequantize_rows(raw: torch.Tensor, tensor: GGUFTensor, n_rows: int, path) ->
     out = torch.empty(n_rows, cols, dtype=torch.float32)                 # [n_rows, cols]
     step = max(1, DEQUANT_CHUNK_BYTES // (4 * cols))
     try:
+        qtype = GGMLQuantizationType(tensor.ggml_type)
         for a in range(0, n_rows, step):
             b = min(n_rows, a + step)
-            out[a:b] = torch.from_numpy(np.asarray(gguf_dequantize(rows[a:b], GGMLQuantizationType(tensor.ggml_type)),
-                                                   dtype=np.float32))
+            out[a:b] = torch.from_numpy(np.asarray(gguf_dequantize(rows[a:b], qtype), dtype=np.float32))
     except NotImplementedError:
         raise UnsupportedError(path, f"tensor {tensor.name!r}: gguf cannot dequantize {kind}") from None
     except (ValueError, RuntimeError) as e:
@@ -57,11 +57,8 @@ def dequantize_rows(raw: torch.Tensor, tensor: GGUFTensor, n_rows: int, path) ->
 
 
 class GGUFChunkedWeights(ChunkedWeights):
-    """ChunkedWeights over a GGUFWeights: `get` and `rows` return dequantized float32 in Hugging Face layout;
-    `bytes_read` counts the quantized bytes actually read."""
-
-    def __init__(self, weights: GGUFWeights, drop_cache: bool = True):
-        super().__init__(weights, drop_cache)
+    """ChunkedWeights over a GGUFWeights (`self.weights`): `get` and `rows` return dequantized float32 in
+    Hugging Face layout; `bytes_read` counts the quantized bytes actually read."""
 
     def _tensor(self, name: str) -> GGUFTensor:
         return self.weights.gguf.tensors[self.weights.info(name).gguf_name]
