@@ -33,6 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", default=None, help="--memory-budget for the check (default: the planner's)")
     ap.add_argument("--streaming", action="store_true", help="LLMDOCTOR_STREAMING=1 (stream a model that fits)")
+    ap.add_argument("--keep-report", type=Path, default=None, help="copy the JSON report here")
     args, rest = ap.parse_known_args(argv)
     args.rest = [a for a in rest if a != "--"]           # more check arguments, e.g. -- --select GLD002
     with tempfile.TemporaryDirectory() as tmp:
@@ -49,6 +50,8 @@ def main(argv=None) -> int:
         peak = float(re.search(r"peak ([0-9.]+) GiB", line).group(1)) if "peak" in line else float("nan")
         kills = re.search(r"oom kills (\S+)", line)
         data = json.loads(report.read_text()) if report.exists() else None
+        if data is not None and args.keep_report:
+            args.keep_report.write_text(report.read_text())
     size = weight_bytes(args.model)
     print(f"model {args.model} ({size / 2**30:.2f} GiB of weights), cap {args.cap} GiB, "
           f"{'--quick' if args.quick else 'full'} check")
@@ -60,7 +63,11 @@ def main(argv=None) -> int:
         read = actual.get("bytes_read") or 0
         print(f"  engine: {data['plan']['mode']}, {actual.get('passes')} passes, {read / 1e9:.1f} GB read")
         print(f"  findings: {len(data['findings'])} "
-              f"({sum(f['severity'] == 'error' for f in data['findings'])} errors)")
+              f"({sum(f['severity'] == 'error' for f in data['findings'])} errors): "
+              + ", ".join(sorted(f"{f['check']}:{f['severity']}" for f in data["findings"])))
+        slow = sorted(data["checks"], key=lambda c: -c.get("duration_s", 0))[:6]
+        print("  slowest checks: " + ", ".join(f"{c.get('id', c.get('check'))} {c.get('duration_s', 0):.0f} s"
+                                               for c in slow))
     elif run.returncode:
         print("  " + "\n  ".join(run.stderr.strip().splitlines()[-3:]))
     return 0

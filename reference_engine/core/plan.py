@@ -204,18 +204,15 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
 
 
 def head_block_bytes(sizes: ModelSizes, elem: int, shadows: tuple = ()) -> int:
-    """One LM-head block of HEAD_BLOCK_BYTES in the compute dtype: read in the file dtype, then cast. A GGUF
-    block is read quantized and dequantized to float32, then cast to the compute dtype (a no-op in float32)
-    and to a shadow's: blocked_head sizes its rows by the hidden dtype, so a bfloat16 shadow's block has
-    twice the rows of a float32 one."""
+    """One LM-head block, read once per pass for every lane (sweep.blocked_heads): HEAD_BLOCK_BYTES in the
+    widest dtype of the pass; its file bytes (a GGUF's quantized bytes, dequantized to float32 first), its
+    copy in the compute dtype, and one cast per shadow dtype."""
     config = sizes.config
-    vocab_rows = config.vocab_size * config.hidden_size
-    if not sizes.gguf:
-        return min(HEAD_BLOCK_BYTES, vocab_rows * elem) * 2
-    narrow = min([elem] + [torch.finfo(d).bits // 8 for d in shadows])
-    elems = min(vocab_rows, HEAD_BLOCK_BYTES // narrow)
-    casts = (elem if elem != 4 else 0) + (narrow if narrow != elem else 0)
-    return int(elems * (sizes.head_bytes_per_elem() + 4 + casts))
+    widths = [elem] + [torch.finfo(d).bits // 8 for d in shadows]
+    elems = min(config.vocab_size * config.hidden_size, HEAD_BLOCK_BYTES // max(widths))
+    dequant = 4 if sizes.gguf else 0
+    casts = (elem if not (sizes.gguf and elem == 4) else 0) + sum(w for w in widths[1:] if w != elem)
+    return int(elems * (sizes.head_bytes_per_elem() + dequant + casts))
 
 
 def activation_bytes(config: ModelConfig, tokens: int, elem: int) -> int:

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.core.attention import build_metadata
-from reference_engine.core.sweep import Lane, finish
+from reference_engine.core.sweep import Lane, finish_all
 
 
 @dataclass
@@ -85,7 +85,7 @@ def _one_pass(core, scripts: list[Script]) -> list[list[torch.Tensor]]:
                 lanes.append(lane)
                 rows.append(None if script.all_logits else last)
         core.run_lanes(lanes, F.linear)
-        results = iter([finish(core, core.config, lane, rows=r) for lane, r in zip(lanes, rows)])
+        results = iter(finish_all(core, core.config, lanes, F.linear, rows))
     return [[next(results) for _ in script.steps] for script in scripts]
 
 

@@ -31,7 +31,7 @@ from reference_engine.core.layer_reader import ChunkedWeights, chunked_reader
 from reference_engine.core.model import _emit, check_supported, norm
 from reference_engine.core.model_weights import LayerWeights, check_tensor_table, load_layer_weights
 from reference_engine.core.rope import build_rope_table
-from reference_engine.core.sweep import HEAD_BLOCK_BYTES, Lane, blocked_head, embed_rows, run_layers
+from reference_engine.core.sweep import HEAD_BLOCK_BYTES, Lane, blocked_heads, embed_rows, run_layers
 from reference_engine.files.source import model_source
 
 EMBED, HEAD, NORM = "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"
@@ -95,10 +95,14 @@ class StreamingCore(CoreEngine):
         return self._norms[dtype]
 
     def head(self, hidden: torch.Tensor, linear=F.linear) -> torch.Tensor:
+        return self.heads([hidden], linear)[0]
+
+    def heads(self, hiddens: list[torch.Tensor], linear=F.linear) -> list[torch.Tensor]:
+        """Every lane's LM-head product with one read of the head (row blocks, sweep.blocked_heads)."""
         name = EMBED if self.config.tie_word_embeddings else HEAD
-        # rows cast to the engine dtype first, then to hidden's: what the resident engine (and its shadows) hold
-        read = lambda a, b: self.reader.rows(name, a, b).to(self.dtype)   # noqa: E731
-        return blocked_head(hidden, read, self.config.vocab_size, linear, self.head_block_bytes)
+        # rows cast to the engine dtype first, then to each lane's: what the resident engine (and shadows) hold
+        read = lambda a, b: self.reader.rows(name, a, b).to(device=self.device, dtype=self.dtype)   # noqa: E731
+        return blocked_heads(hiddens, read, self.config.vocab_size, linear, self.head_block_bytes)
 
     def run_lanes(self, lanes: list[Lane], linear=F.linear) -> None:
         """One pass over the weights advancing every lane (this rank's layers only in a pipeline)."""

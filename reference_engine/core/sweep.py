@@ -8,7 +8,7 @@ exactly what it would compute alone (same inputs, same kernels), so its logits a
 
 Sources: `ResidentSource` (the weights already in memory; other dtypes are cast one layer at a time) and the
 streaming core (streaming.py, loads each layer from the files just in time). A source provides
-`layer(i)`, `layer_done(i)`, `embed(tokens, dtype)`, `norm(dtype)`, `head(hidden, linear)`.
+`layer(i)`, `layer_done(i)`, `embed(tokens, dtype)`, `norm(dtype)`, `heads(hiddens, linear)`.
 """
 from __future__ import annotations
 
@@ -67,27 +67,51 @@ def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, laye
 
 def finish(source, config, lane: Lane, linear=F.linear, rows: torch.Tensor | None = None) -> torch.Tensor:
     """Final norm and LM head of a lane -> float32 logits [rows or all tokens, vocab] (as CoreEngine._step)."""
+    return finish_all(source, config, [lane], linear, [rows])[0]
+
+
+def finish_all(source, config, lanes: list[Lane], linear=F.linear, rows: list | None = None) -> list[torch.Tensor]:
+    """finish() of every lane of a pass, with one read of the LM head for all of them (source.heads)."""
     n = config.num_hidden_layers
-    hidden = _emit(lane.capture, n, "final_norm", norm(lane.h, source.norm(lane.dtype), config))
-    if rows is not None:
-        hidden = hidden[rows]
-    logits = final_logits(source.head(hidden, linear), config)
-    if lane.capture is not None:
-        replaced = lane.capture(n, "logits", logits)
-        logits = logits if replaced is None else replaced
-    return logits.float()
+    hidden = []
+    for lane, r in zip(lanes, rows or [None] * len(lanes)):
+        h = _emit(lane.capture, n, "final_norm", norm(lane.h, source.norm(lane.dtype), config))
+        hidden.append(h if r is None else h[r])
+    out = []
+    for lane, head in zip(lanes, source.heads(hidden, linear)):
+        logits = final_logits(head, config)
+        if lane.capture is not None:
+            replaced = lane.capture(n, "logits", logits)
+            logits = logits if replaced is None else replaced
+        out.append(logits.float())
+    return out
 
 
 def blocked_head(hidden: torch.Tensor, read_rows, vocab: int, linear=F.linear,
                  block_bytes: int = HEAD_BLOCK_BYTES) -> torch.Tensor:
-    """hidden [T, H] @ head^T block by block: read_rows(start, end) -> [end - start, H] in any dtype;
-    never more than one block of the head in hidden's dtype at a time."""
-    rows = max(1, block_bytes // (hidden.shape[-1] * hidden.element_size()))
-    out = torch.empty(hidden.shape[0], vocab, dtype=hidden.dtype, device=hidden.device)   # [T, vocab]
+    """hidden [T, H] @ head^T block by block: read_rows(start, end) -> [end - start, H] in any dtype."""
+    return blocked_heads([hidden], read_rows, vocab, linear, block_bytes)[0]
+
+
+def blocked_heads(hiddens: list[torch.Tensor], read_rows, vocab: int, linear=F.linear,
+                  block_bytes: int = HEAD_BLOCK_BYTES) -> list[torch.Tensor]:
+    """Each hiddens[k] [T_k, H] @ head^T, reading each block of the head once for all of them; a block is at
+    most `block_bytes` in the widest dtype involved, cast once per other dtype. Each lane's product is the
+    one it would get alone (each logit is one dot product over H: block boundaries change no sum)."""
+    width = max(h.element_size() for h in hiddens)
+    rows = max(1, block_bytes // (hiddens[0].shape[-1] * width))
+    outs = [torch.empty(h.shape[0], vocab, dtype=h.dtype, device=h.device) for h in hiddens]   # [T_k, vocab]
     for start in range(0, vocab, rows):
         end = min(vocab, start + rows)
-        out[:, start:end] = linear(hidden, read_rows(start, end).to(device=hidden.device, dtype=hidden.dtype))
-    return out
+        block = read_rows(start, end)
+        cast: dict = {}
+        for h, out in zip(hiddens, outs):
+            key = (h.device, h.dtype)
+            if key not in cast:
+                cast[key] = block.to(device=h.device, dtype=h.dtype)
+            out[:, start:end] = linear(h, cast[key])
+        del block, cast
+    return outs
 
 
 def embed_rows(rows: torch.Tensor, config) -> torch.Tensor:
@@ -115,10 +139,12 @@ class ResidentSource:
         return self.core.weights.norm.to(dtype)
 
     def head(self, hidden: torch.Tensor, linear=F.linear) -> torch.Tensor:
+        return self.heads([hidden], linear)[0]
+
+    def heads(self, hiddens: list[torch.Tensor], linear=F.linear) -> list[torch.Tensor]:
         head = self.core.weights.lm_head
-        if hidden.dtype == head.dtype:
-            return linear(hidden, head)
-        return blocked_head(hidden, lambda a, b: head[a:b], head.shape[0], linear)
+        return [linear(h, head) if h.dtype == head.dtype
+                else blocked_head(h, lambda a, b: head[a:b], head.shape[0], linear) for h in hiddens]
 
 
 def private_lane(core, source, tokens: list[int], capture, dtype: torch.dtype, ropes: dict) -> Lane:
@@ -160,8 +186,8 @@ def logits_many(core, requests: list[LogitsRequest]) -> list[torch.Tensor]:
             core.run_lanes(lanes)          # the streaming core's pass (progress, pipeline across ranks)
         else:
             run_layers(source, core.config, core.windows, lanes)
-        for k, lane in zip(where, lanes):
-            out[k] = finish(source, core.config, lane)
+        for k, logits in zip(where, finish_all(source, core.config, lanes)):
+            out[k] = logits
     return out
 
 

@@ -114,3 +114,17 @@ def test_every_family_streams_with_the_resident_logits(variant):
     assert torch.equal(resident.logits(ids), streaming.logits(ids))
     shadow = logits_many(streaming, [LogitsRequest(ids, dtype=torch.bfloat16)])[0]
     assert torch.equal(shadow, CoreEngine.from_pretrained(path, dtype="bfloat16", num_blocks=16).logits(ids))
+
+
+def test_a_pass_reads_the_lm_head_once_for_all_its_lanes(model):
+    """Probes and shadows share one read of every layer and of the head: a second and third lane add only
+    their own embedding rows to what a pass reads."""
+    streaming = StreamingCore.from_pretrained(model, num_blocks=64, head_block_bytes=8192)
+    alone = logits_many(streaming, [LogitsRequest(IDS)])
+    one = streaming.reader.bytes_read
+    many = logits_many(streaming, [LogitsRequest(IDS), LogitsRequest(IDS, dtype=torch.bfloat16),
+                                   LogitsRequest(IDS[:9])])
+    info = streaming.reader.info("model.embed_tokens.weight")
+    row = info.nbytes // info.shape[0]
+    assert streaming.reader.bytes_read - one == one + (len(set(IDS)) + 9) * row
+    assert torch.equal(many[0], alone[0]) and streaming.passes == 2
