@@ -107,6 +107,9 @@ def generation_plan(model_dir, device: str, dtype: str, budget: str | None):
         return None
     from llmdoctor.runner import announce_plan
     announce_plan(plan, sys.stderr)
+    if plan.streaming:
+        from reference_engine.limits import return_freed_memory_to_os
+        return_freed_memory_to_os()
     return plan
 
 

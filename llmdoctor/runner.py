@@ -24,6 +24,7 @@ from llmdoctor.progress import Progress
 from llmdoctor.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
+from reference_engine.limits import return_freed_memory_to_os
 from reference_engine.core.pipeline import PipelineError
 from reference_engine.core.plan import PlanError, parse_size
 
@@ -131,6 +132,8 @@ def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):
     except Exception:
         return None
     announce_plan(plan, stream)
+    if plan.streaming:      # the run's size should follow the one layer it holds, not creep up pass by pass
+        return_freed_memory_to_os()
     return plan
 
 

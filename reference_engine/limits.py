@@ -16,6 +16,7 @@ the engine's stages.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import resource
@@ -265,3 +266,19 @@ def check_token_ids(tables: Iterable[Iterable[int]], path: str | Path, what: str
         if ids:
             check_size(f"largest {what}", max(ids), MAX_TOKENIZER_VOCAB - 1, path, minimum=None)
             check_size(f"smallest {what}", min(ids), MAX_TOKENIZER_VOCAB - 1, path, minimum=0)
+
+
+M_MMAP_THRESHOLD = -3      # glibc mallopt parameter
+
+
+def return_freed_memory_to_os(threshold: int = 1 << 20) -> bool:
+    """Fix glibc's mmap threshold at `threshold` so every freed block at least that large goes back to the OS.
+
+    glibc raises its threshold (up to 32 MiB) each time a mapped block is freed, after which a layer's
+    weights and a step's activations of that size come from the heap and stay there when freed: a streaming
+    run's size then creeps up pass after pass although it holds one layer. Called when a run streams, where
+    the memory budget matters more than the page faults of fresh mappings. False where libc is not glibc."""
+    try:
+        return ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, int(threshold)) == 1
+    except (OSError, AttributeError):
+        return False

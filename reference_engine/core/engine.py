@@ -23,7 +23,7 @@ from reference_engine.core.model import CaptureHook, check_supported, final_logi
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
 from reference_engine.files.source import model_source
-from reference_engine.limits import check_allocation
+from reference_engine.limits import available_bytes, check_allocation
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
           "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -49,9 +49,11 @@ def resolve_device(device) -> torch.device:
 
 
 def default_num_blocks(config: ModelConfig, block_size: int, bytes_per_token: int) -> int:
-    """Room for 4 full-length sequences, capped at ~1 GiB (but at least 4096 tokens, or one full sequence if
-    shorter); pass num_blocks to size it yourself."""
-    budget_tokens = DEFAULT_KV_BYTES // bytes_per_token
+    """Room for 4 full-length sequences, capped at ~1 GiB or half the memory available, whichever is less (but
+    at least 4096 tokens, or one full sequence if shorter); pass num_blocks to size it yourself. The cache's
+    pages are touched only as tokens are written, but its size is what is checked against the memory left."""
+    free = available_bytes()
+    budget_tokens = min(DEFAULT_KV_BYTES, free // 2 if free else DEFAULT_KV_BYTES) // bytes_per_token
     tokens = min(4 * config.max_position_embeddings,
                  max(budget_tokens, min(config.max_position_embeddings, 4096)))
     check_allocation("the default KV cache", tokens * bytes_per_token, "config.json",   # before allocating
