@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from checks.analysis.tensor_layout import EMBED, LM_HEAD, embed_name, lm_head_name
+from reference_engine.files.reads import drop_cached
 
 CHUNK_ELEMENTS = 1 << 24          # 16M values = 64 MB of float32 per block
 PROGRESS_MIN_BYTES = 1 << 30      # show a progress line on stderr for models above 1 GiB
@@ -99,6 +100,8 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
                 if getattr(weights, "dequantizes", False):   # GGUF: scan the dequantized tensor, one at a time
                     source, info = in_memory(weights.get(name), info)
                 out.tensors[name], rows = _scan_tensor(source, info, want_rows, chunk_elements)
+                if source is handle:    # the scan holds no weights: neither should the page cache (memory.md)
+                    drop_cached(handle.fileno(), info.offset, info.nbytes)
                 if rows is not None:
                     out.rows[name] = rows
                 if progress:

@@ -39,9 +39,15 @@ def read_range(fd: int, offset: int, nbytes: int, file: Path, what: str, drop_ca
             done += got
     except OSError as e:
         raise ModelDirError(file, f"{what}: cannot read: {e}") from None
-    if drop_cache and nbytes and hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
+    if drop_cache:
+        drop_cached(fd, offset, nbytes)
     return buf
+
+
+def drop_cached(fd: int, offset: int, nbytes: int) -> None:
+    """Let the page cache go for a byte range this process has finished reading (no-op where unsupported)."""
+    if nbytes and hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
 
 
 class FileHandles:
