@@ -21,6 +21,7 @@ from reference_engine.core.layer_reader import ChunkedWeights
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import is_norm
 from reference_engine.files.gguf_file import GGUFTensor
+from reference_engine.files.reads import drop_cached
 from reference_engine.files.gguf_weights import TORCH_TYPES, GGUFWeights
 
 DEQUANT_CHUNK_BYTES = 16 << 20     # float32 output per call of gguf's numpy kernels (their scratch is ~1x it)
@@ -80,6 +81,12 @@ class GGUFChunkedWeights(ChunkedWeights):
         size = row_bytes(tensor)
         raw = self._read_bytes(info, tensor.offset + start * size, (end - start) * size)
         return dequantize_rows(raw, tensor, end - start, info.file)
+
+
+    def drop_tensor(self, name: str) -> None:
+        if self.drop_cache:
+            info, tensor = self.weights.info(name), self._tensor(name)
+            drop_cached(self._files.fd(info.file), tensor.offset, tensor.nbytes)
 
 
 def _reorders(weights: GGUFWeights, name: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from reference_engine.errors import ModelDirError
-from reference_engine.files.reads import FileHandles, read_range
+from reference_engine.files.reads import FileHandles, drop_cached, read_range
 from reference_engine.files.weights import TensorInfo, Weights
 
 FILE_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}
@@ -49,7 +49,23 @@ class ChunkedWeights:
         """Rows `ids` (any order, repeats allowed) [len(ids), cols]: each distinct row is read once."""
         unique, inverse = torch.unique(ids.cpu(), return_inverse=True)
         rows = torch.cat([self.rows(name, int(i), int(i) + 1) for i in unique])
+        self.drop_tensor(name)
         return rows[inverse]
+
+    def drop_all(self) -> None:
+        """Let go of every cached page of the files read so far: the kernel's readahead past a tensor's end
+        caches pages of the next one, which may have been read (and dropped) already; called after each layer
+        of a pass, so a pass never leaves more than one layer's readahead behind."""
+        if self.drop_cache:
+            for fd in self._files.open_fds():
+                drop_cached(fd, 0, 0)
+
+    def drop_tensor(self, name: str) -> None:
+        """Let go of every cached page of a tensor: a row is smaller than a page, and each read of one pulls
+        in a readahead window, so dropping only the rows' bytes would leave most of what was read cached."""
+        if self.drop_cache:
+            info = self.weights.info(name)
+            drop_cached(self._files.fd(info.file), info.offset, info.nbytes)
 
     def _read(self, info: TensorInfo, offset: int, nbytes: int) -> torch.Tensor:
         dtype = FILE_DTYPES.get(info.dtype)

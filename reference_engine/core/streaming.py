@@ -82,6 +82,7 @@ class StreamingCore(CoreEngine):
         return load_layer_weights(self.reader, self.config, i, self.device, self.dtype)
 
     def layer_done(self, i: int) -> None:
+        self.reader.drop_all()
         if self.on_layer is not None:
             self.on_layer(i + 1, self.config.num_hidden_layers, self.reader.bytes_read)
 
@@ -102,7 +103,9 @@ class StreamingCore(CoreEngine):
         name = EMBED if self.config.tie_word_embeddings else HEAD
         # rows cast to the engine dtype first, then to each lane's: what the resident engine (and shadows) hold
         read = lambda a, b: self.reader.rows(name, a, b).to(device=self.device, dtype=self.dtype)   # noqa: E731
-        return blocked_heads(hiddens, read, self.config.vocab_size, linear, self.head_block_bytes)
+        out = blocked_heads(hiddens, read, self.config.vocab_size, linear, self.head_block_bytes)
+        self.reader.drop_all()             # block edges and readahead: pages outside the blocks' whole pages
+        return out
 
     def run_lanes(self, lanes: list[Lane], linear=F.linear) -> None:
         """One pass over the weights advancing every lane (this rank's layers only in a pipeline)."""

@@ -45,8 +45,9 @@ def read_range(fd: int, offset: int, nbytes: int, file: Path, what: str, drop_ca
 
 
 def drop_cached(fd: int, offset: int, nbytes: int) -> None:
-    """Let the page cache go for a byte range this process has finished reading (no-op where unsupported)."""
-    if nbytes and hasattr(os, "posix_fadvise"):
+    """Let the page cache go for a byte range this process has finished reading (nbytes 0: to the end of the
+    file; no-op where unsupported)."""
+    if nbytes >= 0 and hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, nbytes, os.POSIX_FADV_DONTNEED)
 
 
@@ -63,6 +64,9 @@ class FileHandles:
             except OSError as e:
                 raise ModelDirError(file, f"cannot open: {e.strerror or e}") from None
         return self._fds[file]
+
+    def open_fds(self) -> list[int]:
+        return list(self._fds.values())
 
     def close(self) -> None:
         for fd in self._fds.values():
