@@ -101,6 +101,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# `python -m llama_cpp.server` with llama.cpp's extra CPU buffer types off (use_extra_bufts = False): in
+# llama-cpp-python 0.3.36 a prompt of more than a few tokens segfaults in llama_decode on CPUs with AMX (the
+# AMX/repacked Q4 buffers; seen on an AMX Xeon, fine on AVX2-only CPUs). The plain CPU kernels give the same
+# tokens; the server's own code is unchanged.
+SERVER_MAIN = """
+import llama_cpp.llama_cpp as lib
+_defaults = lib.llama_model_default_params
+def _params():
+    params = _defaults()
+    params.use_extra_bufts = False
+    return params
+lib.llama_model_default_params = _params
+from llama_cpp.server.__main__ import main
+main()
+"""
+
+
 class LlamaServer:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, stopped by stop() (or as a context manager)."""
 
@@ -117,7 +134,7 @@ class LlamaServer:
         except ImportError as e:
             raise AssetError(f"llama-cpp-python[server] is not installed ({e}): run scripts/setup.sh --test "
                              f"(it builds the wheel once into ~/.cache/llmdoctor/wheels)") from None
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1",
+        cmd = [sys.executable, "-c", SERVER_MAIN, "--model", str(self.gguf), "--host", "127.0.0.1",
                "--port", str(self.port), "--n_ctx", "2048", "--n_threads", "1", "--n_threads_batch", "1", *self.args]
         # one thread: on a loaded 2-core box ggml worker threads spinning at a barrier make decoding ~20x slower
         env = {**os.environ, "OMP_NUM_THREADS": "1"}

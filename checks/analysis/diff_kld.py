@@ -141,7 +141,10 @@ def kld_statistics(acc: KLDAccumulator) -> dict:
     log_base, log_base_unc = mean_and_uncertainty(acc.sum_nll_base, acc.sum_nll_base2, n)
     cov = covariance(acc.sum_nll, acc.sum_nll_base, acc.sum_nll_nll_base, n)
     ppl, ppl_base = math.exp(log_ppl), math.exp(log_base)
-    ratio_unc = math.sqrt(max(log_ppl_unc ** 2 + log_base_unc ** 2 - 2 * cov, 0.0))
+    spread = log_ppl_unc ** 2 + log_base_unc ** 2
+    # identical runs make the difference pure rounding (~1e-18 of ~1e-3): that is an exact 0, not a 2.6e-9 spread
+    ratio_var = spread - 2 * cov
+    ratio_unc = math.sqrt(ratio_var) if ratio_var > 1e-12 * spread else 0.0
     denominator = log_ppl_unc * log_base_unc
     kld_mean, kld_unc = mean_and_uncertainty(acc.sum_kld, acc.sum_kld2, n)
     dp_mean, dp_unc = mean_and_uncertainty(acc.sum_dp, acc.sum_dp2, n)
