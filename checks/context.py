@@ -183,7 +183,10 @@ class CheckContext:
             from reference_engine.engine import Engine
             from reference_engine.core.pipeline import attach_pipeline
             plan = self._plan_or_none()
-            engine = Engine.from_pretrained(self.model_dir, device=self.device, dtype=self.dtype,
+            # on a CPU the KV cache is sized to what the plan counted: the cache hands out the block freed
+            # longest ago, so over a run its pages all get touched, and a 1 GiB default would end up resident
+            blocks = -(-plan.kv_tokens // 16) + 2 if plan is not None and self.device == "cpu" else None
+            engine = Engine.from_pretrained(self.model_dir, device=self.device, dtype=self.dtype, num_blocks=blocks,
                                             streaming=plan is not None and plan.streaming)
             if plan is not None and plan.streaming:
                 engine.core.on_layer = self.on_layer

@@ -77,7 +77,8 @@ def _engine(ctx, dtype: str):
     from reference_engine.engine import Engine
     longest = max(len(p.ids) for p in probe_inputs(ctx))
     # a cache for one probe at a time: the default (room for 4 full contexts) would cost seconds to allocate
-    return Engine.from_pretrained(ctx.model_dir, device=ctx.device, dtype=dtype, num_blocks=-(-longest // 16) + 2)
+    return Engine.from_pretrained(ctx.model_dir, device=ctx.device, dtype=dtype, num_blocks=-(-longest // 16) + 2,
+                                  streaming=ctx.engine.streaming)
 
 
 def dtype_results(ctx) -> tuple[list[ForwardRun], list[DtypeResult]]:

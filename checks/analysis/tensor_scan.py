@@ -106,6 +106,7 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
                     out.rows[name] = rows
                 if progress:
                     progress.advance(_nbytes(info))
+            drop_cached(handle.fileno(), 0, 0)     # and what readahead pulled in past each tensor's end
     if progress:
         progress.done()
     out.seconds = time.perf_counter() - start

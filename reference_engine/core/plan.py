@@ -53,8 +53,10 @@ class Workload:
 
 # passes counted by the streaming core on the demo model (docs/memory.md "Passes"): a full check is 32 greedy
 # steps + 5 shared/scripted passes, --quick 12 + 5; a model whose probes all stop early makes fewer
-CHECK_FULL = Workload("check", 37, 24, 2048, 2048 + 512, (torch.bfloat16, torch.float16))
-CHECK_QUICK = Workload("check --quick", 17, 16, 128, 128 + 256, (torch.bfloat16, torch.float16))
+# KV tokens: the far-position check (KVC003: 2048 tokens, 128 with --quick, on a CPU) holds its incremental and
+# its full-recompute sequences at once when streaming (one pass), plus room for the probes' greedy traces
+CHECK_FULL = Workload("check", 37, 24, 2048, 2 * 2048 + 512, (torch.bfloat16, torch.float16))
+CHECK_QUICK = Workload("check --quick", 17, 16, 128, 2 * 128 + 768, (torch.bfloat16, torch.float16))
 GENERATE = Workload("generate", 257, 4, 512, 1024, pack_decode=True)
 BASELINE = Workload("baseline", 33, 24, 512, 512, ())
 
@@ -78,6 +80,7 @@ class Plan:
     ranks: int = 1
     layers: list = field(default_factory=list)    # [first, end) of this rank's layers
     pack_decode: bool = False    # resident with room for decode's packed copy (core/linear.py)
+    kv_tokens: int = 0           # KV-cache tokens the plan counted (the engine's cache is sized to them on a CPU)
     actual: dict = field(default_factory=dict)     # filled after the run: passes, bytes_read, seconds
 
     @property
@@ -200,7 +203,7 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     return Plan(mode, budget, budget_source or "--memory-budget", str(device), dtype_name(dtype), workload.name,
                 file_bytes, resident, streaming, resident if mode == "resident" else streaming, big * elem,
                 per_pass if mode == "streaming" else 0, workload.passes, seconds, ranks, [first, end],
-                pack_decode=mode == "resident" and packed > 0)
+                pack_decode=mode == "resident" and packed > 0, kv_tokens=workload.kv_tokens)
 
 
 def head_block_bytes(sizes: ModelSizes, elem: int, shadows: tuple = ()) -> int:
@@ -210,9 +213,12 @@ def head_block_bytes(sizes: ModelSizes, elem: int, shadows: tuple = ()) -> int:
     config = sizes.config
     widths = [elem] + [torch.finfo(d).bits // 8 for d in shadows]
     elems = min(config.vocab_size * config.hidden_size, HEAD_BLOCK_BYTES // max(widths))
+    read = sizes.head_bytes_per_elem()
     dequant = 4 if sizes.gguf else 0
-    casts = (elem if not (sizes.gguf and elem == 4) else 0) + sum(w for w in widths[1:] if w != elem)
-    return int(elems * (sizes.head_bytes_per_elem() + dequant + casts))
+    as_read = 4 if sizes.gguf else read               # what the bytes become before the cast
+    compute_copy = 0 if as_read == elem else elem      # float32 file (or dequantized GGUF) in float32: no copy
+    casts = compute_copy + sum(w for w in widths[1:] if w != elem)
+    return int(elems * (read + dequant + casts))
 
 
 def activation_bytes(config: ModelConfig, tokens: int, elem: int) -> int:

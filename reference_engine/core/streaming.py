@@ -98,12 +98,12 @@ class StreamingCore(CoreEngine):
     def head(self, hidden: torch.Tensor, linear=F.linear) -> torch.Tensor:
         return self.heads([hidden], linear)[0]
 
-    def heads(self, hiddens: list[torch.Tensor], linear=F.linear) -> list[torch.Tensor]:
+    def heads(self, hiddens: list[torch.Tensor], linear=F.linear, out_dtype=None) -> list[torch.Tensor]:
         """Every lane's LM-head product with one read of the head (row blocks, sweep.blocked_heads)."""
         name = EMBED if self.config.tie_word_embeddings else HEAD
         # rows cast to the engine dtype first, then to each lane's: what the resident engine (and shadows) hold
         read = lambda a, b: self.reader.rows(name, a, b).to(device=self.device, dtype=self.dtype)   # noqa: E731
-        out = blocked_heads(hiddens, read, self.config.vocab_size, linear, self.head_block_bytes)
+        out = blocked_heads(hiddens, read, self.config.vocab_size, linear, self.head_block_bytes, out_dtype)
         self.reader.drop_all()             # block edges and readahead: pages outside the blocks' whole pages
         return out
 

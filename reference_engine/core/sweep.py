@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 import torch.nn.functional as F
 
+from reference_engine.core import families
 from reference_engine.core.attention import StepMetadata, build_metadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.model import CaptureHook, _emit, decoder_layer, embed, final_logits, norm
@@ -77,8 +78,11 @@ def finish_all(source, config, lanes: list[Lane], linear=F.linear, rows: list | 
     for lane, r in zip(lanes, rows or [None] * len(lanes)):
         h = _emit(lane.capture, n, "final_norm", norm(lane.h, source.norm(lane.dtype), config))
         hidden.append(h if r is None else h[r])
+    # without a final soft-cap the head's output is the logits: written straight into float32 (a lower-precision
+    # lane's values upcast exactly, as .float() would), so no [tokens, vocab] copy in the lane's dtype is made
+    direct = families.settings(config).final_softcap is None
     out = []
-    for lane, head in zip(lanes, source.heads(hidden, linear)):
+    for lane, head in zip(lanes, source.heads(hidden, linear, torch.float32 if direct else None)):
         logits = final_logits(head, config)
         if lane.capture is not None:
             replaced = lane.capture(n, "logits", logits)
@@ -88,19 +92,20 @@ def finish_all(source, config, lanes: list[Lane], linear=F.linear, rows: list | 
 
 
 def blocked_head(hidden: torch.Tensor, read_rows, vocab: int, linear=F.linear,
-                 block_bytes: int = HEAD_BLOCK_BYTES) -> torch.Tensor:
+                 block_bytes: int = HEAD_BLOCK_BYTES, out_dtype=None) -> torch.Tensor:
     """hidden [T, H] @ head^T block by block: read_rows(start, end) -> [end - start, H] in any dtype."""
-    return blocked_heads([hidden], read_rows, vocab, linear, block_bytes)[0]
+    return blocked_heads([hidden], read_rows, vocab, linear, block_bytes, out_dtype)[0]
 
 
 def blocked_heads(hiddens: list[torch.Tensor], read_rows, vocab: int, linear=F.linear,
-                  block_bytes: int = HEAD_BLOCK_BYTES) -> list[torch.Tensor]:
+                  block_bytes: int = HEAD_BLOCK_BYTES, out_dtype=None) -> list[torch.Tensor]:
     """Each hiddens[k] [T_k, H] @ head^T, reading each block of the head once for all of them; a block is at
     most `block_bytes` in the widest dtype involved, cast once per other dtype. Each lane's product is the
     one it would get alone (each logit is one dot product over H: block boundaries change no sum)."""
     width = max(h.element_size() for h in hiddens)
     rows = max(1, block_bytes // (hiddens[0].shape[-1] * width))
-    outs = [torch.empty(h.shape[0], vocab, dtype=h.dtype, device=h.device) for h in hiddens]   # [T_k, vocab]
+    outs = [torch.empty(h.shape[0], vocab, dtype=out_dtype or h.dtype, device=h.device)      # [T_k, vocab]
+            for h in hiddens]
     for start in range(0, vocab, rows):
         end = min(vocab, start + rows)
         block = read_rows(start, end)
@@ -141,10 +146,11 @@ class ResidentSource:
     def head(self, hidden: torch.Tensor, linear=F.linear) -> torch.Tensor:
         return self.heads([hidden], linear)[0]
 
-    def heads(self, hiddens: list[torch.Tensor], linear=F.linear) -> list[torch.Tensor]:
+    def heads(self, hiddens: list[torch.Tensor], linear=F.linear, out_dtype=None) -> list[torch.Tensor]:
         head = self.core.weights.lm_head
         return [linear(h, head) if h.dtype == head.dtype
-                else blocked_head(h, lambda a, b: head[a:b], head.shape[0], linear) for h in hiddens]
+                else blocked_head(h, lambda a, b: head[a:b], head.shape[0], linear, out_dtype=out_dtype)
+                for h in hiddens]
 
 
 def private_lane(core, source, tokens: list[int], capture, dtype: torch.dtype, ropes: dict) -> Lane:

@@ -97,7 +97,7 @@ def test_engine_without_packing_decodes_from_the_plain_weights(model):
     packed, plain = CoreEngine.from_pretrained(model, num_blocks=8), CoreEngine.from_pretrained(model, num_blocks=8)
     plain.pack_decode = False
     with packed.scratch() as (a,), plain.scratch() as (b,):
-        first = packed.prefill([a], [[1, 2, 3]])
-        assert torch.equal(first, plain.prefill([b], [[1, 2, 3]]))
+        first = packed.prefill([a], [[1, 2, 3]])     # one row: gemv, whose sums follow buffer alignment
+        assert (first - plain.prefill([b], [[1, 2, 3]])).abs().max() < 1e-5
         assert (packed.decode([a], [4]) - plain.decode([b], [4])).abs().max() < 1e-4
     assert plain._decode_weights is None
