@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import fields
 
 import torch
 import torch.nn.functional as F
@@ -23,36 +22,22 @@ from checks.analysis.prompts import probe_inputs
 GEMMA2 = "Gemma2ForCausalLM"
 # the caps every Gemma 2 release config carries (transformers' Gemma2Config defaults)
 GEMMA2_CAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
-NORM_FIELDS = ("input_norm", "post_norm", "pre_ff_norm", "post_ff_norm", "qk_norm")
 
 
-def probe_nll(engine, probes) -> float:
-    """Mean next-token negative log-likelihood (nats) of the probe texts."""
-    total, count = 0.0, 0
-    for probe in probes:
-        ids = list(probe.ids)
-        if len(ids) < 2:
-            continue
-        logits = engine.logits(ids)[:-1]
-        total += float(F.cross_entropy(logits, torch.tensor(ids[1:]), reduction="sum"))
-        count += len(ids) - 1
-    return total / max(count, 1)
-
-
-def shifted_norms(weights, shift: float):
-    """Context: every RMSNorm gain of the resident weights plus `shift`, restored exactly afterwards."""
-    class Shift:
-        def __enter__(self):
-            tensors = [weights.norm] + [getattr(w, f.name) for w in weights.layers for f in fields(w)
-                                        if f.name in NORM_FIELDS and getattr(w, f.name) is not None]
-            self.saved = [(t, t.clone()) for t in {id(t): t for t in tensors}.values()]
-            for t, _ in self.saved:
-                t.add_(shift)
-
-        def __exit__(self, *exc):
-            for t, original in self.saved:
-                t.copy_(original)
-    return Shift()
+def probe_nll(engine, probes, shift: float) -> tuple[float, float]:
+    """Mean next-token negative log-likelihood (nats) of the probe texts as the model is, and with every
+    RMSNorm gain shifted by `shift` (sweep.NormShift: a copy per layer, the model's weights untouched); both
+    in one pass over the weights when streaming."""
+    from reference_engine.core.sweep import NormShift
+    texts = [list(p.ids) for p in probes if len(p.ids) >= 2]
+    if not texts:
+        return float("nan"), float("nan")
+    logits = engine.logits_many(texts + texts, variants=[None] * len(texts) + [NormShift(shift)] * len(texts))
+    sums = [0.0, 0.0]
+    for k, (ids, x) in enumerate(zip(texts + texts, logits)):
+        sums[k // len(texts)] += float(F.cross_entropy(x[:-1], torch.tensor(ids[1:]), reduction="sum"))
+    count = sum(len(ids) - 1 for ids in texts)
+    return sums[0] / count, sums[1] / count
 
 
 @check("CNV001", category="numerics", severity="error", needs=("engine", "tokenizer"),
@@ -72,13 +57,9 @@ def norm_convention(ctx):
     """
     from reference_engine.core.families import settings
     engine = ctx.engine
-    if getattr(engine.core, "streaming", False) or not hasattr(engine.core.weights, "norm"):
-        raise Skip("needs the resident engine (the weights are streamed)")
     probes = probe_inputs(ctx)
     plus_one = settings(engine.config).norm == "rms_plus_one"
-    stated = probe_nll(engine, probes)
-    with shifted_norms(engine.core.weights, -1.0 if plus_one else 1.0):
-        other = probe_nll(engine, probes)
+    stated, other = probe_nll(engine, probes, -1.0 if plus_one else 1.0)
     margin = ctx.threshold("CNV001", "margin", 1.0)
     ev = {"convention": "1 + w" if plus_one else "w", "probe_nll": round(stated, 4),
           "probe_nll_other_convention": round(other, 4), "uniform_nll": round(math.log(engine.config.vocab_size), 4)}

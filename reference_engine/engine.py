@@ -66,13 +66,15 @@ class Engine:
     def logits(self, token_ids, *, capture=None):
         return self.core.logits(token_ids, capture=capture)
 
-    def logits_many(self, token_lists, *, captures=None, dtypes=None):
+    def logits_many(self, token_lists, *, captures=None, dtypes=None, variants=None):
         """float32 logits [len(ids), vocab] per token list, as `logits` gives each, all in one pass over the
-        weights when streaming; dtypes[i] (e.g. torch.bfloat16) runs list i as a low-precision shadow."""
+        weights when streaming; dtypes[i] (e.g. torch.bfloat16) runs list i as a low-precision shadow;
+        variants[i] (sweep.NormShift) runs it on adjusted weights."""
         from reference_engine.core.sweep import LogitsRequest, logits_many
         n = len(token_lists)
-        captures, dtypes = captures or [None] * n, dtypes or [None] * n
-        return logits_many(self.core, [LogitsRequest(list(t), c, d) for t, c, d in zip(token_lists, captures, dtypes)])
+        captures, dtypes, variants = captures or [None] * n, dtypes or [None] * n, variants or [None] * n
+        return logits_many(self.core, [LogitsRequest(list(t), c, d, v)
+                                       for t, c, d, v in zip(token_lists, captures, dtypes, variants)])
 
     def run_scripts(self, scripts):
         """Steps whose tokens are known in advance (core/scripted.py): per script and step, float32 logits as

@@ -36,6 +36,22 @@ class Lane:
     sin: torch.Tensor
     capture: CaptureHook | None
     dtype: torch.dtype
+    variant: "NormShift | None" = None   # the weights this lane sees differ from the model's (a probe)
+
+
+@dataclass(frozen=True)
+class NormShift:
+    """Every RMSNorm gain (decoder layers and the final norm) plus `shift`: how the model would run under the
+    other norm convention (Gemma's 1 + w vs w), computed beside the real weights in the same pass (CNV001)."""
+    shift: float
+    FIELDS = ("input_norm", "post_norm", "pre_ff_norm", "post_ff_norm", "qk_norm")
+
+    def layer(self, w: LayerWeights) -> LayerWeights:
+        return replace(w, **{name: getattr(w, name) + self.shift for name in self.FIELDS
+                             if getattr(w, name) is not None})
+
+    def norm(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight + self.shift
 
 
 @dataclass
@@ -44,6 +60,7 @@ class LogitsRequest:
     tokens: list[int]
     capture: CaptureHook | None = None
     dtype: torch.dtype | None = None  # None: the engine's dtype; another one runs as a shadow in the same pass
+    variant: NormShift | None = None  # run on adjusted weights (a copy per layer; the model is untouched)
 
 
 def cast_layer(w: LayerWeights, dtype: torch.dtype) -> LayerWeights:
@@ -56,13 +73,16 @@ def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, laye
     """Advance every lane through `layers` (default: all), fetching each layer's weights once."""
     for i in (range(config.num_hidden_layers) if layers is None else layers):
         w = source.layer(i)
-        by_dtype = {w.qkv.dtype: w}
+        views = {(w.qkv.dtype, None): w}                   # (dtype, variant) -> the layer as that lane sees it
         for lane in lanes:
-            if lane.dtype not in by_dtype:
-                by_dtype[lane.dtype] = cast_layer(w, lane.dtype)
-            lane.h = decoder_layer(lane.h, by_dtype[lane.dtype], config, i, lane.cache, lane.meta, lane.cos,
+            key = (lane.dtype, lane.variant)
+            if (lane.dtype, None) not in views:
+                views[(lane.dtype, None)] = cast_layer(w, lane.dtype)
+            if key not in views:
+                views[key] = lane.variant.layer(views[(lane.dtype, None)])
+            lane.h = decoder_layer(lane.h, views[key], config, i, lane.cache, lane.meta, lane.cos,
                                    lane.sin, windows[i], lane.capture, linear)
-        del w, by_dtype
+        del w, views
         source.layer_done(i)
 
 
@@ -76,7 +96,8 @@ def finish_all(source, config, lanes: list[Lane], linear=F.linear, rows: list | 
     n = config.num_hidden_layers
     hidden = []
     for lane, r in zip(lanes, rows or [None] * len(lanes)):
-        h = _emit(lane.capture, n, "final_norm", norm(lane.h, source.norm(lane.dtype), config))
+        gain = source.norm(lane.dtype) if lane.variant is None else lane.variant.norm(source.norm(lane.dtype))
+        h = _emit(lane.capture, n, "final_norm", norm(lane.h, gain, config))
         hidden.append(h if r is None else h[r])
     # without a final soft-cap the head's output is the logits: written straight into float32 (a lower-precision
     # lane's values upcast exactly, as .float() would), so no [tokens, vocab] copy in the lane's dtype is made
@@ -181,11 +202,12 @@ def logits_many(core, requests: list[LogitsRequest]) -> list[torch.Tensor]:
     lanes, where, ropes = [], [], {}
     for k, r in enumerate(requests):
         dtype = r.dtype or core.dtype
-        if not streaming and dtype == core.dtype:
+        if not streaming and dtype == core.dtype and r.variant is None:
             out[k] = core.logits(list(r.tokens), capture=r.capture)
             continue
         _check_tokens(core, r.tokens)
         lanes.append(private_lane(core, source, list(r.tokens), r.capture, dtype, ropes))
+        lanes[-1].variant = r.variant
         where.append(k)
     if lanes:
         if streaming:

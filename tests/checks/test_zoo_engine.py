@@ -128,3 +128,18 @@ def test_broken_trained_weights_keep_their_severity_though_the_loss_looks_untrai
     report = run_checks(broken, select=["GEN001"], quick=True)
     (finding,) = report.findings
     assert finding.severity.value == "warning" and "initialisation" not in finding.message
+
+
+def test_norm_convention_fault_is_caught_when_streaming(engine_base, tmp_path, monkeypatch):
+    """CNV001's shifted-norm probes run as lanes on adjusted copies of each streamed layer: the same finding
+    as the resident engine's, in one pass over the weights."""
+    fault = next(f for f in ENGINE_FAULTS if f.check == "CNV001")
+    broken = shutil.copytree(engine_base(fault.base), tmp_path / "model")
+    fault.apply(broken)
+    resident = run_checks(broken, select=["CNV001"], quick=True)
+    monkeypatch.setenv("LLMDOCTOR_STREAMING", "1")
+    streamed = run_checks(broken, select=["CNV001"], quick=True)
+    assert streamed.plan["mode"] == "streaming" and streamed.plan["actual"]["passes"] == 1
+    assert [(f.check, f.severity, f.message) for f in streamed.findings] == \
+           [(f.check, f.severity, f.message) for f in resident.findings]
+    assert "CNV001:error" in fired(streamed)
