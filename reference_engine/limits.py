@@ -282,3 +282,23 @@ def return_freed_memory_to_os(threshold: int = 1 << 20) -> bool:
         return ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, int(threshold)) == 1
     except (OSError, AttributeError):
         return False
+
+
+MADV_DONTNEED = 4          # Linux madvise advice
+
+
+def release_pages(tensor) -> bool:
+    """Give the whole memory pages inside a CPU tensor's buffer back to the OS (madvise DONTNEED): they read
+    as zeros afterwards and cost nothing until written again. For buffers whose content is dead (a KV pool
+    with no sequence in it); False where it cannot be done (not Linux/glibc, no whole page inside)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    first, last = -(-start // page) * page, end // page * page
+    if last <= first:
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        return libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), MADV_DONTNEED) == 0
+    except (OSError, AttributeError):
+        return False

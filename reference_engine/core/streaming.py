@@ -18,6 +18,7 @@ oneDNN kernel on the plain tensors, where the resident engine uses the packed la
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -114,6 +115,14 @@ class StreamingCore(CoreEngine):
             self.pipeline.run(self, lanes, linear)
         else:
             run_layers(self, self.config, self.windows, lanes, linear)
+
+    @contextmanager
+    def scratch(self, count: int = 1):
+        """CoreEngine.scratch; once no sequence is left, the KV pools' pages go back to the OS (a streaming run
+        is one that counts its memory: a long probe's K/V should not stay resident under the next check)."""
+        with super().scratch(count) as seqs:
+            yield seqs
+        self.cache.release_pages()
 
     # ---- CoreEngine hooks: a step is one pass --------------------------------------------------------
     def _forward(self, weights, tokens: torch.Tensor, meta: StepMetadata, capture, linear) -> torch.Tensor:

@@ -226,3 +226,19 @@ def test_freed_layers_go_back_to_the_os_once_the_threshold_is_fixed():
                                      check=True).stdout) for mode in ("default", "fixed")}
     assert left["fixed"] < 16 << 20             # 96 MiB allocated and freed: given back (8 MiB pinned)
     assert left["default"] > 64 << 20           # glibc's default keeps them in the heap (why this exists)
+
+
+def test_release_pages_returns_a_dead_buffer_to_the_os():
+    import torch
+    from reference_engine.limits import release_pages
+
+    def anon():
+        return int(open("/proc/self/status").read().split("RssAnon:")[1].split()[0]) * 1024
+    pool = torch.empty(64 << 20, dtype=torch.uint8)
+    pool.fill_(7)
+    before = anon()
+    assert release_pages(pool)
+    assert before - anon() > 56 << 20                  # the pages are gone...
+    assert int(pool[1 << 20]) == 0                     # ...and read as zeros until written again
+    pool[1 << 20] = 3
+    assert int(pool[1 << 20]) == 3

@@ -15,6 +15,7 @@ import torch
 
 from reference_engine.core.cache.block_allocator import BlockAllocator, CacheFullError
 from reference_engine.core.cache.prefix_cache import ROOT_HASH, PrefixCache
+from reference_engine.limits import release_pages
 
 __all__ = ["PagedKVCache", "CacheStats", "CacheFullError", "BlockAllocator"]
 
@@ -197,6 +198,16 @@ class PagedKVCache:
                 del self.token_ids[seq_id][length:]
             del self.block_hashes[seq_id][length // self.block_size:]
         self.lengths[seq_id] = length
+
+    def release_pages(self) -> None:
+        """With no sequence held (and no prefix cache to keep), give the pools' pages back to the OS: a run
+        that has written many tokens once (the far-position check) does not keep them resident after. The
+        next writes fault in fresh pages; no slot that will be read is lost."""
+        if self.tables or self.prefix is not None:
+            return
+        for pool in self.k_pools + self.v_pools:
+            if pool.device.type == "cpu":
+                release_pages(pool)
 
     def free(self, seq_id) -> None:
         for block in self.tables.pop(seq_id):

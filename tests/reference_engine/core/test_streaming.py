@@ -128,3 +128,15 @@ def test_a_pass_reads_the_lm_head_once_for_all_its_lanes(model):
     row = info.nbytes // info.shape[0]
     assert streaming.reader.bytes_read - one == one + (len(set(IDS)) + 9) * row
     assert torch.equal(many[0], alone[0]) and streaming.passes == 2
+
+
+def test_scratch_gives_the_kv_pages_back_when_the_cache_is_empty(model):
+    """A long scripted probe writes many K/V slots once; with no sequence left the pools' pages go back to the
+    OS (limits.release_pages), and the next step still computes the same logits."""
+    streaming = StreamingCore.from_pretrained(model, num_blocks=64)
+    first = streaming.logits(IDS)
+    with streaming.scratch(4) as seqs:
+        streaming.prefill(list(seqs), [IDS * 5] * 4)     # 4 x 210 tokens: most of the 1024-slot pools
+    pool = streaming.cache.k_pools[0]
+    assert float((pool == 0).float().mean()) > 0.5           # released: its whole pages read as zeros again
+    assert torch.equal(streaming.logits(IDS), first)
