@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from checks.analysis.prompts import ProbeInput, probe_inputs
+from checks.analysis.prompts import ProbeInput, new_tokens, probe_inputs
 
 STAT_NAMES = ("min", "max", "mean", "std", "absmax")
 
@@ -89,7 +89,6 @@ def probe_traces(ctx) -> list[tuple[ProbeInput, "GreedyTrace"]]:
     """(probe, greedy trace) for every probe, generated once per run as one batch (a streaming engine: one
     pass per step); the generation checks and golden step 3 read the same traces."""
     if "greedy" not in ctx.state:
-        from checks.analysis.prompts import new_tokens
         probes = probe_inputs(ctx)
         runs = greedy_traces(ctx.engine, [p.ids for p in probes], new_tokens(ctx.quick), eos_ids(ctx.engine))
         ctx.state["greedy"] = list(zip(probes, runs))

@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 import torch
 
 from checks.analysis.tensor_layout import EMBED, LM_HEAD, embed_name, lm_head_name
-from reference_engine.files.reads import drop_cached
+from reference_engine.files.reads import SAFETENSORS_DTYPES, drop_cached
 
 CHUNK_ELEMENTS = 1 << 24          # 16M values = 64 MB of float32 per block
 PROGRESS_MIN_BYTES = 1 << 30      # show a progress line on stderr for models above 1 GiB
 TINY_AMAX = 1e-15                 # rows below: squares near float32's subnormal range, norms taken in float64
-TORCH_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-                "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-                "BOOL": torch.bool, "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
+# the stored dtypes the scan reduces in float32 (complex, wide unsigned and E8M0 scales are not weights it judges)
+TORCH_DTYPES = {k: v for k, v in SAFETENSORS_DTYPES.items() if k not in ("C64", "U16", "U32", "U64", "F8_E8M0")}
 BYTES_PER = {name: torch.empty((), dtype=dtype).element_size() for name, dtype in TORCH_DTYPES.items()}
 
 

@@ -86,13 +86,9 @@ def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, laye
         source.layer_done(i)
 
 
-def finish(source, config, lane: Lane, linear=F.linear, rows: torch.Tensor | None = None) -> torch.Tensor:
-    """Final norm and LM head of a lane -> float32 logits [rows or all tokens, vocab] (as CoreEngine._step)."""
-    return finish_all(source, config, [lane], linear, [rows])[0]
-
-
 def finish_all(source, config, lanes: list[Lane], linear=F.linear, rows: list | None = None) -> list[torch.Tensor]:
-    """finish() of every lane of a pass, with one read of the LM head for all of them (source.heads)."""
+    """Final norm and LM head of every lane of a pass -> float32 logits [rows[k] or all tokens, vocab] each (as
+    CoreEngine._step), with one read of the LM head for all of them (source.heads)."""
     n = config.num_hidden_layers
     hidden = []
     for lane, r in zip(lanes, rows or [None] * len(lanes)):
