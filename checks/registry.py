@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from findings import CATEGORIES, Severity
+from findings import CATEGORIES, Location, Severity
 
 ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
@@ -28,7 +28,8 @@ NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
 FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",
             "TOK": "tokenizer", "GLD": "golden", "ACT": "activations", "KVC": "kv_cache", "NUM": "numerics",
             "GEN": "generation", "DRF": None, "GPU": "gpu", "ENV": "environment",
-            "ENG": "selftest", "GGF": None, "MOE": None, "CNV": None, "DIF": "diff", "EPT": "endpoint"}  # GGF: GGUF-format checks, in the category of what they check  # DRF: any engine category
+            "ENG": "selftest", "GGF": None, "MOE": None, "CNV": None, "DIF": "diff", "EPT": "endpoint",
+            "QNT": "quantization", "LRA": "adapter"}  # GGF: GGUF-format checks, in the category of what they check  # DRF: any engine category
 # Ids are never reused. A check that moved keeps resolving under its old id (--select/--ignore, explain):
 # retired id -> (the id that replaced it, why it moved)
 RETIRED = {
@@ -67,6 +68,7 @@ class Problem:
     severity: str | Severity | None = None
     hint: str | None = None
     data: dict | None = None
+    location: Location | None = None   # file (relative to the model root) and logical name; line resolved later
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ from enum import Enum
 CATEGORIES = ("files", "config", "weights", "vocab", "embeddings", "tokenizer", "golden", "activations",
               "kv_cache", "numerics", "generation", "gpu", "environment", "selftest",
               "diff",  # diff: `llmdoctor diff REF CAND`, two models compared (checks/diff/)
-              "endpoint")  # endpoint: a live server vs the reference (checks/endpoint/)
+              "endpoint",  # endpoint: a live server vs the reference (checks/endpoint/)
+              "quantization",  # quantized safetensors (GPTQ, AWQ, compressed-tensors, FP8, bitsandbytes): QNT
+              "adapter")  # a LoRA adapter against its base: LRA
 STATUSES = ("passed", "failed", "skipped", "crashed")
 FAIL_ON = ("error", "warning", "never")
 
@@ -46,6 +48,19 @@ def fail_on_rank(fail_on: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class Location:
+    """Where a finding is: `file` relative to the model path as the user gave it (forward slashes), a 1-based
+    `line` in a text file (None: not resolved yet or a binary file), and a `logical` name (config key, tensor
+    name, token id, layer/module)."""
+    file: str | None = None
+    line: int | None = None
+    logical: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "logical": self.logical}
+
+
+@dataclass(frozen=True)
 class Finding:
     check: str                 # stable check id, e.g. "VOC001"
     category: str              # one of CATEGORIES
@@ -54,6 +69,7 @@ class Finding:
     evidence: dict = field(default_factory=dict)  # the numbers/names that prove it (JSON-serialisable)
     hint: str = ""             # how to fix it
     data: dict | None = None   # optional plot data, see docs/report-schema.md
+    location: Location | None = None   # where it is (file, line, logical name)
 
     def __post_init__(self):
         object.__setattr__(self, "severity", Severity.parse(self.severity))

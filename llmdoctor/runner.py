@@ -193,7 +193,7 @@ def to_finding(spec: CheckSpec, item: Any) -> Finding:
     return Finding(check=spec.id, category=spec.category, severity=Severity.parse(item.severity or spec.severity),
                    message=item.message, evidence=jsonable(item.evidence or {}),
                    hint=spec.hint if item.hint is None else item.hint,
-                   data=None if item.data is None else jsonable(item.data))
+                   data=None if item.data is None else jsonable(item.data), location=item.location)
 
 
 def crash_finding(check_id: str, category: str, exception: str, reason: str, tb: str) -> Finding:
