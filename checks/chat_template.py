@@ -67,7 +67,7 @@ def _rendered_or_skip(tok) -> str:
     raise Skip("the chat template does not render (TOK008)")
 
 
-@check("TOK007", category="tokenizer", severity="info", needs=("tokenizer",),
+@check("TOK007", category="tokenizer", severity="warning", needs=("tokenizer",),
        hint="Encode rendered prompts with add_special_tokens=False, or drop bos_token from the template.")
 def double_bos(ctx):
     """A rendered chat prompt encoded with add_special_tokens=True does not start with BOS twice.

@@ -48,6 +48,12 @@ def tokenizer_from_sentencepiece(path: str | Path, config: dict | None = None,
     """The Tokenizer of tokenizer.model at `path`; ModelDirError / UnsupportedError naming the file."""
     model = read_sentencepiece_model(path)
     check_runnable(model)
+    return tokenizer_from_model(model, config, chat_template)
+
+
+def tokenizer_from_model(model: SentencePieceModel, config: dict | None = None,
+                         chat_template: str | None = None) -> Tokenizer:
+    """The Tokenizer of a parsed (and check_runnable) model under tokenizer_config.json settings `config`."""
     config = dict(config or {})
     spec = tokenizer_spec(model, config)
     tok = Tokenizer(spec, special_config(model, config), model.path, chat_template)
@@ -85,6 +91,11 @@ def check_runnable(model: SentencePieceModel) -> None:
             raise ModelDirError(path, f"byte piece {piece!r} (id {i}) "
                                       + ("but byte_fallback is false" if model.byte_fallback is False else
                                          "is not of the form <0xNN>"))
+    if model.byte_fallback:
+        missing = sorted(set(range(256)) - {byte_value(model.pieces[i]) for i in model.ids_of_type(BYTE)})
+        if missing:
+            raise ModelDirError(path, f"byte_fallback is on but {len(missing)} byte piece(s) are missing, e.g. "
+                                      f"<0x{missing[0]:02X}>")
     unknown = model.ids_of_type(UNKNOWN)
     if len(unknown) != 1:
         raise ModelDirError(path, f"{len(unknown)} UNKNOWN pieces; a SentencePiece model has exactly one")
