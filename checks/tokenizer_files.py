@@ -58,7 +58,8 @@ def chat_template_sources_agree(ctx):
 
 def _first_render_difference(render, left: str, right: str, ctx) -> dict | None:
     bos, eos = ctx.tokenizer_config.get("bos_token"), ctx.tokenizer_config.get("eos_token")
-    special = {"bos_token": bos if isinstance(bos, str) else "<s>", "eos_token": eos if isinstance(eos, str) else "</s>"}
+    special = {"bos_token": bos if isinstance(bos, str) else "<s>",
+               "eos_token": eos if isinstance(eos, str) else "</s>"}
     for messages in src.TEMPLATE_CONVERSATIONS:
         outputs = []
         for template in (left, right):

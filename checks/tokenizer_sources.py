@@ -124,8 +124,9 @@ def byte_fallback_agrees(ctx):
                f"model.byte_fallback = {json_flag}")
     if difference is not None:
         message += ": " + difference.describe("tokenizer.json", "tokenizer.model")
+    shown = difference.evidence("tokenizer.json", "tokenizer.model") if difference else {}
     yield Problem(message, evidence={"tokenizer.model": bool(model.byte_fallback), "tokenizer.json": json_flag,
-                                     **(difference.evidence("tokenizer.json", "tokenizer.model") if difference else {})},
+                                     **shown},
                   location=Location(file="tokenizer.json", logical="model.byte_fallback"))
 
 

@@ -1,0 +1,93 @@
+"""Tokenizer-source checks (TOK007, TOK020-TOK028) on real tokenizer files: healthy directories (a converted
+Mistral and Llama 2 SentencePiece model with matching flags, SmolLM2 with a consistent tiktoken export, a tekken
+vocabulary with its converted tokenizer.json) get no warning; each planted disagreement fires its check, names
+the sources and the input that behaves differently, and carries a location."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from llmdoctor.runner import run_checks
+from tests.checks.conftest import fired, no_crashes
+from tests.checks.zoo_sources import BASES, FAULTS, build_base
+from tests.reference_engine.tokenizer.test_sentencepiece_corrupt import SMALL
+
+pytestmark = pytest.mark.assets
+SOURCE_CHECKS = ["TOK007", "TOK020", "TOK021", "TOK022", "TOK023", "TOK024", "TOK025", "TOK026", "TOK027", "TOK028"]
+
+
+@pytest.fixture(scope="session")
+def source_base(tmp_path_factory):
+    built = {}
+    root = tmp_path_factory.mktemp("source-bases")
+
+    def get(name):
+        if name not in built:
+            built[name] = build_base(name, root)
+        return built[name]
+    return get
+
+
+def run(model_dir, select=None):
+    report = run_checks(model_dir, select=select or ["tokenizer"])
+    no_crashes(report)
+    return report
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_healthy_real_directories_have_no_warning(base, source_base):
+    report = run(source_base(base))
+    assert [f"{f.check} {f.message}" for f in report.findings if f.severity.value != "info"] == []
+    ran = {c.id for c in report.checks if c.status == "passed"}
+    expected = {"mistral": {"TOK020", "TOK021", "TOK022", "TOK023", "TOK024", "TOK025"},
+                "llama2": {"TOK020", "TOK022", "TOK023", "TOK025"}, "tiktoken": {"TOK027"}, "tekken": {"TOK028"}}
+    assert expected[base] <= ran, sorted(ran)
+
+
+def test_smollm2_has_no_source_warning(smollm2_dir):
+    report = run(smollm2_dir, SOURCE_CHECKS)
+    assert [f.check for f in report.findings if f.severity.value != "info"] == []
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
+def test_planted_disagreement_fires(fault, source_base, tmp_path):
+    planted(fault, source_base, tmp_path)
+
+
+def planted(fault, source_base, tmp_path):
+    d = shutil.copytree(source_base(fault.base), tmp_path / "model")
+    fault.apply(d)
+    report = run(d, SOURCE_CHECKS)
+    assert f"{fault.check}:{fault.severity}" in fired(report), (fault.name, fired(report))
+    finding = next(f for f in report.findings if f.check == fault.check and f.severity.value == fault.severity)
+    assert finding.location is not None and finding.location.file, fault.name
+    if fault.check != "TOK007":   # the others name what disagrees and show an input
+        assert any(name in finding.message for name in ("tokenizer.json", "tokenizer.model", "tekken.json",
+                                                         "tokenizer_config.json")), finding.message
+    return finding
+
+
+def test_findings_show_the_smallest_input(source_base, tmp_path):
+    legacy = next(f for f in FAULTS if f.name == "legacy_declared_false")
+    finding = planted(legacy, source_base, tmp_path)
+    assert finding.evidence["input"] == "<s>a" and "declares legacy = false" in finding.message
+    prefix = next(f for f in FAULTS if f.name == "dummy_prefix_lost")
+    finding = planted(prefix, source_base, tmp_path / "p")
+    assert finding.evidence["input"] == "a" and "does not add the dummy prefix" in finding.message
+    fallback = next(f for f in FAULTS if f.name == "byte_fallback_lost")
+    finding = planted(fallback, source_base, tmp_path / "f")
+    assert 0 in finding.evidence["tokenizer.json"] and 0 not in finding.evidence["tokenizer.model"]   # <unk>
+
+
+def test_only_tokenizer_model_runs_the_tokenizer_checks(tmp_path):
+    """A directory with only tokenizer.model: the tokenizer checks run on it (nothing crashes, nothing errs) and a
+    corrupt one is one finding-free skip whose reason names tokenizer.model."""
+    from tests import spm_files
+    d = spm_files.write_dir(tmp_path / "ok", spm_files.mistral_proto())
+    report = run(d)
+    assert [f.check for f in report.findings if f.severity.value == "error"] == []
+    bad = spm_files.write_dir(tmp_path / "bad", SMALL[:40])
+    report = run(bad, ["tokenizer"])
+    reasons = " ".join(c.reason or "" for c in report.checks if c.status == "skipped")
+    assert "tokenizer.model" in reasons
