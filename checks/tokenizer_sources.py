@@ -42,7 +42,7 @@ def _surface(piece: str) -> str:
     return piece.replace(src.SPACE, " ")
 
 
-@check("TOK020", category="tokenizer", severity="error", needs=("files",),
+@check("TOK020", category="tokenizer", severity="error", needs=(),   # also a GGUF beside its tokenizer.model
        hint="Regenerate tokenizer.json (or the GGUF) from the same tokenizer.model; never edit one vocabulary alone.")
 def vocabularies_agree(ctx):
     """tokenizer.model, tokenizer.json and a GGUF's tokenizer.ggml.tokens give every id the same piece (and the

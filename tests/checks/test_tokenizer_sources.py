@@ -91,3 +91,19 @@ def test_only_tokenizer_model_runs_the_tokenizer_checks(tmp_path):
     report = run(bad, ["tokenizer"])
     reasons = " ".join(c.reason or "" for c in report.checks if c.status == "skipped")
     assert "tokenizer.model" in reasons
+
+
+def test_gguf_beside_its_tokenizer_model(tmp_path, llamacpp_vocab):
+    """A GGUF directory that kept tokenizer.model: pieces and scores per id are compared with the GGUF's arrays."""
+    from tests import spm_files
+    proto = spm_files.llama2_proto()
+    d = spm_files.write_dir(tmp_path / "gguf", proto)
+    shutil.copy(llamacpp_vocab("llama-spm").gguf, d / "model.gguf")
+    report = run(d, ["TOK020"])
+    assert report.findings == [] and [c.status for c in report.checks] == ["passed"]
+
+    def rescore(p):
+        p.pieces[5000].score = p.pieces[5000].score + 1.5
+    spm_files.write_dir(d, spm_files.edited(proto, rescore))
+    finding = next(f for f in run(d, ["TOK020"]).findings)
+    assert finding.severity.value == "error" and "score" in finding.message and "id 5000" in finding.message
