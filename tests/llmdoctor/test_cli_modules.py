@@ -14,7 +14,8 @@ CLI_MODULES = sorted(f"llmdoctor.{p.stem}" for p in (ROOT / "llmdoctor").glob("c
 
 
 def test_every_command_module_is_found():
-    assert {"llmdoctor.cli", "llmdoctor.cli_options", "llmdoctor.cli_endpoint", "llmdoctor.cli_probe"} <= set(CLI_MODULES)
+    expected = {"llmdoctor.cli", "llmdoctor.cli_options", "llmdoctor.cli_endpoint", "llmdoctor.cli_probe"}
+    assert expected <= set(CLI_MODULES)
 
 
 @pytest.mark.parametrize("module", CLI_MODULES)
