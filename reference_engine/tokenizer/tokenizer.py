@@ -71,8 +71,7 @@ class Tokenizer:
         from reference_engine.files.gguf_file import GGUFFile, find_gguf
         gguf = find_gguf(model_dir) if Path(model_dir).exists() else None
         if gguf is not None:  # a .gguf file, or a directory holding one: tokenizer.ggml.* metadata
-            from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
-            return tokenizer_from_gguf(GGUFFile.open(gguf))
+            return cls.from_gguf(GGUFFile.open(gguf))
         directory = model_dir_path(model_dir)
         spec_path = directory / "tokenizer.json"
         config = load_tokenizer_config(directory)
@@ -86,6 +85,12 @@ class Tokenizer:
             from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_model_file
             return tokenizer_from_model_file(directory, config, chat_template)
         return cls(read_json(spec_path), config, str(spec_path), chat_template)
+
+    @classmethod
+    def from_gguf(cls, gguf) -> "Tokenizer":
+        """From an opened GGUFFile's tokenizer.ggml.* metadata, the way llama.cpp reads it (gguf_tokenizer.py)."""
+        from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
+        return tokenizer_from_gguf(gguf, cls)
 
     @classmethod
     def from_json(cls, spec: dict | str, config: dict | None = None) -> "Tokenizer":
