@@ -91,8 +91,9 @@ def _json_bytes_or_skip(ctx):
     return tok, src.id_to_json_bytes(tok, token_table(ctx).is_byte_level())
 
 
-def _compare_ids(expected: dict[int, bytes], actual: dict[int, bytes]) -> list[int]:
-    return sorted(i for i, b in expected.items() if actual.get(i) != b)
+def _compare_ids(expected: dict[int, bytes], actual: dict[int, bytes], model_ids=()) -> list[int]:
+    """Ids whose bytes differ, and ids of tokenizer.json's model vocabulary the other file lacks."""
+    return sorted({i for i, b in expected.items() if actual.get(i) != b} | {i for i in model_ids if i not in expected})
 
 
 @check("TOK027", category="tokenizer", severity="error", needs=("files",),
@@ -121,20 +122,20 @@ def tiktoken_ranks_agree(ctx):
         except ModelDirError as e:
             yield Problem(f"{name} does not parse: {e.problem}", location=Location(file=name))
             continue
-        bad = _compare_ids(vocab.tokens, actual)
+        bad = _compare_ids(vocab.tokens, actual, tok.model.id_to_token)
         if bad:
             yield _id_problem(tok, name, vocab.tokens, actual, bad)
 
 
 def _id_problem(tok, name: str, expected: dict[int, bytes], actual: dict[int, bytes], bad: list[int]) -> Problem:
     first = bad[0]
-    text = expected[first].decode("utf-8", errors="replace")
+    text = (expected.get(first) or actual.get(first) or b"").decode("utf-8", errors="replace")
     encoded = tok.encode(text, add_special_tokens=False)
-    cases = [{"id": i, name: expected[i].decode("utf-8", "replace"),
+    cases = [{"id": i, name: expected[i].decode("utf-8", "replace") if i in expected else None,
               "tokenizer.json": (actual.get(i) or b"").decode("utf-8", "replace") if i in actual else None}
              for i in bad[:10]]
     return Problem(f"{len(bad)} id(s) differ between {name} and tokenizer.json, e.g. id {first}: {name} has "
-                   f"{expected[first]!r}, tokenizer.json {actual.get(first)!r}; tokenizer.json encodes {text!r} to "
+                   f"{expected.get(first)!r}, tokenizer.json {actual.get(first)!r}; tokenizer.json encodes {text!r} to "
                    f"{encoded[:8]}", evidence={"count": len(bad), "ids": cases, "input": text, "encoded": encoded[:16]},
                    location=Location(file=name, logical=f"rank[{first}]"))
 
@@ -164,7 +165,7 @@ def tekken_agrees(ctx):
         yield Problem(f"tekken.json does not parse: {e.problem}", location=Location(file="tekken.json"))
         return
     expected = {**tekken.tokens, **{i: t.encode("utf-8") for i, t in tekken.specials.items() if i in actual}}
-    bad = _compare_ids(expected, actual)
+    bad = _compare_ids(expected, actual, tok.model.id_to_token)
     if bad:
         yield _id_problem(tok, "tekken.json", expected, actual, bad)
     pattern = _json_split_regex(src.token_table_raw(ctx).get("pre_tokenizer"))

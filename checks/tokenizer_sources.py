@@ -80,6 +80,8 @@ def vocabularies_agree(ctx):
                                          **({"input": difference.text} if difference else {})},
                       location=Location(file="tokenizer.json" if name == "tokenizer.json" else "tokenizer.model",
                                         logical=f"vocab[{bad[0]}]"))
+    if tok is not None:
+        yield from _merge_order(ctx, model, tok)
     if ctx.is_gguf:
         scores = ctx.gguf.get("tokenizer.ggml.scores") or []
         bad = [i for i, s in enumerate(model.scores) if i < len(scores) and float(scores[i]) != s]
@@ -88,6 +90,36 @@ def vocabularies_agree(ctx):
                           f"({model.pieces[bad[0]]!r}): {model.scores[bad[0]]} vs {scores[bad[0]]}: merges apply "
                           f"in a different order", evidence={"count": len(bad), "ids": bad[:20]},
                           location=Location(file="tokenizer.model", logical=f"pieces[{bad[0]}].score"))
+
+
+def _merge_order(ctx, model, tok):
+    """tokenizer.json's merges must rank merged pieces in tokenizer.model's score order (transformers' converter
+    sorts them by score, highest first): a later merge whose result scores higher than an earlier one's means
+    the two files merge in a different order."""
+    from checks.analysis.token_table import token_table
+    table = token_table(ctx)
+    index = {p: i for i, p in enumerate(model.pieces)}
+    previous, inversions = None, []
+    for rank, (a, b) in enumerate(table.merges):
+        i = index.get(a + b)
+        if i is None:
+            continue
+        if previous is not None and model.scores[i] > model.scores[previous[1]]:
+            inversions.append((rank, a + b, previous[2]))
+        if previous is None or model.scores[i] <= model.scores[previous[1]]:
+            previous = (rank, i, a + b)
+    if not inversions:
+        return
+    rank, piece, earlier = inversions[0]
+    difference = _vocab_difference(ctx, tok, [piece for _, piece, _ in inversions[:50]])
+    message = (f"{len(inversions)} merge(s) in tokenizer.json are out of tokenizer.model's score order, e.g. merge "
+               f"{rank} makes {piece!r} (score {model.scores[index[piece]]}) after {earlier!r} (score "
+               f"{model.scores[index[earlier]]})")
+    if difference is not None:
+        message += "; " + difference.describe("tokenizer.json", "tokenizer.model")
+    yield Problem(message, evidence={"count": len(inversions), "merge": rank, "piece": piece,
+                                     **({"input": difference.text} if difference else {})},
+                  location=Location(file="tokenizer.json", logical=f"model.merges[{rank}]"))
 
 
 def _vocab_difference(ctx, tok, pieces):
@@ -115,13 +147,16 @@ def byte_fallback_agrees(ctx):
     """
     model = _spm_or_skip(ctx)
     tok = _json_or_skip(ctx)
-    declared = _declared_or_skip(ctx)
     json_flag = bool(src.token_table_raw(ctx).get("model", {}).get("byte_fallback", False))
     if json_flag == bool(model.byte_fallback):
         return
-    difference = src.smallest_difference(tok, declared, src.RARE_CHARACTERS)
     message = (f"tokenizer.model has byte_fallback = {bool(model.byte_fallback)} but tokenizer.json "
                f"model.byte_fallback = {json_flag}")
+    try:
+        difference = src.smallest_difference(tok, src.spm_tokenizer(ctx), src.RARE_CHARACTERS)
+    except ModelDirError as e:   # e.g. BYTE pieces while byte_fallback is false: sentencepiece refuses it too
+        difference = None
+        message += f" (and sentencepiece cannot load tokenizer.model: {e.problem})"
     if difference is not None:
         message += ": " + difference.describe("tokenizer.json", "tokenizer.model")
     shown = difference.evidence("tokenizer.json", "tokenizer.model") if difference else {}
@@ -189,7 +224,13 @@ def legacy_agrees(ctx):
     legacy = ctx.tokenizer_config.get("legacy")
     flipped = src.spm_tokenizer(ctx, legacy=legacy is False)
     if src.smallest_difference(tok, flipped, probes) is not None:
-        return   # not the legacy flag: TOK020/TOK022 say what differs
+        if src.smallest_difference(tok, declared, src.PLAIN_PROBES) is None:   # else TOK020/TOK022 explain it
+            yield Problem("text next to special tokens encodes differently with tokenizer.json than tokenizer.model "
+                          "and tokenizer_config.json say, and neither legacy setting explains it: "
+                          + difference.describe("tokenizer.json", "tokenizer.model"),
+                          evidence={"legacy": legacy, **difference.evidence("tokenizer.json", "tokenizer.model")},
+                          location=Location(file="tokenizer.json", logical="pre_tokenizer"))
+        return
     said = "does not declare legacy (transformers 4 reads it as true)" if legacy is None \
         else f"declares legacy = {str(legacy).lower()}"
     yield Problem(f"tokenizer_config.json {said} but tokenizer.json encodes as legacy = "

@@ -146,6 +146,30 @@ def gpt2_regex(tok: dict) -> None:
     walk(tok["pre_tokenizer"])
 
 
+def edit_model(change: Callable) -> Callable[[Path], None]:
+    """Rewrite tokenizer.model through protobuf's own classes."""
+    def apply(d: Path) -> None:
+        spm_files.write_dir(d, spm_files.edited(spm_files.load(d / "tokenizer.model"), change))
+    return apply
+
+
+def swap_merges(tok: dict) -> None:
+    merges = tok["model"]["merges"]
+    merges[10], merges[4000] = merges[4000], merges[10]
+
+
+def rescore(proto) -> None:
+    piece = next(p for p in proto.pieces if p.piece == "▁world")
+    piece.score = 0.5    # above every merge: sentencepiece now builds "▁world" first
+
+
+def drop_tiktoken_line(d: Path) -> None:
+    path = d / "original" / "tokenizer.model"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    del lines[1000]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def both(*changes: Callable[[Path], None]) -> Callable[[Path], None]:
     def apply(d: Path) -> None:
         for change in changes:
@@ -162,6 +186,14 @@ FAULTS = [
                 "tokenizer.json regenerated from another vocabulary"),
     SourceFault("llama2_vocab_ids_swapped", "llama2", edit("tokenizer.json", swap_vocab("▁Hello", "▁world")),
                 "TOK020", "error"),
+    SourceFault("merges_reordered", "mistral", edit("tokenizer.json", swap_merges), "TOK020", "error",
+                "merges out of the score order sentencepiece merges in"),
+    SourceFault("model_score_edited", "llama2", edit_model(rescore), "TOK020", "error"),
+    SourceFault("model_byte_fallback_off", "mistral", edit_model(lambda p: setattr(
+        p.trainer_spec, "byte_fallback", False)), "TOK021", "error"),
+    SourceFault("model_dummy_prefix_off", "llama2", edit_model(lambda p: setattr(
+        p.normalizer_spec, "add_dummy_prefix", False)), "TOK022", "warning"),
+    SourceFault("tiktoken_line_dropped", "tiktoken", drop_tiktoken_line, "TOK027", "error"),
     SourceFault("byte_fallback_lost", "mistral", edit("tokenizer.json", lambda t: t["model"].update(
         byte_fallback=False)), "TOK021", "error", "converter without handle_byte_fallback"),
     SourceFault("dummy_prefix_lost", "llama2", edit("tokenizer.json", drop_prepend), "TOK022", "warning",
