@@ -134,8 +134,9 @@ def _id_problem(tok, name: str, expected: dict[int, bytes], actual: dict[int, by
     cases = [{"id": i, name: expected[i].decode("utf-8", "replace") if i in expected else None,
               "tokenizer.json": (actual.get(i) or b"").decode("utf-8", "replace") if i in actual else None}
              for i in bad[:10]]
-    return Problem(f"{len(bad)} id(s) differ between {name} and tokenizer.json, e.g. id {first}: {name} has "
-                   f"{expected.get(first)!r}, tokenizer.json {actual.get(first)!r}; tokenizer.json encodes {text!r} to "
+    has = f"has {expected[first]!r}" if first in expected else "lacks it"
+    return Problem(f"{len(bad)} id(s) differ between {name} and tokenizer.json, e.g. id {first}: {name} {has}, "
+                   f"tokenizer.json {actual.get(first)!r}; tokenizer.json encodes {text!r} to "
                    f"{encoded[:8]}", evidence={"count": len(bad), "ids": cases, "input": text, "encoded": encoded[:16]},
                    location=Location(file=name, logical=f"rank[{first}]"))
 

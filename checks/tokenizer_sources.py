@@ -183,7 +183,7 @@ def dummy_prefix_agrees(ctx):
     tok = _json_or_skip(ctx)
     declared = _declared_or_skip(ctx)
     difference = src.smallest_difference(tok, declared, src.PLAIN_PROBES)
-    if difference is None:
+    if difference is None or _reported_elsewhere(ctx, model, tok):
         return
     prefix = ctx.tokenizer_config.get("add_prefix_space")
     prefix = model.add_dummy_prefix if not isinstance(prefix, bool) else prefix
@@ -196,6 +196,17 @@ def dummy_prefix_agrees(ctx):
                   evidence={"add_dummy_prefix": model.add_dummy_prefix, "explained_by_prefix": explained,
                             **difference.evidence("tokenizer.json", "tokenizer.model")},
                   location=Location(file="tokenizer.json", logical="normalizer"))
+
+
+def _reported_elsewhere(ctx, model, tok) -> bool:
+    """A plain-text difference that TOK020 (pieces), TOK021 (byte_fallback) or TOK023 (legacy, which also decides
+    how a leading space is prefixed) already explains."""
+    if any(tok.id_to_token(i) != piece for i, piece in enumerate(model.pieces)):
+        return True
+    if bool(src.token_table_raw(ctx).get("model", {}).get("byte_fallback", False)) != bool(model.byte_fallback):
+        return True
+    flipped = src.spm_tokenizer(ctx, legacy=ctx.tokenizer_config.get("legacy") is False)
+    return src.smallest_difference(tok, flipped, src.PLAIN_PROBES) is None
 
 
 @check("TOK023", category="tokenizer", severity="warning", needs=("files",),

@@ -60,6 +60,8 @@ def planted(fault, source_base, tmp_path):
     fault.apply(d)
     report = run(d, SOURCE_CHECKS)
     assert f"{fault.check}:{fault.severity}" in fired(report), (fault.name, fired(report))
+    # one root cause, one finding: the other source checks stay quiet (or note at info)
+    assert [f for f in fired(report) if not f.endswith(":info")] == [f"{fault.check}:{fault.severity}"], fault.name
     finding = next(f for f in report.findings if f.check == fault.check and f.severity.value == fault.severity)
     assert finding.location is not None and finding.location.file, fault.name
     if fault.check != "TOK007":   # the others name what disagrees and show an input
