@@ -1,4 +1,4 @@
-"""Tokenizer-source checks (TOK020-TOK028): the several descriptions of one tokenizer a directory holds agree.
+"""Tokenizer-source checks (TOK020-TOK029): the several descriptions of one tokenizer a directory holds agree.
 
 tokenizer.json, a SentencePiece tokenizer.model, tokenizer_config.json's flags, a tiktoken file, tekken.json, a
 GGUF's tokenizer.ggml.* arrays and the chat template files are read by different serving stacks; the incidents
@@ -40,6 +40,37 @@ def _json_or_skip(ctx):
 
 def _surface(piece: str) -> str:
     return piece.replace(src.SPACE, " ")
+
+
+@check("TOK029", category="tokenizer", severity="error", needs=(),
+       hint="Restore tokenizer.model from the original release (a truncated download or a bad conversion).")
+def sentencepiece_model_reads(ctx):
+    """A SentencePiece tokenizer.model parses and is one sentencepiece would load.
+
+    llama.cpp's converter, mistral-common, sentencepiece-based servers and transformers' slow tokenizers start
+    from tokenizer.model; a truncated or corrupt file (or one sentencepiece refuses: duplicate pieces, byte
+    pieces without byte_fallback, a missing <0xNN> piece) breaks them even when tokenizer.json is fine. The
+    protobuf is read by hand with every length bounded, so the finding names the malformation. A model this
+    tool does not run (Unigram, a precompiled normalization map) is only noted.
+
+    Remedy: replace the file with the original.
+    """
+    from reference_engine.errors import UnsupportedError
+    from reference_engine.tokenizer.spm_tokenizer import check_runnable
+    path = src.source_root(ctx) / "tokenizer.model"
+    if not path.is_file():
+        raise Skip("no tokenizer.model")
+    try:
+        model = src.sentencepiece_model(ctx)
+        if model is None:
+            raise Skip("tokenizer.model is a tiktoken-format file (TOK027)")
+        check_runnable(model)
+    except UnsupportedError as e:
+        yield Problem(f"tokenizer.model is not run by the reference engine: {e.problem}", severity="info",
+                      evidence={"reason": e.problem}, location=Location(file="tokenizer.model"))
+    except ModelDirError as e:
+        yield Problem(f"tokenizer.model is unreadable: {e.problem}", evidence={"reason": e.problem},
+                      location=Location(file="tokenizer.model"))
 
 
 @check("TOK020", category="tokenizer", severity="error", needs=(),   # also a GGUF beside its tokenizer.model

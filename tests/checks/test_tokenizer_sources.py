@@ -11,10 +11,9 @@ import pytest
 from llmdoctor.runner import run_checks
 from tests.checks.conftest import fired, no_crashes
 from tests.checks.zoo_sources import BASES, FAULTS, build_base
-from tests.reference_engine.tokenizer.test_sentencepiece_corrupt import SMALL
 
 pytestmark = pytest.mark.assets
-SOURCE_CHECKS = ["TOK007", "TOK020", "TOK021", "TOK022", "TOK023", "TOK024", "TOK025", "TOK026", "TOK027", "TOK028"]
+SOURCE_CHECKS = ["TOK007", *(f"TOK0{n}" for n in range(20, 30))]
 
 
 @pytest.fixture(scope="session")
@@ -83,14 +82,24 @@ def test_findings_show_the_smallest_input(source_base, tmp_path):
 
 
 def test_only_tokenizer_model_runs_the_tokenizer_checks(tmp_path):
-    """A directory with only tokenizer.model: the tokenizer checks run on it (nothing crashes, nothing errs) and a
-    corrupt one is one finding-free skip whose reason names tokenizer.model."""
+    """A directory with only tokenizer.model: the tokenizer checks run on it (nothing crashes, nothing errs)."""
     from tests import spm_files
     d = spm_files.write_dir(tmp_path / "ok", spm_files.mistral_proto())
     report = run(d)
     assert [f.check for f in report.findings if f.severity.value == "error"] == []
-    bad = spm_files.write_dir(tmp_path / "bad", SMALL[:40])
-    report = run(bad, ["tokenizer"])
+    assert {"TOK005", "TOK006", "TOK029"} <= {c.id for c in report.checks if c.status == "passed"}
+
+
+@pytest.mark.parametrize("name", ["absurd length", "truncated by one byte", "duplicate piece", "group wire type",
+                                  "byte piece without byte_fallback", "no trainer spec"])
+def test_corrupt_tokenizer_model_is_one_finding(name, tmp_path):
+    from tests.reference_engine.tokenizer.test_sentencepiece_corrupt import CORRUPTIONS
+    from tests import spm_files
+    d = spm_files.write_dir(tmp_path / "bad", CORRUPTIONS[name])
+    report = run(d)
+    assert fired(report) == ["TOK029:error"], fired(report)
+    finding = report.findings[0]
+    assert finding.location.file == "tokenizer.model" and "\n" not in finding.message
     reasons = " ".join(c.reason or "" for c in report.checks if c.status == "skipped")
     assert "tokenizer.model" in reasons
 

@@ -1,5 +1,5 @@
 """The tokenizer-source zoo: healthy directories built from real tokenizer files, and faults that each plant
-one disagreement between the sources (TOK007, TOK020-TOK028).
+one disagreement between the sources (TOK007, TOK020-TOK029).
 
 Bases (each built once per session, copied per fault):
 - "mistral": Mistral 7B v0.1's tokenizer.model (mistral-common wheel) with the tokenizer.json and
@@ -163,6 +163,14 @@ def rescore(proto) -> None:
     piece.score = 0.5    # above every merge: sentencepiece now builds "▁world" first
 
 
+def no_byte_fallback(proto) -> None:
+    """byte_fallback off, the <0xNN> pieces kept as UNUSED (sentencepiece loads it: unknown characters are <unk>)."""
+    proto.trainer_spec.byte_fallback = False
+    for piece in proto.pieces:
+        if piece.type == 6:
+            piece.type = 5
+
+
 def drop_tiktoken_line(d: Path) -> None:
     path = d / "original" / "tokenizer.model"
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -189,11 +197,13 @@ FAULTS = [
     SourceFault("merges_reordered", "mistral", edit("tokenizer.json", swap_merges), "TOK020", "error",
                 "merges out of the score order sentencepiece merges in"),
     SourceFault("model_score_edited", "llama2", edit_model(rescore), "TOK020", "error"),
-    SourceFault("model_byte_fallback_off", "mistral", edit_model(lambda p: setattr(
-        p.trainer_spec, "byte_fallback", False)), "TOK021", "error"),
+    SourceFault("model_byte_fallback_off", "mistral", edit_model(no_byte_fallback), "TOK021", "error",
+                "tokenizer.json claims a byte fallback the model was not trained with"),
     SourceFault("model_dummy_prefix_off", "llama2", edit_model(lambda p: setattr(
         p.normalizer_spec, "add_dummy_prefix", False)), "TOK022", "warning"),
     SourceFault("tiktoken_line_dropped", "tiktoken", drop_tiktoken_line, "TOK027", "error"),
+    SourceFault("model_truncated", "mistral", lambda d: (d / "tokenizer.model").write_bytes(
+        (d / "tokenizer.model").read_bytes()[:300_000]), "TOK029", "error", "an interrupted download"),
     SourceFault("byte_fallback_lost", "mistral", edit("tokenizer.json", lambda t: t["model"].update(
         byte_fallback=False)), "TOK021", "error", "converter without handle_byte_fallback"),
     SourceFault("dummy_prefix_lost", "llama2", edit("tokenizer.json", drop_prepend), "TOK022", "warning",
