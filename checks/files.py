@@ -22,8 +22,9 @@ def required_files(ctx):
 
     A model directory needs config.json (architecture and sizes), weights, and the tokenizer files.
     A missing tokenizer.json is a warning, or a note when a SentencePiece tokenizer.model is there (the
-    reference tokenizer reads it, and transformers converts it at load time); a JSON side file that exists but does not parse (generation_config.json,
-    tokenizer_config.json, special_tokens_map.json) is an error because transformers and vLLM refuse it.
+    reference tokenizer reads it, and transformers converts it at load time); a JSON side file that exists
+    but does not parse (generation_config.json, tokenizer_config.json, special_tokens_map.json) is an error
+    because transformers and vLLM refuse it.
 
     Remedy: re-download or copy the named file from the original checkpoint.
     """

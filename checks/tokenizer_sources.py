@@ -142,7 +142,11 @@ def _merge_order(ctx, model, tok):
     if not inversions:
         return
     rank, piece, earlier = inversions[0]
-    difference = _vocab_difference(ctx, tok, [piece for _, piece, _ in inversions[:50]])
+    candidates = []
+    for _, later, first in inversions[:50]:   # the two pieces alone, side by side, and after a word
+        a, b = _surface(later), _surface(first)
+        candidates += [a, b, a + b, b + a, "a" + a, "a" + b, "a" + b + a]
+    difference = _vocab_difference(ctx, tok, candidates, strip=False)
     message = (f"{len(inversions)} merge(s) in tokenizer.json are out of tokenizer.model's score order, e.g. merge "
                f"{rank} makes {piece!r} (score {model.scores[index[piece]]}) after {earlier!r} (score "
                f"{model.scores[index[earlier]]})")
@@ -153,14 +157,18 @@ def _merge_order(ctx, model, tok):
                   location=Location(file="tokenizer.json", logical=f"model.merges[{rank}]"))
 
 
-def _vocab_difference(ctx, tok, pieces):
+def _vocab_difference(ctx, tok, pieces, strip: bool = True):
     if tok is None:
         return None
-    try:
+    try:   # the legacy setting tokenizer.json follows, so that the input shows this difference, not that one
         declared = src.spm_tokenizer(ctx)
+        flipped = src.spm_tokenizer(ctx, legacy=ctx.tokenizer_config.get("legacy") is False)
     except ModelDirError:
         return None
-    return src.smallest_difference(tok, declared, [_surface(p).strip() or _surface(p) for p in pieces if p])
+    if src.smallest_difference(tok, flipped, (" a", "a")) is None:
+        declared = flipped
+    texts = [(_surface(p).strip() or _surface(p)) if strip else p for p in pieces if p]
+    return src.smallest_difference(tok, declared, texts)
 
 
 @check("TOK021", category="tokenizer", severity="error", needs=("files",),

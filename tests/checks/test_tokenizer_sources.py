@@ -118,3 +118,29 @@ def test_gguf_beside_its_tokenizer_model(tmp_path, llamacpp_vocab):
     spm_files.write_dir(d, spm_files.edited(proto, rescore))
     finding = next(f for f in run(d, ["TOK020"]).findings)
     assert finding.severity.value == "error" and "score" in finding.message and "id 5000" in finding.message
+
+
+def test_transformers_own_conversion_is_judged_by_the_oracles(tmp_path, mistral_sentencepiece_models):
+    """tokenizer.json as the installed transformers converts Mistral's tokenizer.model. Whatever TOK020 says must
+    match the oracles: a finding's input encodes differently in `tokenizers` and `sentencepiece`, and no finding
+    means the two agree on whitespace runs (transformers 5.x ranks the "▁▁" merges by id, not score: "a  the")."""
+    import sentencepiece as spm
+    from tokenizers import Tokenizer as HFTokenizer
+    from transformers import LlamaTokenizer
+
+    path = mistral_sentencepiece_models["tokenizer.model.v1"]
+    d = tmp_path / "converted"
+    d.mkdir()
+    shutil.copy(path, d / "tokenizer.model")
+    LlamaTokenizer.from_pretrained(d).save_pretrained(d)
+    hf, sp = HFTokenizer.from_file(str(d / "tokenizer.json")), spm.SentencePieceProcessor(model_file=str(path))
+    report = run(d, ["TOK020"])
+    oracles_differ = any(hf.encode(t, add_special_tokens=False).ids != sp.encode(t)
+                         for t in ("a  the", "    def f():", "x  y"))
+    if not oracles_differ:
+        assert report.findings == []
+        return
+    finding = report.findings[0]
+    assert finding.severity.value == "error" and "score order" in finding.message
+    text = finding.evidence["input"]
+    assert hf.encode(text, add_special_tokens=False).ids != sp.encode(text), text
