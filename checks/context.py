@@ -39,8 +39,9 @@ class ThresholdError(ValueError):
 class CheckContext:
     def __init__(self, model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
                  thresholds: dict[str, dict[str, Any]] | None = None, baseline: str | Path | None = None,
-                 memory_budget: int | None = None, workload=None):
+                 memory_budget: int | None = None, workload=None, adapter: str | Path | None = None):
         self.model_dir = Path(model_dir)
+        self.adapter_dir = Path(adapter) if adapter else None   # a LoRA adapter run on model_dir (the base)
         self.memory_budget = memory_budget       # bytes; None: what the machine has available (core/plan.py)
         self.workload = workload                 # plan.Workload; None: the check run's (quick or full)
         self.on_layer = None                     # progress callback handed to a streaming engine
@@ -109,8 +110,19 @@ class CheckContext:
     def raw_config(self) -> dict:
         if self.is_gguf:   # the config.json a Hugging Face export would hold, from the {arch}.* metadata
             from reference_engine.files.gguf_config import gguf_raw_config
-            return self._get("raw_config", lambda: gguf_raw_config(self.gguf))
-        return self._get("raw_config", lambda: read_json(self.model_dir / "config.json"))
+            return self._get("raw_config", lambda: self._adapted_raw(gguf_raw_config(self.gguf)))
+        return self._get("raw_config", lambda: self._adapted_raw(read_json(self.model_dir / "config.json")))
+
+    def _adapted_raw(self, raw: dict) -> dict:
+        """With an adapter that resized the embeddings, the adapted model's vocabulary is the adapter's."""
+        if self.adapter_dir is None:
+            return raw
+        from reference_engine.adapter import adapted_vocab
+        try:
+            vocab = adapted_vocab(self.weights)
+        except ResourceError:
+            return raw
+        return raw if vocab is None else {**raw, "vocab_size": vocab}
 
     @property
     def config_path(self) -> Path:
@@ -131,23 +143,51 @@ class CheckContext:
         if self.is_gguf:   # what tokenizer_config.json would say, from tokenizer.ggml.*
             return self._get("tokenizer_config", lambda: {**self.tokenizer.config,
                                                           "chat_template": self.tokenizer.chat_template})
-        return self._get("tokenizer_config", lambda: load_tokenizer_config(self.model_dir))
+        return self._get("tokenizer_config", lambda: load_tokenizer_config(self.tokenizer_dir))
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        """Where the tokenizer comes from: an adapter that ships one (it added tokens) overrides the base's."""
+        if self.adapter_dir is not None and (self.adapter_dir / "tokenizer.json").is_file():
+            return self.adapter_dir
+        return self.model_dir
 
     @property
     def tokenizer(self):
         def build():
             from reference_engine.tokenizer.tokenizer import Tokenizer
-            return Tokenizer.from_pretrained(self.model_dir)
+            return Tokenizer.from_pretrained(self.tokenizer_dir)
         return self._get("tokenizer", build)
 
     @property
-    def weights(self):
+    def adapter(self):
+        """The LoRA adapter (reference_engine.adapter.Adapter) of an adapter run; ResourceError otherwise."""
+        def build():
+            if self.adapter_dir is None:
+                raise ResourceError("adapter", "not an adapter run (check ADAPTER_DIR --base BASE)")
+            from reference_engine.adapter import read_adapter
+            return read_adapter(self.adapter_dir)
+        return self._get("adapter", build)
+
+    @property
+    def base_weights(self):
+        """The base model's own tensor table (the weights without the adapter)."""
         def build():
             if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
                 from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
                 return GGUFWeights(self.gguf, gguf_arch(self.gguf))
             from reference_engine.files.weights import Weights
             return Weights.open(self.model_dir)
+        return self._get("base_weights", build)
+
+    @property
+    def weights(self):
+        """The model's tensor table; with an adapter, the base's with the adapter merged in (AdaptedWeights)."""
+        def build():
+            if self.adapter_dir is None:
+                return self.base_weights
+            from reference_engine.adapter import AdaptedWeights
+            return AdaptedWeights(self.base_weights, self.adapter)
         return self._get("weights", build)
 
     @property
@@ -187,7 +227,7 @@ class CheckContext:
             # longest ago, so over a run its pages all get touched, and a 1 GiB default would end up resident
             blocks = -(-plan.kv_tokens // 16) + 2 if plan is not None and self.device == "cpu" else None
             engine = Engine.from_pretrained(self.model_dir, device=self.device, dtype=self.dtype, num_blocks=blocks,
-                                            streaming=plan is not None and plan.streaming)
+                                            streaming=plan is not None and plan.streaming, adapter=self.adapter_dir)
             if plan is not None and plan.streaming:
                 engine.core.on_layer = self.on_layer
                 attach_pipeline(engine.core, plan)
@@ -235,6 +275,10 @@ class CheckContext:
                     raise ResourceError("files", "a GGUF file has no Hugging Face files (config.json, tokenizer.json, "
                                                  "safetensors); the GGF checks validate it")
                 continue  # the runner validated the directory before any check ran
+            if need == "adapter":
+                if self.adapter_dir is None:
+                    raise ResourceError("adapter", "not an adapter run (check ADAPTER_DIR --base BASE)")
+                continue  # LRA001 reports an unreadable adapter; the other LRA checks skip on it
             getattr(self, need)
 
     def threshold(self, check_id: str, name: str, default: Any) -> Any:

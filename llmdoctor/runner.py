@@ -62,9 +62,12 @@ def validate_model_dir(path: str | Path) -> Path:
 def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: str | None = None,
           device: str | None = None, dtype: str | None = None, quick: bool | None = None,
           baseline: str | Path | None = None, use_config: bool = True, progress: bool = False,
-          memory_budget: int | str | None = None) -> Report:
-    """Python API with the CLI's semantics: config file settings, overridden by the arguments given."""
-    root = validate_model_dir(path)
+          memory_budget: int | str | None = None, base: str | Path | None = None) -> Report:
+    """Python API with the CLI's semantics: config file settings, overridden by the arguments given.
+    path may be a LoRA adapter directory: base is its base model (default: base_model_name_or_path when local)."""
+    from llmdoctor.adapter_target import resolve
+    target = resolve(path, base)
+    root = validate_model_dir(target.base)
     settings = load_settings(root) if use_config else None
     pick = (lambda arg, key, default: arg if arg is not None
             else (getattr(settings, key) if settings and getattr(settings, key) is not None else default))
@@ -73,24 +76,31 @@ def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: 
                       fail_on=pick(fail_on, "fail_on", "error"), device=pick(device, "device", "auto"),
                       dtype=pick(dtype, "dtype", "auto"), quick=pick(quick, "quick", False),
                       thresholds=settings.thresholds if settings else {}, baseline=baseline,
-                      progress=Progress(0, enabled=None if progress else False), model_label=str(path),
-                      memory_budget=pick(memory_budget, "memory_budget", None))
+                      progress=Progress(0, enabled=None if progress else False),
+                      model_label=str(path) if target.adapter is None else target.label,
+                      memory_budget=pick(memory_budget, "memory_budget", None), adapter=target.adapter)
 
 
 def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
                fail_on: str = "error", device: str = "auto", dtype: str = "auto", quick: bool = False,
                thresholds: dict | None = None, baseline: str | Path | None = None,
                progress: Progress | None = None, model_label: str | None = None,
-               memory_budget: int | str | None = None, plan_stream=None) -> Report:
+               memory_budget: int | str | None = None, plan_stream=None, adapter: str | Path | None = None) -> Report:
     """memory_budget: bytes or '4GiB' (None: available memory minus headroom); the plan is made before any
-    engine is loaded and raises plan.PlanError (exit 2) when not even one layer fits; plan_stream gets it."""
+    engine is loaded and raises plan.PlanError (exit 2) when not even one layer fits; plan_stream gets it.
+    adapter: a LoRA adapter directory run on model_dir (its base): the LRA checks, then every model check on
+    the adapted model."""
     fail_on_rank(fail_on)  # reject a bad level before doing any work
     root = validate_model_dir(model_dir)
     validate_device(device)
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
-    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not {"pair", "endpoint"} & set(s.needs)]
+    # LRA checks look at an adapter: they run when one is given
+    elsewhere = {"pair", "endpoint"} | (set() if adapter else {"adapter"})
+    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not elsewhere & set(s.needs)]
+    if adapter:      # the adapter's own checks first: they say why the engine checks after them may fail
+        chosen.sort(key=lambda s: "adapter" not in s.needs)
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
-                       memory_budget=None if memory_budget is None else parse_size(memory_budget))
+                       memory_budget=None if memory_budget is None else parse_size(memory_budget), adapter=adapter)
     progress = progress or Progress(0, enabled=False)
     plan = plan_engine(ctx, chosen, plan_stream)
     ctx.on_layer = progress.layer
