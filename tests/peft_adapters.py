@@ -19,8 +19,8 @@ def load_base(base: Path):
     return AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).eval()
 
 
-def randomize(model, seed: int, scale: float = 0.05) -> None:
-    """Trained-looking adapter tensors: LoRA factors random, DoRA magnitudes and saved copies perturbed."""
+def randomize(model, seed: int, scale: float = 0.05, copies: bool = True) -> None:
+    """Trained-looking adapter tensors: LoRA factors random, DoRA magnitudes and (copies) saved copies perturbed."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -29,12 +29,13 @@ def randomize(model, seed: int, scale: float = 0.05) -> None:
                 p.copy_(noise * scale)
             elif "lora_magnitude_vector" in name:
                 p.mul_(1 + 0.1 * noise)
-            elif "modules_to_save" in name or "trainable_tokens_delta" in name:
+            elif copies and ("modules_to_save" in name or "trainable_tokens_delta" in name):
                 p.add_(noise * 0.02)
 
 
 def make_adapter(base: Path, out: Path, *, seed: int = 0, added_tokens: list[str] | None = None,
-                 randomize_weights: bool = True, save_embedding_layers="auto", **lora):
+                 randomize_weights: bool = True, train_copies: bool = True, save_embedding_layers="auto",
+                 **lora):
     from peft import LoraConfig, get_peft_model
     model = load_base(base)
     out = Path(out)
@@ -48,7 +49,7 @@ def make_adapter(base: Path, out: Path, *, seed: int = 0, added_tokens: list[str
     lora.setdefault("lora_alpha", 8)
     peft_model = get_peft_model(model, LoraConfig(**lora))
     if randomize_weights:
-        randomize(peft_model, seed)
+        randomize(peft_model, seed, copies=train_copies)
     peft_model.save_pretrained(out, save_embedding_layers=save_embedding_layers)
     return out, peft_model.eval()
 

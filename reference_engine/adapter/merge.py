@@ -10,6 +10,8 @@ back to W's dtype once, as merge_and_unload does.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from reference_engine.adapter.reader import Adapter, LoraModule
@@ -40,6 +42,31 @@ def lora_delta(adapter: Adapter, module: LoraModule, out_rows: int, in_features:
         raise ModelDirError(path, f"{module.name}: lora_A {list(a.shape)} / lora_B {list(b.shape)} do not fit "
                                   f"the base weight [{out_rows}, {in_features}]")
     return (b[start:end] @ a) * scale                 # [end - start, r] @ [r, in]
+
+
+def check_fits(adapter: Adapter, module: LoraModule, base_shape: tuple[int, ...]) -> None:
+    """Refuse, before any tensor is read, a module whose stored tensors cannot be merged into `base_shape`."""
+    info = adapter.tensors.info
+    if module.has_lora and (module.lora_a is None or module.lora_b is None):
+        have, miss = ("lora_A", "lora_B") if module.lora_a is not None else ("lora_B", "lora_A")
+        raise ModelDirError(adapter.file, f"{module.name}: {have} without its {miss}")
+    if len(base_shape) != 2:
+        raise ModelDirError(adapter.file, f"{module.name}: the base weight {list(base_shape)} is not a matrix")
+    out, inp = base_shape
+    if module.has_lora:
+        a, b = tuple(info(module.lora_a).shape), tuple(info(module.lora_b).shape)
+        r = a[0] if a else 0
+        if module.is_embedding_lora:
+            want = ((r, out), (inp, r))
+        else:
+            want = ((r, inp), (out, r)) if not adapter.config.fan_in_fan_out else ((r, out), (inp, r))
+        if (a, b) != want:
+            raise ModelDirError(adapter.file, f"{module.name}: lora_A {list(a)} / lora_B {list(b)} do not fit the "
+                                              f"base weight {list(base_shape)}")
+    magnitude = module.keys.get("magnitude")
+    if magnitude is not None and math.prod(info(magnitude).shape) != out:
+        raise ModelDirError(adapter.file, f"{module.name}: lora_magnitude_vector {list(info(magnitude).shape)} "
+                                          f"for {out} output rows")
 
 
 def merge_rows(adapter: Adapter, module: LoraModule, w: torch.Tensor, out_rows: int, read, start: int,

@@ -11,14 +11,17 @@ from dataclasses import replace
 
 import torch
 
-from reference_engine.adapter.merge import merge_rows
+from reference_engine.adapter.merge import check_fits, merge_rows
 from reference_engine.adapter.reader import Adapter, LoraModule
+from reference_engine.errors import ModelDirError
 from reference_engine.files.weights import TensorTable
 
 EMBED = "model.embed_tokens.weight"
 
 
 class AdaptedWeights(TensorTable):
+    dequantizes = True   # readers must use get(): an adapted tensor's bytes are not at info.offset
+
     def __init__(self, base, adapter: Adapter):
         self.base, self.adapter = base, adapter
         self.modules: dict[str, LoraModule] = {m.weight: m for m in adapter.modules.values()
@@ -28,6 +31,10 @@ class AdaptedWeights(TensorTable):
             start = self.start_key(module)
             if start is not None:      # a saved copy or base layer: its shape (a resized vocabulary) is the model's
                 self._infos[name] = replace(adapter.tensors.info(start), name=name)
+            if name not in self._infos:
+                raise ModelDirError(adapter.file, f"{module.name}: the base has no {name}")
+            if module.has_lora or "magnitude" in module.keys:
+                check_fits(adapter, module, tuple(self._infos[name].shape))
 
     @property
     def names(self) -> list[str]:
