@@ -60,11 +60,19 @@ def build_params(**values):
               show_default=True, help="Compute dtype (auto = float32 on cpu, the config's dtype on cuda).")
 @click.option("--memory-budget", default=None, metavar="SIZE",
               help="Memory the engine may use (e.g. 4GiB); a model that does not fit streams one layer at a time.")
+@click.option("--base", default=None, metavar="BASE", type=click.Path(path_type=Path),
+              help="With MODEL_DIR a LoRA adapter directory: its base model (default: base_model_name_or_path "
+                   "when local).")
 def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p, min_p, repetition_penalty,
                      max_new_tokens, seed, num_beams, length_penalty, stop, ignore_eos, stream, as_json,
-                     device, dtype, memory_budget):
-    """Generate a reply to PROMPT with the reference engine and show why it stopped."""
+                     device, dtype, memory_budget, base):
+    """Generate a reply to PROMPT with the reference engine (MODEL_DIR, or a LoRA adapter on --base) and show
+    why it stopped."""
+    from llmdoctor.adapter_target import resolve
     from reference_engine.engine import Engine
+
+    target = resolve(model_dir, base)
+    model_dir = target.base
 
     params = build_params(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                           repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens, seed=seed,
@@ -74,7 +82,8 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
     device, dtype = resolve_device_dtype(device, dtype, model_dir)
     plan = generation_plan(model_dir, device, dtype, memory_budget)
     streaming = plan is not None and plan.streaming
-    engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype, streaming=streaming)
+    engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype, streaming=streaming,
+                                    adapter=target.adapter)
     if plan is not None and not streaming:
         engine.core.pack_decode = plan.pack_decode     # the packed decode copy only where the budget has room
     request = messages if chat else prompt
