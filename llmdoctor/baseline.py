@@ -20,7 +20,7 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
            top_k: int = DEFAULT_TOP_K, memory_budget: int | None = None, plan_stream=None,
            adapter: str | Path | None = None) -> dict:
     """Run the probes on the model and return the baseline document (the engine planned against
-    memory_budget like a check run, reference_engine/core/plan.py; the plan printed to plan_stream)."""
+    memory_budget like a check run, reference_engine/budget/plan.py; the plan printed to plan_stream)."""
     from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
     from checks.analysis.prompts import new_tokens
     from checks.activations import activation_table
@@ -30,9 +30,9 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
 
     if top_k < 1:
         raise BaselineError(f"--top-k must be at least 1, found {top_k}")
-    from reference_engine.core.plan import BASELINE
+    from llmdoctor.workloads import BASELINE
     ctx = CheckContext(model_dir, device=device, dtype=dtype, quick=quick, memory_budget=memory_budget,
-                       workload=BASELINE, adapter=adapter)
+                       workload=BASELINE, adapter_dir=adapter)
     plan = ctx._plan_or_none()          # PlanError (exit 2) before anything is loaded
     from llmdoctor.runner import announce_plan
     announce_plan(plan, plan_stream)
