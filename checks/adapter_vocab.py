@@ -27,7 +27,7 @@ def tokenizer_beyond_base_rows(ctx):
     The vocabulary was resized for new tokens but the resized matrices were not saved with the adapter: peft
     fails at load with a size mismatch, or (tokens within padding rows) the new tokens embed as untrained
     rows. Each matrix is named with its rows and the tokenizer's largest id."""
-    tok, adapter, weights, base = adapter_tokenizer(ctx), ctx.adapter, ctx.weights, ctx.base_weights
+    tok, weights, base = adapter_tokenizer(ctx), ctx.weights, ctx.base_weights
     top = tok.max_token_id
     names = [EMBED] + ([] if ctx.config.tie_word_embeddings or LM_HEAD not in base else [LM_HEAD])
     for name in names:

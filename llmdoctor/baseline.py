@@ -46,7 +46,8 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
                        "greedy_text": ctx.tokenizer.decode(trace.tokens, skip_special_tokens=True)})
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "tool_version": __version__,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "model": str(model_dir), **({"adapter": str(adapter)} if adapter else {}), "fingerprint": fingerprint(Path(model_dir)), "device": ctx.device,
+            "model": str(model_dir), **({"adapter": str(adapter)} if adapter else {}),
+            "fingerprint": fingerprint(Path(model_dir)), "device": ctx.device,
             "dtype": ctx.dtype, "quick": quick, "top_k": top_k, "new_tokens": new_tokens(quick),
             "probes": probes, "activations": clean(activation_table(runs))}
 
