@@ -167,23 +167,26 @@ class CheckContext:
             return read_adapter(self.adapter_dir)
         return self._get("adapter", build)
 
+    def _open_base(self):
+        if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
+            from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
+            return GGUFWeights(self.gguf, gguf_arch(self.gguf))
+        from reference_engine.files.weights import Weights
+        return Weights.open(self.model_dir)
+
     @property
     def base_weights(self):
-        """The base model's own tensor table (the weights without the adapter)."""
-        def build():
-            if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
-                from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
-                return GGUFWeights(self.gguf, gguf_arch(self.gguf))
-            from reference_engine.files.weights import Weights
-            return Weights.open(self.model_dir)
-        return self._get("base_weights", build)
+        """The base model's own tensor table (the weights without the adapter; = weights without one)."""
+        if self.adapter_dir is None:
+            return self.weights
+        return self._get("base_weights", self._open_base)
 
     @property
     def weights(self):
         """The model's tensor table; with an adapter, the base's with the adapter merged in (AdaptedWeights)."""
         def build():
             if self.adapter_dir is None:
-                return self.base_weights
+                return self._open_base()
             from reference_engine.adapter import AdaptedWeights
             return AdaptedWeights(self.base_weights, self.adapter)
         return self._get("weights", build)

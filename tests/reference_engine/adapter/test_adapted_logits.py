@@ -58,6 +58,8 @@ def test_streaming_reads_the_same_adapted_weights(base, tmp_path):
     resident = Engine.from_pretrained(base, adapter=adapter).logits(ids)
     streamed = Engine.from_pretrained(base, adapter=adapter, streaming=True).logits(ids)
     assert torch.allclose(resident, streamed, atol=1e-5)
+    from reference_engine.budget.model_sizes import model_sizes
+    assert model_sizes(base, adapter).config.vocab_size == 513       # the memory plan sees the adapted vocabulary
 
 
 def test_dtype_bfloat16_runs(base, tmp_path):
