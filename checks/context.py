@@ -117,10 +117,11 @@ class CheckContext:
             return raw
         from reference_engine.adapter import adapted_vocab
         try:
-            vocab = adapted_vocab(self.weights)
+            vocab, untie = adapted_vocab(self.weights), self.weights.unties
         except ResourceError:
             return raw
-        return raw if vocab is None else {**raw, "vocab_size": vocab}
+        raw = raw if vocab is None else {**raw, "vocab_size": vocab}
+        return {**raw, "tie_word_embeddings": False} if untie and raw.get("tie_word_embeddings") else raw
 
     @property
     def config_path(self) -> Path:

@@ -16,7 +16,7 @@ from reference_engine.adapter.reader import Adapter, LoraModule
 from reference_engine.errors import ModelDirError
 from reference_engine.files.weights import TensorTable
 
-EMBED = "model.embed_tokens.weight"
+EMBED, LM_HEAD = "model.embed_tokens.weight", "lm_head.weight"
 
 
 class AdaptedWeights(TensorTable):
@@ -35,6 +35,27 @@ class AdaptedWeights(TensorTable):
                 raise ModelDirError(adapter.file, f"{module.name}: the base has no {name}")
             if module.has_lora or "magnitude" in module.keys:
                 check_fits(adapter, module, tuple(self._infos[name].shape))
+        head = self.modules.get(LM_HEAD)
+        # an adapter that carries its own lm_head (saved beside a resized embedding) unties a tied base
+        self.unties = head is not None and head.full_copy is not None
+        self.head_alias = None if self.unties else self._untied_head()
+        self.unties = self.unties or self.head_alias is not None
+
+    def _untied_head(self) -> tuple[str, str] | None:
+        """A tied model whose embed_tokens alone is saved (modules_to_save): peft leaves the LM head on the base's
+        embedding (the original module) unless ensure_weight_tying, so the adapted model is untied and its
+        lm_head.weight is that base embedding: ("adapter", key of the stored original) or ("base", EMBED)."""
+        embed = self.modules.get(EMBED)
+        if embed is None or embed.full_copy is None or LM_HEAD in self.modules \
+                or self.adapter.config.raw.get("ensure_weight_tying"):
+            return None
+        if LM_HEAD in self.base:
+            return ("base", LM_HEAD)
+        original = embed.keys.get("original")
+        alias = ("adapter", original) if original else ("base", EMBED)
+        info = self.adapter.tensors.info(original) if original else self.base.info(EMBED)
+        self._infos[LM_HEAD] = replace(info, name=LM_HEAD)
+        return alias
 
     @property
     def names(self) -> list[str]:
@@ -53,6 +74,9 @@ class AdaptedWeights(TensorTable):
         return self._get(name, self.base.get, self.adapter.tensors.get)
 
     def _get(self, name: str, base_get, adapter_get) -> torch.Tensor:
+        if name == LM_HEAD and self.head_alias is not None:
+            where, key = self.head_alias
+            return adapter_get(key) if where == "adapter" else base_get(key)
         module = self.modules.get(name)
         if module is None:
             return base_get(name)
@@ -94,6 +118,9 @@ class AdaptedReader:
         return self.table._get(name, self.base_reader.get, self.adapter_reader.get)
 
     def rows(self, name: str, start: int, end: int) -> torch.Tensor:
+        if name == LM_HEAD and self.table.head_alias is not None:
+            where, key = self.table.head_alias
+            return (self.adapter_reader if where == "adapter" else self.base_reader).rows(key, start, end)
         module = self.table.modules.get(name)
         if module is None:
             return self.base_reader.rows(name, start, end)
@@ -114,7 +141,7 @@ class AdaptedReader:
         self.adapter_reader.drop_all()
 
     def drop_tensor(self, name: str) -> None:
-        if name in self.table.base:
+        if name in self.table.base and not (name == LM_HEAD and self.table.head_alias is not None):
             self.base_reader.drop_tensor(name)
 
     def close(self) -> None:

@@ -45,11 +45,15 @@ def adapted_source(source: ModelSource, adapter_dir: str | Path) -> ModelSource:
     from reference_engine.adapter import AdaptedWeights, adapted_vocab, read_adapter
     adapter = read_adapter(adapter_dir)
     table = AdaptedWeights(source.open_weights(), adapter)
-    config = adapted_config(source.config, adapted_vocab(table))
+    config = adapted_config(source.config, adapted_vocab(table), untie=table.unties)
     return replace(source, config=config, open_weights=lambda: table, adapter=adapter)
 
 
-def adapted_config(config: ModelConfig, vocab: int | None) -> ModelConfig:
-    if vocab is None or vocab == config.vocab_size:
-        return config
-    return replace(config, vocab_size=vocab, raw={**config.raw, "vocab_size": vocab})
+def adapted_config(config: ModelConfig, vocab: int | None, untie: bool = False) -> ModelConfig:
+    """The adapted model's config: the adapter's vocabulary when it resized the embeddings; untied when it
+    trained the embedding of a tied model alone (AdaptedWeights.unties)."""
+    if vocab is not None and vocab != config.vocab_size:
+        config = replace(config, vocab_size=vocab, raw={**config.raw, "vocab_size": vocab})
+    if untie and config.tie_word_embeddings:
+        config = replace(config, tie_word_embeddings=False, raw={**config.raw, "tie_word_embeddings": False})
+    return config

@@ -67,3 +67,34 @@ def test_dtype_bfloat16_runs(base, tmp_path):
     ours = Engine.from_pretrained(base, adapter=adapter, dtype="bfloat16").logits(IDS)
     _, merged = peft_logits(peft_model, IDS)
     assert float((ours - merged).abs().max()) < 0.1
+
+
+TIED_VARIANTS = {
+    "trainable_tokens": dict(target_modules=["q_proj"], trainable_token_indices=[1, 5, 300]),
+    "embed_modules_to_save": dict(target_modules=["q_proj"], modules_to_save=["embed_tokens"]),
+    "embed_modules_to_save_resized": dict(target_modules=["q_proj"], modules_to_save=["embed_tokens"],
+                                          added_tokens=["<tool>", "<x>"]),
+    "embed_modules_to_save_tied": dict(target_modules=["q_proj"], modules_to_save=["embed_tokens"],
+                                       ensure_weight_tying=True),
+    "dora_on_biased_projections": dict(target_modules=["q_proj", "k_proj", "v_proj"], use_dora=True),
+}
+
+
+@pytest.fixture(scope="module")
+def tied_base(tmp_path_factory):
+    """Qwen2: tied embeddings and biased q/k/v projections."""
+    return build_model_dir(tmp_path_factory.mktemp("tied"), "qwen2", seed=2, tie_word_embeddings=True)
+
+
+@pytest.mark.parametrize("variant", list(TIED_VARIANTS))
+def test_tied_base_matches_peft(tied_base, tmp_path, variant):
+    """peft keeps a tied LM head on the base's embedding when only embed_tokens is trained (unless
+    ensure_weight_tying); trainable tokens stay tied."""
+    kw = dict(TIED_VARIANTS[variant])
+    adapter, peft_model = make_adapter(tied_base, tmp_path / variant, **kw)
+    ids = IDS + ([512, 513] if "added_tokens" in kw else [])
+    ours = Engine.from_pretrained(tied_base, adapter=adapter).logits(ids)
+    streamed = Engine.from_pretrained(tied_base, adapter=adapter, streaming=True).logits(ids)
+    gap = nearer_gap(ours, peft_logits(peft_model, ids))
+    assert gap < 1e-4, f"{variant}: {gap:.2e} from peft"
+    assert torch.allclose(ours, streamed, atol=1e-5)
