@@ -20,10 +20,10 @@ VLLM_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 @check("LRA012", category="adapter", severity="warning", needs=("adapter",),
        hint="For vLLM: drop modules_to_save / DoRA (merge the adapter instead), pass --max-lora-rank.")
 def vllm_serving(ctx):
-    """What vLLM will do with this adapter: refuse it (modules_to_save, DoRA, trainable tokens), need a flag
-    (rank above --max-lora-rank, default 16), or silently serve the base (no supported target module).
+    """vLLM serving: refused (modules_to_save, DoRA, trainable tokens), a flag needed, or the base served silently.
 
-    vLLM loads LoRA weights only into its own LoRA layers (vllm#2847: modules_to_save; DoRA is not implemented)
+    Refused: modules_to_save, DoRA, trainable tokens. A flag: a rank above --max-lora-rank (default 16).
+    Silently the base model: no target module vLLM supports. vLLM loads LoRA weights only into its own LoRA layers (vllm#2847: modules_to_save; DoRA is not implemented)
     and checks the rank against --max-lora-rank; an adapter none of whose modules vLLM supports is accepted
     and serves the base model unchanged (vllm#55193)."""
     adapter = ctx.adapter

@@ -21,8 +21,7 @@ def adapter_tokenizer(ctx):
 @check("LRA009", category="adapter", severity="error", needs=("adapter", "config"),
        hint="Add embed_tokens and lm_head to modules_to_save (or save_embedding_layers=True) and save again.")
 def tokenizer_beyond_base_rows(ctx):
-    """The adapter's tokenizer has ids beyond the base's embedding rows, and the adapter carries no resized
-    embed_tokens / lm_head.
+    """The adapter's tokenizer has ids beyond the embedding rows, and the adapter carries no resized embeddings.
 
     The vocabulary was resized for new tokens but the resized matrices were not saved with the adapter: peft
     fails at load with a size mismatch, or (tokens within padding rows) the new tokens embed as untrained

@@ -104,3 +104,12 @@ def test_smollm2_adapter_passes_check(smollm2_dir, tmp_path):
     assert lra == []
     assert not [c for c in report["checks"] if c["status"] == "crashed"]
     assert {c["id"]: c["status"] for c in report["checks"]}["ACT001"] == "passed"
+
+
+def test_baseline_of_adapted_model(made, tmp_path):
+    root, base, adapter = made
+    out_file = tmp_path / "adapted.json"
+    out = cli("baseline", adapter, "--base", base, "--quick", "-o", out_file)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out_file.read_text())
+    assert doc["adapter"] == str(adapter) and doc["probes"]
