@@ -12,10 +12,11 @@ from pathlib import Path
 import click
 
 from llmdoctor import __version__
+from llmdoctor.cli_known import known_option
+from reports import FORMATS  # table, json, junit, markdown, html, sarif, github, gitlab
 
 EXIT_USAGE = 2
 DEMO_MODEL = Path(__file__).parent / "demo_model"
-FORMATS = ("table", "json", "junit", "markdown", "html")
 # command modules written alongside this one; each defines click commands with these names
 COMMAND_MODULES = {"llmdoctor.cli_generate": ("generate",), "llmdoctor.cli_fix": ("fix",),
                    "llmdoctor.cli_probe": ("probe", "triage"), "llmdoctor.cli_baseline": ("baseline",),
@@ -93,8 +94,9 @@ def cli():
 @click.option("--memory-budget", default=None, metavar="SIZE",
               help="Memory the engine may use, e.g. 4GiB, 512MiB, 8G (default: available memory minus headroom); "
                    "models that do not fit are streamed one layer at a time (docs/memory.md).")
+@known_option
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
-                  memory_budget):
+                  memory_budget, known):
     """Run the checks on the model directory PATH and print a report."""
     from llmdoctor.config_file import Settings, load_settings
     from llmdoctor.output_guard import refuse_inside_model
@@ -117,7 +119,7 @@ def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, qui
         model_label="demo" if demo else str(path), memory_budget=budget_option(memory_budget, settings),
         plan_stream=sys.stderr if rank == 0 else None)
     if rank == 0:                  # in a torchrun pipeline, rank 0 prints the report
-        emit(report, fmt, output)
+        emit(report, fmt, output, known)
     sys.exit(report.exit_code())
 
 
@@ -151,15 +153,23 @@ def model_path(path: str | None, demo: bool) -> Path:
     return Path(path)
 
 
-def emit(report, fmt: str, output: Path | None) -> None:
-    """Render to stdout, or to a file (written whole, so a failure leaves no half report behind)."""
+def emit(report, fmt: str, output: Path | None, known: Path | None = None) -> None:
+    """Mark the findings a --known report holds, then render to stdout, or to a file (written whole, so a
+    failure leaves no half report behind)."""
+    from llmdoctor.ci_rules import render_options
+    from llmdoctor.locate import KnownReportError, mark_known
     from reports import render
     from reports.common import summary_line
+    try:
+        mark_known(report, known)
+    except KnownReportError as e:
+        raise InputError(str(e)) from None
+    options = render_options(report, fmt)
     if output is None:
-        render(report, fmt, sys.stdout)
+        render(report, fmt, sys.stdout, **options)
         return
     buffer = io.StringIO()
-    render(report, fmt, buffer, **({"colour": False} if fmt == "table" else {}))
+    render(report, fmt, buffer, **options, **({"colour": False} if fmt == "table" else {}))
     try:
         output.write_text(buffer.getvalue(), encoding="utf-8")
     except OSError as e:

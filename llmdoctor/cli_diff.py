@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli import FORMATS, InputError, budget_option, emit
+from llmdoctor.cli import FORMATS, InputError, budget_option, emit, known_option
 
 
 @click.command("diff")
@@ -34,8 +34,9 @@ from llmdoctor.cli import FORMATS, InputError, budget_option, emit
 @click.option("--quick", is_flag=True, help="Fewer windows, tokens and probes.")
 @click.option("--memory-budget", default=None, metavar="SIZE",
               help="Memory both engines may use together, e.g. 8GiB (each side gets half; larger models stream).")
+@known_option
 def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device, dtype, quick,
-                 memory_budget):
+                 memory_budget, known):
     """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline
     JSON from `llmdoctor baseline`): config, tokenizer, weights, logit statistics, the first layer where they
     part ways, and greedy generations."""
@@ -57,5 +58,5 @@ def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, out
                       ignore=parse_selectors(ignore), fail_on=fail_on, device=device, dtype=dtype, quick=quick,
                       memory_budget=budget_option(memory_budget, None), ctx_len=ctx_len, chunks=chunks,
                       progress=Progress(0))
-    emit(report, fmt, output)
+    emit(report, fmt, output, known)
     sys.exit(report.exit_code())

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-FORMATS = ("table", "json", "junit", "markdown", "html")
+from llmdoctor.cli_known import known_option
+from reports import FORMATS
 
 
 def _size(ctx, param, value):
@@ -31,6 +32,7 @@ def _block_sizes(ctx, param, value):
 
 
 def report_options(func):
+    func = known_option(func)
     func = click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default="error",
                         show_default=True, help="Exit 1 when a finding is at or above this severity.")(func)
     func = click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
@@ -39,10 +41,10 @@ def report_options(func):
                         help="Report format (html draws the plots).")(func)
 
 
-def finish(recorder, fmt: str, output: Path | None, fail_on: str) -> None:
+def finish(recorder, fmt: str, output: Path | None, fail_on: str, known: Path | None = None) -> None:
     from llmdoctor.cli import emit
     report = recorder.report(fail_on=fail_on)
-    emit(report, fmt, output)
+    emit(report, fmt, output, known)
     sys.exit(report.exit_code())
 
 
@@ -88,7 +90,7 @@ def probe():
 @report_options
 def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, output_sigma, seed, save_trace,
              block_sizes, pool_tokens, with_model, memory_budget, kv_dtype, max_len, tick_tokens, step_ms,
-             max_running, fmt, output, fail_on):
+             max_running, fmt, output, fail_on, known):
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
     from probes.kv import ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
@@ -115,7 +117,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     recorder.add(kv_findings(result), time.perf_counter() - started)
     click.echo(f"llmdoctor: probe kv: {len(workload)} requests x {len(result.runs)} allocations simulated in "
                f"{time.perf_counter() - started:.1f} s", err=True)
-    finish(recorder, fmt, output, fail_on)
+    finish(recorder, fmt, output, fail_on, known)
 
 
 @probe.command("bandwidth")
@@ -129,7 +131,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
 @click.option("--dtype", type=click.Choice(("float32", "bfloat16", "float16")), default=None,
               help="Engine dtype for the decode roofline [default: float32 on cpu, bfloat16 on cuda].")
 @report_options
-def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fail_on):
+def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fail_on, known):
     """Measure achieved memory bandwidth vs the NVML peak (or host memory without a GPU)."""
     import torch
 
@@ -152,7 +154,7 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
             dev = "cuda" if result.device.startswith("cuda") else "cpu"
             run_roofline_part(recorder, model_dir, result.best_bytes_per_s, dev,
                               dtype or ("bfloat16" if dev == "cuda" else "float32"))
-    finish(recorder, fmt, output, fail_on)
+    finish(recorder, fmt, output, fail_on, known)
 
 
 from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint  # noqa: E402  (needs report_options above)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from findings import Report
+from findings import Finding, Report
 
 from reports.common import severity_counts, status_counts
 
@@ -28,8 +28,15 @@ def as_dict(report: Report) -> dict:
         "plan": report.plan,
         "summary": {"checks": len(report.checks), **status_counts(report), **severity_counts(report)},
         "checks": [run.as_dict() for run in report.checks],
-        "findings": [f.as_dict() for f in report.findings],
+        "findings": [finding_dict(f) for f in report.findings],
+        "known_report": report.known_report,
     }
+
+
+def finding_dict(finding: Finding) -> dict:
+    """A finding with where it is and its identity across runs (what `--known` matches on)."""
+    location = finding.location.as_dict() if finding.location else {"file": None, "line": None, "logical": None}
+    return {**finding.as_dict(), "location": location, "fingerprint": finding.fingerprint, "known": finding.known}
 
 
 def render(report: Report, stream: TextIO) -> None:
