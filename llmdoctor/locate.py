@@ -23,6 +23,7 @@ from llmdoctor.json_lines import find_key_line
 
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
+CATEGORY_FILES = {"tokenizer": "tokenizer.json"}   # where a finding that names no file is anchored, else config.json
 BINARY_SUFFIXES = (".safetensors", ".gguf", ".bin", ".model", ".pt", ".pth", ".pkl", ".npz", ".onnx")
 # words that vary between runs of the same model: hex digests/addresses, then any number
 HEX_WORD = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}\b")
@@ -63,14 +64,27 @@ class Anchor:
         return (self.root / rel).is_file()
 
 
+def from_evidence(finding: Finding) -> Location:
+    """A check that named no location: the tensor or file its evidence names, else nothing (config.json)."""
+    tensor, file = finding.evidence.get("tensor"), finding.evidence.get("file")
+    if isinstance(tensor, str):
+        return Location(file="model.safetensors", logical=tensor)
+    if isinstance(file, str) and "/" not in file.strip("/") and not Path(file).is_absolute():
+        return Location(file=file)
+    return Location(file=CATEGORY_FILES.get(finding.category))
+
+
 def locate(finding: Finding, anchor: Anchor | None) -> Finding:
-    loc = finding.location or Location()
+    loc = finding.location or from_evidence(finding)
     if anchor is None:
         return replace(finding, location=loc if finding.location else None)
     rel, line = resolve(loc, anchor)
+    named = (loc.file or "").replace("\\", "/").lstrip("/")
+    # a finding moved off the file it names (binary, missing) keeps that file in its logical name
+    logical = loc.logical or (named if named and named != rel else None)
     # the file inside the model is kept for the fingerprint (the shown prefix may be absolute)
-    return replace(finding, location=Location(anchor.shown(rel) if rel else None, line, loc.logical),
-                   fingerprint=_relative_key(rel, loc.logical))
+    return replace(finding, location=Location(anchor.shown(rel) if rel else None, line, logical),
+                   fingerprint=_relative_key(rel, logical))
 
 
 def resolve(loc: Location, anchor: Anchor) -> tuple[str | None, int | None]:
@@ -81,7 +95,8 @@ def resolve(loc: Location, anchor: Anchor) -> tuple[str | None, int | None]:
             line = find_key_line(anchor.root / INDEX, loc.logical)
             if line is not None:
                 return INDEX, line
-        rel = CONFIG if anchor.exists(CONFIG) else rel
+        if anchor.exists(CONFIG):
+            return CONFIG, 1
     elif not anchor.exists(rel):   # a missing file cannot be shown: the model's config (or GGUF file) stands in
         rel = CONFIG if anchor.exists(CONFIG) else anchor.default
     if rel.lower().endswith(BINARY_SUFFIXES) or not anchor.exists(rel):
