@@ -23,7 +23,8 @@ from llmdoctor.json_lines import find_key_line
 
 CONFIG = "config.json"
 INDEX = "model.safetensors.index.json"
-CATEGORY_FILES = {"tokenizer": "tokenizer.json"}   # where a finding that names no file is anchored, else config.json
+# where a finding that names nothing is anchored (when the file exists), else config.json
+CATEGORY_FILES = {"tokenizer": "tokenizer.json", "generation": "generation_config.json"}
 BINARY_SUFFIXES = (".safetensors", ".gguf", ".bin", ".model", ".pt", ".pth", ".pkl", ".npz", ".onnx")
 # words that vary between runs of the same model: hex digests/addresses, then any number
 HEX_WORD = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}\b")
@@ -65,13 +66,21 @@ class Anchor:
 
 
 def from_evidence(finding: Finding) -> Location:
-    """A check that named no location: the tensor or file its evidence names, else nothing (config.json)."""
-    tensor, file = finding.evidence.get("tensor"), finding.evidence.get("file")
+    """A check that named no location: the tensor, metadata key, layer or file its evidence names, else the
+    category's usual file (config.json by default)."""
+    ev = finding.evidence
+    tensor, file, key, layer = ev.get("tensor"), ev.get("file"), ev.get("key"), ev.get("layer")
     if isinstance(tensor, str):
         return Location(file="model.safetensors", logical=tensor)
-    if isinstance(file, str) and "/" not in file.strip("/") and not Path(file).is_absolute():
-        return Location(file=file)
-    return Location(file=CATEGORY_FILES.get(finding.category))
+    file = file if isinstance(file, str) and "/" not in file.strip("/") else None
+    if isinstance(key, str):
+        return Location(file=file, logical=key)
+    if isinstance(layer, int) and not isinstance(layer, bool):
+        module, expert = ev.get("module"), ev.get("expert")
+        logical = f"model.layers.{layer}" + (f".{module}" if isinstance(module, str) else "") \
+            + (f".mlp.experts.{expert}" if isinstance(expert, int) else "")
+        return Location(file=file, logical=logical)
+    return Location(file=file or CATEGORY_FILES.get(finding.category))
 
 
 def locate(finding: Finding, anchor: Anchor | None) -> Finding:
