@@ -20,7 +20,7 @@ DEMO_MODEL = Path(__file__).parent / "demo_model"
 # command modules written alongside this one; each defines click commands with these names
 COMMAND_MODULES = {"llmdoctor.cli_generate": ("generate",), "llmdoctor.cli_fix": ("fix",),
                    "llmdoctor.cli_probe": ("probe", "triage"), "llmdoctor.cli_baseline": ("baseline",),
-                   "llmdoctor.cli_diff": ("diff",)}
+                   "llmdoctor.cli_diff": ("diff",), "llmdoctor.cli_report": ("report",)}
 
 
 class InputError(Exception):
@@ -30,6 +30,7 @@ class InputError(Exception):
 def input_errors() -> tuple[type[Exception], ...]:
     from checks.context import ResourceError, ThresholdError
     from llmdoctor.config_file import ConfigFileError
+    from llmdoctor.locate import KnownReportError
     from llmdoctor.runner import DeviceError
     from llmdoctor.selection import SelectionError
     from llmdoctor.output_guard import OutputError
@@ -37,7 +38,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     from reference_engine.core.pipeline import PipelineError
     from reference_engine.core.plan import PlanError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
-            OutputError, PlanError, PipelineError)
+            OutputError, PlanError, PipelineError, KnownReportError)
 
 
 class DoctorGroup(click.Group):
@@ -157,13 +158,10 @@ def emit(report, fmt: str, output: Path | None, known: Path | None = None) -> No
     """Mark the findings a --known report holds, then render to stdout, or to a file (written whole, so a
     failure leaves no half report behind)."""
     from llmdoctor.ci_rules import render_options
-    from llmdoctor.locate import KnownReportError, mark_known
+    from llmdoctor.locate import mark_known
     from reports import render
     from reports.common import summary_line
-    try:
-        mark_known(report, known)
-    except KnownReportError as e:
-        raise InputError(str(e)) from None
+    mark_known(report, known)
     options = render_options(report, fmt)
     if output is None:
         render(report, fmt, sys.stdout, **options)

@@ -173,7 +173,12 @@ probe.add_command(probe_endpoint)
 @click.option("--endpoint", metavar="URL", default=None,
               help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks).")
 @endpoint_options
-def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s):
+@click.option("--format", "ci_formats", multiple=True, type=click.Choice(("sarif", "gitlab", "github")),
+              help="Also write report.sarif / gl-code-quality-report.json into the bundle, or print GitHub "
+                   "annotations (repeatable); the bundle always has JSON, Markdown and HTML.")
+@known_option
+def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s,
+           ci_formats, known):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
     from llmdoctor.triage import run_triage
     endpoint_options_ = None
@@ -181,7 +186,7 @@ def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_n
         from llmdoctor.endpoint import EndpointOptions
         endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
     result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
-                        endpoint=endpoint_options_)
+                        endpoint=endpoint_options_, ci_formats=ci_formats, known=known)
     from reports.common import summary_line
     click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
     for path in result.files:

@@ -27,7 +27,7 @@ INDEX = "model.safetensors.index.json"
 CATEGORY_FILES = {"tokenizer": "tokenizer.json", "generation": "generation_config.json"}
 BINARY_SUFFIXES = (".safetensors", ".gguf", ".bin", ".model", ".pt", ".pth", ".pkl", ".npz", ".onnx")
 # words that vary between runs of the same model: hex digests/addresses, then any number
-HEX_WORD = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,}\b")
+HEX_WORD = re.compile(r"\b(?:0[xX][0-9a-fA-F]+|(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{6,})\b")
 NUMBER = re.compile(r"\d+(?:[.,_]\d+)*(?:[eE][-+]?\d+)?")
 
 
@@ -99,6 +99,8 @@ def locate(finding: Finding, anchor: Anchor | None) -> Finding:
 def resolve(loc: Location, anchor: Anchor) -> tuple[str | None, int | None]:
     """(file inside the model, line) for a check's location."""
     rel = (loc.file or anchor.default).replace("\\", "/").lstrip("/")
+    if anchor.single_file and rel.lower().endswith(BINARY_SUFFIXES):
+        rel = anchor.default       # a GGUF model: its tensors are in the file itself
     if rel.lower().endswith(BINARY_SUFFIXES) and not (anchor.single_file and rel == anchor.default):
         if loc.logical and anchor.exists(INDEX):
             line = find_key_line(anchor.root / INDEX, loc.logical)
