@@ -17,9 +17,9 @@ def repo_path(file: str, root: str | Path | None = None) -> str:
     """The path a CI platform resolves from the repository root: a relative path stays as given (the user ran
     llmdoctor from the checkout, as CI does); an absolute one under the working directory (GitHub's workspace)
     becomes relative to it; any other absolute path stays absolute."""
+    if not file.startswith("/"):
+        return file
     path = PurePosixPath(file)
-    if not path.is_absolute():
-        return str(path)
     base = Path(root if root is not None else os.getcwd()).resolve().as_posix()
     try:
         return str(path.relative_to(base))

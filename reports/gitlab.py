@@ -28,5 +28,6 @@ def _fallback(finding: Finding) -> str:
 
 
 def render(report: Report, stream: TextIO, rules=None) -> None:
-    json.dump([issue(f, report) for f in report.findings], stream, indent=2, sort_keys=True)
-    stream.write("\n")
+    issues = [issue(f, report) for f in report.findings]
+    # indented for people; a large report compact (json's fast encoder only runs without indent)
+    stream.write(json.dumps(issues, indent=2 if len(issues) <= 1000 else None, sort_keys=True) + "\n")

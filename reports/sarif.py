@@ -17,6 +17,7 @@ from reports.ci import SARIF_LEVELS, ordered_findings, repo_path, rule_of
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 MAX_RESULTS = 25_000          # per run, GitHub code scanning's limit
 FINGERPRINT_KEY = "llmdoctorFingerprint/v1"
+COMPACT_ABOVE = 1000          # results
 
 
 def as_dict(report: Report, rules: dict[str, Rule] | None = None) -> dict:
@@ -77,5 +78,7 @@ def locations(finding: Finding) -> list[dict]:
 
 
 def render(report: Report, stream: TextIO, rules: dict[str, Rule] | None = None) -> None:
-    json.dump(as_dict(report, rules), stream, indent=2, allow_nan=False)
-    stream.write("\n")
+    data = as_dict(report, rules)
+    # indented for people; a large log compact (json's fast encoder only runs without indent)
+    indent = 2 if len(data["runs"][0]["results"]) <= COMPACT_ABOVE else None
+    stream.write(json.dumps(data, indent=indent, allow_nan=False) + "\n")
