@@ -129,7 +129,8 @@ def generation_config_differs(ctx):
 
 
 def _special_location(key: str) -> Location:
-    """'config.eos_token_id' -> config.json eos_token_id; 'tokenizer.eos_token_id' -> tokenizer_config.json eos_token."""
+    """'config.eos_token_id' -> config.json's eos_token_id; 'tokenizer.eos_token_id' -> tokenizer_config.json's
+    eos_token."""
     source, _, name = key.partition(".")
     if source == "tokenizer":
         return Location(file="tokenizer_config.json", logical=name.removesuffix("_id"))

@@ -76,7 +76,8 @@ def test_sarif_github_and_gitlab(repo, monkeypatch, tmp_path):
     (run,) = sarif["runs"]
     result = next(r for r in run["results"] if r["ruleId"] == "VOC002")
     physical = result["locations"][0]["physicalLocation"]
-    assert code == 1 and physical == {"artifactLocation": {"uri": f"{MODEL}/config.json"}, "region": {"startLine": line}}
+    assert code == 1
+    assert physical == {"artifactLocation": {"uri": f"{MODEL}/config.json"}, "region": {"startLine": line}}
     assert result["locations"][0]["logicalLocations"][0]["name"] == "vocab_size"
     rule = next(r for r in run["tool"]["driver"]["rules"] if r["id"] == "VOC002")
     assert "Remedy" in rule["fullDescription"]["text"] and "Fix:" in rule["help"]["text"]   # docstring, explain
