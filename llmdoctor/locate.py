@@ -56,7 +56,8 @@ class Anchor:
         given = Path(shown if shown is not None else str(model))
         self.prefix = given.parent if self.single_file else given
         self.default = model.name if self.single_file else CONFIG
-        self.secrets = {s for s in (str(model), str(given), str(model.resolve()), model.as_posix()) if len(s) > 1}
+        spellings = (str(model), str(given), str(model.resolve()), model.as_posix())
+        self.secrets = {s for s in spellings if s not in ("", ".")}   # the model's path, as messages may write it
 
     def shown(self, rel: str) -> str:
         return (self.prefix / rel).as_posix()
@@ -141,8 +142,9 @@ def with_fingerprints(located: list[Finding], anchor: Anchor | None) -> list[Fin
 
 def normalize_message(message: str, anchor: Anchor | None = None) -> str:
     """The message with the model's path, hex digests and numbers taken out."""
-    for secret in sorted(anchor.secrets if anchor else (), key=len, reverse=True):
-        message = message.replace(secret, "<model>")
+    for path in sorted(anchor.secrets if anchor else (), key=len, reverse=True):
+        # whole path words only: a model directory named "m" must not eat the m of "embedding"
+        message = re.sub(rf"(?<![\w.\-/]){re.escape(path)}(?![\w\-])", "<model>", message)
     return NUMBER.sub("#", HEX_WORD.sub("#", message))
 
 

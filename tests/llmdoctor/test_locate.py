@@ -111,6 +111,12 @@ def test_fingerprints_ignore_numbers_paths_and_where_the_model_lives(tmp_path):
     repeats = located(first, finding(message="tensor 1 is zero"), finding(message="tensor 2 is zero"))
     assert repeats[0].fingerprint != repeats[1].fingerprint   # the same text twice stays two findings
     assert normalize_message("run at 0x7f3a12 took 1.5e-3 s, sha 3fa4bc9d1e") == "run at # took # s, sha #"
+    short = tmp_path / "c" / "m"
+    short.mkdir(parents=True)
+    (short / "config.json").write_text("{}")
+    (z,) = located(short, finding(message="m/config.json: embedding too small", location=loc), shown="m")
+    (w,) = located(short, finding(message=f"{short}/config.json: embedding too small", location=loc))
+    assert z.fingerprint == w.fingerprint      # the path replaced as a path, "embedding" left alone
 
 
 def test_known_findings_never_fail_and_new_ones_do(tmp_path):
