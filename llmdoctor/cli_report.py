@@ -8,22 +8,19 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_known import known_option
-from reports import FORMATS
+from llmdoctor.cli_options import FAIL_ON, format_option, known_option, output_option
 
 
 @click.command("report")
 @click.argument("report_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Report format.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
-              help="Write the report to this file instead of stdout.")
-@click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default=None,
+@format_option()
+@output_option("Write the report to this file instead of stdout.")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default=None,
               help="Exit 1 when a finding is at or above this severity [default: the report's own].")
 @known_option
 def report_command(report_file, fmt, output, fail_on, known):
     """Render REPORT_FILE (a JSON report from `check`, `diff` or `probe`) as FMT; exit by --fail-on."""
-    from llmdoctor.cli import InputError, emit
+    from llmdoctor.cli_options import InputError, emit
     from reports.json import from_dict
     try:
         report = from_dict(json.loads(report_file.read_text(encoding="utf-8")))

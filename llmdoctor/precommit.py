@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_known import known_option
+from llmdoctor.cli_options import known_option
 
 # the static checks: no engine, weights read as headers (shapes, dtypes) only
 DEFAULT_SELECT = "files,config,tokenizer,vocab,WGT001,WGT002,WGT003,WGT004"
@@ -39,7 +39,7 @@ def model_paths(files: tuple[str, ...]) -> list[Path]:
 @known_option
 def main(files, select, ignore, fail_on, fmt, known):
     """Check the models that FILES belong to."""
-    from llmdoctor.cli import emit, one_line
+    from llmdoctor.cli_options import emit
     from llmdoctor.runner import run_checks, validate_model_dir
     from llmdoctor.selection import parse_selectors
     from reference_engine.errors import ModelDirError
@@ -49,7 +49,7 @@ def main(files, select, ignore, fail_on, fmt, known):
         try:
             root = validate_model_dir(model)
         except ModelDirError as e:
-            click.echo(f"llmdoctor: skipping {model}: {one_line(e)}", err=True)
+            click.echo(f"llmdoctor: skipping {model}: {' '.join(str(e).split())}", err=True)
             continue
         report = run_checks(root, select=parse_selectors((select,)) or None, ignore=parse_selectors((ignore,)),
                             fail_on=fail_on, device="cpu", quick=True)
