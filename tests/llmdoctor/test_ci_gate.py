@@ -159,3 +159,35 @@ def test_pre_commit_manifest_and_hook(repo, monkeypatch):
     staged = [f"{MODEL}/config.json", f"{MODEL}/tokenizer.json"]     # two files of one model: checked once
     result = CliRunner().invoke(main, [*staged, "--format", "github"], catch_exceptions=False)
     assert result.exit_code == 1 and result.output.count("title=VOC002::") == 1
+
+
+def test_probe_endpoint_and_triage_speak_the_ci_formats(repo, monkeypatch, tmp_path, capsys):
+    from tests.endpoint_assets import free_port
+    build_model_dir(repo / "models" / "good")
+    code, out = invoke(repo, monkeypatch, "probe", "endpoint", f"http://127.0.0.1:{free_port()}/v1", "--model",
+                       "models/good", "--timeout", "2", "--format", "sarif")
+    sarif = json.loads(out)
+    jsonschema.validate(sarif, SARIF_SCHEMA)
+    (dead,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "EPT001"]
+    assert code == 1 and dead["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
+        "models/good/config.json"
+
+    from llmdoctor.triage import run_triage     # the API under `triage --format`, with a small bandwidth probe
+    bundle = tmp_path / "bundle"
+    capsys.readouterr()
+    run_triage("models/good", bundle, kv_requests=50, bandwidth_bytes=1 << 20, run_checks=False,
+               ci_formats=("sarif", "gitlab", "github"))
+    out = capsys.readouterr().out
+    jsonschema.validate(json.loads((bundle / "report.sarif").read_text()), SARIF_SCHEMA)
+    issues = json.loads((bundle / "gl-code-quality-report.json").read_text())
+    assert issues and all({"description", "check_name", "fingerprint", "severity", "location"} <= set(i)
+                          for i in issues)
+    assert "title=ENV101::" in out
+
+
+def test_every_report_command_takes_the_ci_formats_and_known(repo, monkeypatch):
+    for command in (["check"], ["diff"], ["probe", "endpoint"], ["probe", "kv"], ["report"]):
+        code, out = invoke(repo, monkeypatch, *command, "--help")
+        assert code == 0 and "sarif" in out and "github" in out and "gitlab" in out and "--known" in out, command
+    code, out = invoke(repo, monkeypatch, "triage", "--help")
+    assert code == 0 and "--format [sarif|gitlab|github]" in out and "--known" in out
