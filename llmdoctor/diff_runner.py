@@ -13,6 +13,7 @@ from checks.diff.pair import PairContext
 from findings import Finding, Report, Severity, fail_on_rank
 from llmdoctor import __version__
 from llmdoctor.fingerprint import fingerprint
+from llmdoctor.locate import locate_report
 from llmdoctor.progress import Progress
 from llmdoctor.runner import run_all, validate_device
 from llmdoctor.selection import select_checks
@@ -48,6 +49,8 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
     run_all(chosen, ctx, report, progress)
     if ref_side.adapter or cand_side.adapter:
         fail_uncompared(report)
+    about = ctx.cand if ctx.cand.kind != "baseline" else ctx.ref   # findings are about the candidate
+    locate_report(report, about.path)
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = ctx.device, ctx.dtype
     report.resources = ctx.build_seconds

@@ -18,6 +18,7 @@ from checks.registry import CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
 from llmdoctor.config_file import load_settings
 from llmdoctor.fingerprint import fingerprint
+from llmdoctor.locate import locate_report
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from findings.crash import describe
 from llmdoctor.progress import Progress
@@ -111,11 +112,24 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
     run_all(chosen, ctx, report, progress)
+    if adapter:
+        locate_adapter_findings(report, adapter)
+    locate_report(report, root)    # each finding's file and line in the model, and its fingerprint
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = _resolved(ctx)
     report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}
     report.plan = plan_with_actuals(ctx, plan, report.duration_s)
     return report
+
+
+def locate_adapter_findings(report: Report, adapter: str | Path) -> None:
+    """The LRA findings point into the adapter directory (adapter_config.json keys, adapter tensors), not the
+    base's; located first, so locate_report leaves them as they are."""
+    everything = report.findings
+    report.findings = [f for f in everything if f.category == "adapter"]
+    locate_report(report, adapter)
+    located = iter(report.findings)
+    report.findings = [next(located) if f.category == "adapter" else f for f in everything]
 
 
 def run_all(chosen: list[CheckSpec], ctx, report: Report, progress) -> None:
