@@ -99,8 +99,9 @@ def shapes_do_not_fit(ctx):
             found = tuple(adapter.tensors.info(key).shape)
             if found != expected:
                 yield Problem(f"{module.name}: {ROLE_NAMES[role]} {list(found)} does not fit the base weight "
-                              f"{list(shape)} (expected {list(expected)})", evidence={"tensor": key, "shape": found, "expected": expected,
-                                                              "base_shape": shape}, location=at_tensor(key))
+                              f"{list(shape)} (expected {list(expected)})",
+                              evidence={"tensor": key, "shape": found, "expected": expected, "base_shape": shape},
+                              location=at_tensor(key))
         yield from _copy_and_magnitude(adapter, module, shape)
 
 

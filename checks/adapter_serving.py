@@ -23,9 +23,10 @@ def vllm_serving(ctx):
     """vLLM serving: refused (modules_to_save, DoRA, trainable tokens), a flag needed, or the base served silently.
 
     Refused: modules_to_save, DoRA, trainable tokens. A flag: a rank above --max-lora-rank (default 16).
-    Silently the base model: no target module vLLM supports. vLLM loads LoRA weights only into its own LoRA layers (vllm#2847: modules_to_save; DoRA is not implemented)
-    and checks the rank against --max-lora-rank; an adapter none of whose modules vLLM supports is accepted
-    and serves the base model unchanged (vllm#55193)."""
+    Silently the base model: no target module vLLM supports. vLLM loads LoRA weights only into its own LoRA
+    layers (vllm#2847: modules_to_save; DoRA is not implemented) and checks the rank against --max-lora-rank;
+    an adapter none of whose modules vLLM supports is accepted and serves the base model unchanged (vllm#55193).
+    """
     adapter = ctx.adapter
     cfg = adapter.config
     modules = {m.short for m in adapter.lora_modules()}
