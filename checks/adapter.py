@@ -172,7 +172,14 @@ def missing_partner(ctx):
 @check("LRA006", category="adapter", severity="error", needs=("adapter",),
        hint="Retrain or restore from a checkpoint before the divergence; check the learning rate and precision.")
 def non_finite(ctx):
-    """NaN or Inf in an adapter tensor: every output of the adapted modules becomes NaN."""
+    """NaN or Inf in an adapter tensor: every output of the adapted modules becomes NaN.
+
+    A LoRA update is added to every output of the module it targets, so one non-finite value in lora_A,
+    lora_B, a DoRA magnitude or a saved embedding copy turns that module's outputs, and from there every
+    logit, into NaN. It usually means training diverged (a learning rate too high for the rank and alpha,
+    or fp16 overflow) and the adapter was saved anyway. The finding names the tensor; restore an earlier
+    checkpoint or retrain.
+    """
     adapter = ctx.adapter
     for key in adapter.tensors.names:
         problem = finite_problem(adapter.tensors.get(key))
