@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reference_engine.tokenizer.sentencepiece_model import read_sentencepiece_model  # noqa: E402
 from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_sentencepiece  # noqa: E402
+from reference_engine.tokenizer.tokenizer import Tokenizer  # noqa: E402
 from tests import assets  # noqa: E402
 
 
@@ -47,7 +48,7 @@ def main() -> None:
         ours = best_of(args.repeats, lambda: read_sentencepiece_model(path))
         pb = best_of(args.repeats, lambda: protobuf_read(path))
         load = best_of(args.repeats, lambda: spm.SentencePieceProcessor(model_file=str(path)))
-        tok, sp = tokenizer_from_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
+        tok, sp = tokenizer_from_sentencepiece(path, Tokenizer), spm.SentencePieceProcessor(model_file=str(path))
         assert tok.encode(text, add_special_tokens=False) == sp.encode(text)
         enc = best_of(3, lambda: (tok.model.cache.clear(), tok.encode(text, add_special_tokens=False)))
         enc_sp = best_of(3, lambda: sp.encode(text))

@@ -70,12 +70,13 @@ def spm_tokenizer(ctx, **flags):
     """A tokenizer built from tokenizer.model with tokenizer_config.json's flags, `flags` overriding them
     (legacy=..., add_prefix_space=...): what the declared settings encode."""
     from reference_engine.tokenizer.spm_tokenizer import check_runnable, tokenizer_from_model
+    from reference_engine.tokenizer.tokenizer import Tokenizer
     model = sentencepiece_model(ctx)
     key = "spm_tokenizer:" + ",".join(f"{k}={v}" for k, v in sorted(flags.items()))
 
     def build():
         check_runnable(model)
-        return tokenizer_from_model(model, {**ctx.tokenizer_config, **flags})
+        return tokenizer_from_model(model, Tokenizer, {**ctx.tokenizer_config, **flags})
     return _cached(ctx, key, build)
 
 

@@ -20,8 +20,8 @@ from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.tokenizer.sentencepiece_model import (BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED,
                                                             SentencePieceModel, read_sentencepiece_model)
 from reference_engine.tokenizer.spm import SpmModel
-from reference_engine.tokenizer.tokenizer import Tokenizer
 
+# `cls` is the Tokenizer class, passed in by Tokenizer.from_pretrained so that this module does not import it
 BPE_TYPE = 2
 SPACE = "▁"
 ADDED_TYPES = (UNKNOWN, CONTROL, USER_DEFINED)
@@ -29,7 +29,7 @@ MERGEABLE_TYPES = (NORMAL, USER_DEFINED, UNUSED)   # model_interface.cc: the pie
 SPECIAL_IDS = (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("unk_token", "unk_id"), ("pad_token", "pad_id"))
 
 
-def tokenizer_from_model_file(directory: Path, config: dict, chat_template: str | None) -> Tokenizer:
+def tokenizer_from_model_file(directory: Path, config: dict, chat_template: str | None, cls):
     """A directory without tokenizer.json: its tokenizer.model, if it is a SentencePiece one."""
     from reference_engine.tokenizer.tiktoken_file import looks_like_tiktoken
 
@@ -40,23 +40,23 @@ def tokenizer_from_model_file(directory: Path, config: dict, chat_template: str 
     if looks_like_tiktoken(path):
         raise UnsupportedError(path, "a tiktoken-format file (base64 token + rank per line, as in Llama 3's "
                                      "original release): it has no pre-tokenizer regex; export a tokenizer.json")
-    return tokenizer_from_sentencepiece(path, config, chat_template)
+    return tokenizer_from_sentencepiece(path, cls, config, chat_template)
 
 
-def tokenizer_from_sentencepiece(path: str | Path, config: dict | None = None,
-                                 chat_template: str | None = None) -> Tokenizer:
+def tokenizer_from_sentencepiece(path: str | Path, cls, config: dict | None = None,
+                                 chat_template: str | None = None):
     """The Tokenizer of tokenizer.model at `path`; ModelDirError / UnsupportedError naming the file."""
     model = read_sentencepiece_model(path)
     check_runnable(model)
-    return tokenizer_from_model(model, config, chat_template)
+    return tokenizer_from_model(model, cls, config, chat_template)
 
 
-def tokenizer_from_model(model: SentencePieceModel, config: dict | None = None,
-                         chat_template: str | None = None) -> Tokenizer:
-    """The Tokenizer of a parsed (and check_runnable) model under tokenizer_config.json settings `config`."""
+def tokenizer_from_model(model: SentencePieceModel, cls, config: dict | None = None,
+                         chat_template: str | None = None):
+    """The Tokenizer (`cls`) of a parsed, check_runnable model under tokenizer_config.json settings `config`."""
     config = dict(config or {})
     spec = tokenizer_spec(model, config)
-    tok = Tokenizer(spec, special_config(model, config), model.path, chat_template)
+    tok = cls(spec, special_config(model, config), model.path, chat_template)
     unk = model.ids_of_type(UNKNOWN)
     tok.model = SpmModel(vocab=tok.model.vocab, scores=list(model.scores), unk_id=unk[0] if unk else None,
                          byte_fallback=bool(model.byte_fallback),

@@ -83,7 +83,7 @@ class Tokenizer:
         chat_template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
         if not spec_path.is_file():   # a SentencePiece tokenizer.model alone (Llama 2 / Mistral originals)
             from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_model_file
-            return tokenizer_from_model_file(directory, config, chat_template)
+            return tokenizer_from_model_file(directory, config, chat_template, cls)
         return cls(read_json(spec_path), config, str(spec_path), chat_template)
 
     @classmethod
