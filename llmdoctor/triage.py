@@ -20,7 +20,6 @@ from findings import Finding, Report
 from llmdoctor.output_guard import OutputError, refuse_inside_model
 from probes.environment import collect_environment, environment_problems
 from llmdoctor.probe_report import ProbeRecorder
-from reference_engine.errors import ModelDirError
 
 BUNDLE_FILES = ("report.json", "report.md", "report.html", "environment.json")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checks.endpoint.context import CONVERSATIONS, STOP_CONVERSATION, EndpointContext, asks_server
 from checks.endpoint.teacher import teacher_force
-from checks.registry import Problem, Skip, check
+from checks.registry import Problem, check
 
 ROLE_MARKERS = ("user\n", "assistant\n", "system\n", "\nuser:", "\nassistant:", "\nUser:", "\nAssistant:")
 

@@ -83,7 +83,7 @@ def test_captures_and_replacement_see_the_same_values(model):
     a = resident.logits(IDS, capture=recorder("r"))
     b = streaming.logits(IDS, capture=recorder("s"))
     assert torch.equal(a, b)
-    assert [(l, m) for l, m, _ in seen["r"]] == [(l, m) for l, m, _ in seen["s"]]
+    assert [(layer, m) for layer, m, _ in seen["r"]] == [(layer, m) for layer, m, _ in seen["s"]]
     assert all(torch.equal(x, y) for (_, _, x), (_, _, y) in zip(seen["r"], seen["s"]))
 
 
