@@ -29,8 +29,10 @@ def replay_chain(source: str) -> tuple[str, list[tuple[str, str]]]:
     for statement in function.body:
         if isinstance(statement, ast.Assign) and getattr(statement.targets[0], "id", None) == "chktxt":
             text = ast.literal_eval(statement.value)
-        test = getattr(statement, "test", None)
-        if isinstance(statement, ast.If) and isinstance(test, ast.Compare) and getattr(test.left, "id", None) == "chkhsh":
+        if not isinstance(statement, ast.If) or not isinstance(statement.test, ast.Compare):
+            continue
+        test = statement.test
+        if getattr(test.left, "id", None) == "chkhsh":
             assert not statement.orelse, "the chain grew an elif/else: the first match would win, not the last"
             for inner in statement.body:
                 if isinstance(inner, ast.Assign) and getattr(inner.targets[0], "id", None) == "res":
