@@ -2,7 +2,8 @@
 
     python benchmarks/memory.py MODEL_DIR --cap 3 [--quick] [--budget 2.5GiB] [--streaming] [-- CHECK ARGS]
 
-Runs the check inside ../shared/tools/memcap (beside the repository) (a cgroup memory limit; page cache counts but is reclaimable)
+Runs the check inside ../shared/tools/memcap (beside the repository) (a cgroup memory limit; page cache counts but
+is reclaimable)
 and prints: completed or killed, the cgroup's peak against the weight file size (the "x file" ratio), wall
 time, the plan's mode and the passes and GB the engine actually read (from the JSON report's `plan.actual`).
 Build large shape-faithful models with scripts/make_synthetic_model.py.

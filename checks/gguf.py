@@ -149,7 +149,8 @@ def gguf_eos_matches_template(ctx):
     if token_id not in eog.values():
         yield Problem(f"the chat template ends turns with {token!r} (id {token_id}) but EOS is "
                       f"{_describe(tok, eog['eos'])} and no EOT id names it: generation may never stop",
-                      evidence={"end_of_turn": token, "end_of_turn_id": token_id, **{f"{k}_id": v for k, v in eog.items()}})
+                      evidence={"end_of_turn": token, "end_of_turn_id": token_id,
+                                **{f"{k}_id": v for k, v in eog.items()}})
 
 
 def _describe(tok, token_id) -> str:

@@ -45,7 +45,8 @@ def probe():
 
 @probe.command("kv")
 @click.option("--trace", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) instead of a synthetic load.")
+              help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
+                   "instead of a synthetic load.")
 @click.option("--requests", type=click.IntRange(1), default=10000, show_default=True, help="Synthetic: requests.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="Synthetic: Poisson arrival rate, requests/s.")

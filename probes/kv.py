@@ -1,7 +1,8 @@
 """`llmdoctor probe kv`: KV-cache fragmentation of a workload, per block size, vs a contiguous reservation.
 
 Runs the same workload through kv_sim for each block size (default 1, 16, 256: one token per block up to
-large pages) and for a contiguous max-length reservation, on a pool of the same size, and turns the comparison into findings
+large pages) and for a contiguous max-length reservation, on a pool of the same size, and turns the comparison into
+findings
 (category kv_cache) with an occupancy-over-time plot. `--with-model` sizes the pool from the model's KV
 bytes per token and a memory budget, so the numbers are bytes of this model, not abstract slots.
 """
@@ -143,7 +144,8 @@ def occupancy_finding(result: KvProbeResult) -> Finding:
               "x_label": "time (s)", "y_label": "requests"}]
     s, line = engine.summary, engine.timeline
     return Finding("KVC901", "kv_cache", "info",
-                   f"{result.workload.split(':')[0]} workload of {s['requests']} requests: peak {s['peak_reserved_tokens']} "
+                   f"{result.workload.split(':')[0]} workload of {s['requests']} requests: "
+                   f"peak {s['peak_reserved_tokens']} "
                    f"of {result.pool_tokens} pool tokens reserved with {engine.config.label} "
                    f"({s['waste_ratio']:.1%} of reserved slots unused)",
                    evidence={"workload": result.workload, "pool_tokens": result.pool_tokens, "max_len": result.max_len,
@@ -167,7 +169,8 @@ def comparison_finding(result: KvProbeResult) -> Finding:
             "series": {"waste %": [round(100 * r["waste_ratio"], 2) for r in rows.values()]},
             "x_label": "allocation", "y_label": "% of reserved slots unused"}
     return Finding("KVC902", "kv_cache", severity,
-                   f"paging ({best.config.label}) reserves {saving:.0%} less KV memory per live token than a contiguous "
+                   f"paging ({best.config.label}) reserves {saving:.0%} less KV memory per live token than a "
+                   "contiguous "
                    f"{result.max_len}-token reservation for this workload; {best.config.label} wastes least "
                    f"({best.summary['waste_ratio']:.1%}), " + (
                        f"contiguous wastes {c['waste_ratio']:.1%} and, on the same pool, refused "
@@ -175,7 +178,8 @@ def comparison_finding(result: KvProbeResult) -> Finding:
                        if c["completed"] else f"and not one {result.max_len}-token reservation fits the pool"),
                    evidence={"saving_vs_contiguous": round(saving, 4), "best": best.config.label, "runs": rows},
                    hint="" if severity == "info" else f"use block size {best.config.block_size}: the engine "
-                        f"default {ENGINE_BLOCK_SIZE} wastes {engine.summary['waste_ratio']:.0%} of reserved slots here",
+                        f"default {ENGINE_BLOCK_SIZE} wastes {engine.summary['waste_ratio']:.0%} of reserved slots "
+                        "here",
                    data={"plot": plot})
 
 
@@ -237,7 +241,8 @@ def compaction_finding(result: KvProbeResult) -> Finding:
         moved = sum(e["moved_blocks"] for e in events)
         per_run[run.config.label] = {
             "compactions": len(events), "moved_blocks": moved,
-            **({"moved_bytes": moved * run.config.block_size * result.bytes_per_token} if result.bytes_per_token else {}),
+            **({"moved_bytes": moved * run.config.block_size * result.bytes_per_token}
+               if result.bytes_per_token else {}),
             "span_recovered_blocks": sum(e["pool_span_before"] - e["pool_span_after"] for e in events),
             "scatter_before_mean": round(sum(e["scatter_before"] for e in events) / len(events), 4) if events else 0.0,
             "first": events[0] if events else None, "validation": run.validation[:5]}

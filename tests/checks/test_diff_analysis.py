@@ -90,7 +90,8 @@ def test_roles_match_across_hf_and_gguf_names():
     assert role_of("model.layers.3.self_attn.v_proj.weight") == ("layers.3.self_attn.v_proj.weight", 3)
     assert role_of("blk.3.attn_v.weight") == ("layers.3.self_attn.v_proj.weight", 3)
     assert role_of("token_embd.weight")[0] == role_of("model.embed_tokens.weight")[0]
-    pairs, ref_only, cand_only = match_roles(["model.norm.weight", "lm_head.weight", "model.layers.0.mlp.up_proj.weight"],
+    pairs, ref_only, cand_only = match_roles(["model.norm.weight", "lm_head.weight",
+                                              "model.layers.0.mlp.up_proj.weight"],
                                              ["output_norm.weight", "blk.0.ffn_up.weight"])
     assert [p[0] for p in pairs] == ["norm.weight", "layers.0.mlp.up_proj.weight"]
     assert ref_only == ["lm_head.weight"] and cand_only == []

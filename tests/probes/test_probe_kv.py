@@ -238,7 +238,8 @@ def test_pool_smaller_than_one_max_length_reservation():
     assert result.run("block 16").summary["completed"] == 20
     assert "cannot hold one max-length sequence" in result.notes[0]
     findings = kv_findings(result)
-    assert findings[1].evidence["saving_vs_contiguous"] == 1.0 and "not one 2048-token reservation fits" in findings[1].message
+    assert findings[1].evidence["saving_vs_contiguous"] == 1.0
+    assert "not one 2048-token reservation fits" in findings[1].message
 
 
 def test_blocks_per_request_histogram():

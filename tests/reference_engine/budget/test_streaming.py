@@ -92,7 +92,8 @@ def test_each_pass_reads_the_layers_once(model):
     streaming.logits(IDS[:4])
     one = streaming.reader.bytes_read
     logits_many(streaming, [LogitsRequest(IDS[:4]), LogitsRequest(IDS[:6], dtype=torch.bfloat16)])
-    layers = sum(streaming.reader.info(n).nbytes for n in streaming.reader.weights.names if n.startswith("model.layers."))
+    reader = streaming.reader
+    layers = sum(reader.info(n).nbytes for n in reader.weights.names if n.startswith("model.layers."))
     assert one >= layers
     assert streaming.reader.bytes_read - one < 2 * one          # two requests, still one read of the layers
 
