@@ -1,4 +1,4 @@
-"""Peak memory and wall time of `llmdoctor check` under a hard memory cap (issue 13).
+"""Peak memory and wall time of `llmdoctor check` under a hard memory cap.
 
     python benchmarks/memory.py MODEL_DIR --cap 3 [--quick] [--budget 2.5GiB] [--streaming] [-- CHECK ARGS]
 

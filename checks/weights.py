@@ -15,7 +15,8 @@ FLOAT16_MAX = 65504.0
 
 
 def _need_table(cfg) -> None:
-    """The expected tensor table exists only for the architectures the engine families know (issue 14)."""
+    """The expected tensor table exists only for the architectures the engine families know: for any other decoder
+    the names and shapes would be guesses, and a guessed table raises false findings."""
     if not tensor_table_known(cfg):
         raise Skip(f"no tensor table for architecture {cfg.architecture!r} (not an engine family)")
 

@@ -141,7 +141,7 @@ class Reference:
 
 
 def _gguf_side(path: Path):
-    """GGUF: config from its metadata (issue 15's reader), no generation_config; eot/eom ids as extra EOS."""
+    """GGUF: config from its metadata (reference_engine.files.gguf), no generation_config; eot/eom ids as extra EOS."""
     try:
         from reference_engine.files.gguf_config import load_gguf_config
         from reference_engine.files.gguf_file import GGUFFile, find_gguf

@@ -1,4 +1,4 @@
-"""Stream a GGUF file's weights (issue 13 x issue 15): read one tensor's quantized bytes, dequantize, let go.
+"""Stream a GGUF file's weights under a memory budget: read one tensor's quantized bytes, dequantize, let go.
 
 The streaming core (streaming.py) asks its reader for a layer's tensors by Hugging Face name (`in`, `info`,
 `get`), for the embedding rows of a step (`gather_rows`) and for the LM head block by block (`rows`). Over a

@@ -29,7 +29,7 @@ GiB, MiB = 1 << 30, 1 << 20
 # ids: +50 MB, so ~1 KiB per id with its merges and caches)
 BASE_BYTES, TOKENIZER_BYTES_PER_ID = 192 * MiB, 1 << 10
 HEADROOM_FRACTION, HEADROOM_MIN = 0.10, 512 * MiB
-DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine (issue 13)
+DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine
 CPU_FLOPS = 20e9                 # float32 matmul throughput of a small CPU box, for the rough time only
 DEQUANT_ELEMS_PER_S = 60e6       # gguf's numpy kernels (Q4_1, one core), measured on SmolLM2 Q4_1
 PACK_LIMIT_BYTES = 1 << 30       # linear.PACK_LIMIT_BYTES: decode keeps a packed copy below this

@@ -41,7 +41,7 @@ PRESETS = {
     "qwen3": dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=32, attention_bias=False,
                   use_sliding_window=False, sliding_window=None, max_window_layers=2, rope_theta=1000000.0,
                   rms_norm_eps=1e-6),
-    # engine families beyond Llama (issue 14); their tensor tables come from the engine's family plans
+    # engine families beyond Llama; their tensor tables come from the engine's family plans
     "gemma3": dict(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", head_dim=32,
                    num_key_value_heads=1, hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32,
                    sliding_window=32, layer_types=["sliding_attention", "full_attention"], rms_norm_eps=1e-6,

@@ -1,4 +1,4 @@
-"""Static checks on a decoder the engine does not implement (issue 14): config sizes through their aliases
+"""Static checks on a decoder the engine does not implement: config sizes through their aliases
 (GPT-2's n_embd/n_layer/n_head, a multimodal wrapper's text_config), embedding/LM head found by role. Only
 the engine-backed checks skip, and CFG001 says why in one info line."""
 from __future__ import annotations

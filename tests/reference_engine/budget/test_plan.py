@@ -1,4 +1,4 @@
-"""The memory planner (issue 13): sizes, resident vs streaming, refusal, layer split."""
+"""The memory planner: sizes, resident vs streaming, refusal, layer split."""
 from __future__ import annotations
 
 import pytest

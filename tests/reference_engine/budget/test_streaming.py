@@ -1,4 +1,4 @@
-"""The streaming core against the resident one (issue 13): same logits, one layer at a time, shadows in one pass."""
+"""The streaming core against the resident one: same logits, one layer at a time, shadows in one pass."""
 from __future__ import annotations
 
 import pytest
