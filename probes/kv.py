@@ -8,7 +8,6 @@ bytes per token and a memory budget, so the numbers are bytes of this model, not
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,17 +21,7 @@ from probes.kv_workload import Request
 DEFAULT_BLOCK_SIZES = (1, 16, 256)
 ENGINE_BLOCK_SIZE = 16           # Engine.from_pretrained's default
 MAX_POOL_TOKENS = 1 << 20        # bookkeeping cost grows with the pool: 1M token slots is plenty
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20, "g": 1e9,
-          "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """'16GiB', '500MB', '1e9' -> bytes; ValueError with the accepted forms otherwise."""
-    m = _SIZE.match(str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot read memory size {text!r} (examples: 16GiB, 500MB, 2e9)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+DEFAULT_KV_BUDGET = 4 << 30      # bytes of KV memory simulated with --with-model and no --memory-budget
 
 
 @dataclass(frozen=True)

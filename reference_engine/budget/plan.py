@@ -97,7 +97,9 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3, "m": MiB, 
 
 
 def parse_size(text) -> int:
-    """'512MiB', '4GiB', '4G' (binary), '4GB' (decimal), '1.5g', 123456 -> bytes; ValueError otherwise."""
+    """'512MiB', '4GiB', '4G' (binary), '4GB' (decimal), '1.5g', 123456 -> bytes; ValueError otherwise.
+    The one reader of a memory size on the command line and in the config file: `4G` is 4 GiB wherever it is
+    typed (check, diff, generate, baseline, probe kv, probe bandwidth), as in `free -g` and ulimit."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value, unit = float(text), ""
     else:
