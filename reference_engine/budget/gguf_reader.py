@@ -20,7 +20,7 @@ import torch
 from reference_engine.budget.layer_reader import ChunkedWeights
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import is_norm
-from reference_engine.files.gguf_file import GGUFTensor
+from reference_engine.files.gguf_file import GGUFTensor, ggml_types
 from reference_engine.files.reads import drop_cached
 from reference_engine.files.gguf_weights import TORCH_TYPES, GGUFWeights
 
@@ -29,8 +29,7 @@ DEQUANT_CHUNK_BYTES = 16 << 20     # float32 output per call of gguf's numpy ker
 
 def row_bytes(tensor: GGUFTensor) -> int:
     """Bytes of one row (dims[0] values): whole blocks of the tensor's quantization type."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(tensor.ggml_type)]
+    _, block, type_size = ggml_types()[tensor.ggml_type]
     return tensor.dims[0] // block * type_size
 
 
