@@ -22,7 +22,7 @@ import torch
 from reference_engine.config import ModelConfig
 from reference_engine.budget.model_sizes import ModelSizes, model_sizes
 from reference_engine.budget.sweep import HEAD_BLOCK_BYTES
-from reference_engine.limits import cgroup_left, meminfo_available
+from reference_engine.limits import memory_left
 
 GiB, MiB = 1 << 30, 1 << 20
 # python + torch + the checks' own state (measured 174 MB after imports), and the tokenizer (SmolLM2's 49152
@@ -121,23 +121,14 @@ def fmt_seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
 
 
-def available_memory() -> tuple[int, str]:
-    """What this process may use: MemAvailable, or the room left under its cgroup limit when that is lower
-    (clean page cache counted as room: limits.py)."""
-    avail, source = meminfo_available(), "available memory"
-    room = cgroup_left()
-    if room is not None and (avail is None or room < avail):
-        avail, source = max(room, 0), "cgroup memory limit"
-    return (8 * GiB if avail is None else avail), source
-
-
 def default_budget(device: str = "cpu") -> tuple[int, str]:
     """Available memory (GPU memory on cuda) minus headroom: 10%, at least 512 MiB."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info()
         avail, source = free, "free GPU memory"
     else:
-        avail, source = available_memory()
+        avail, source = memory_left()      # MemAvailable, ulimit -v and the cgroup limit, the least of them
+        avail = 8 * GiB if avail is None else avail
     return max(avail - max(int(avail * HEADROOM_FRACTION), HEADROOM_MIN), 0), source + " minus headroom"
 
 
