@@ -26,7 +26,7 @@ CHAT_TEMPLATE = (
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
 
 _COMMON = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, hidden_act="silu", max_position_embeddings=256, rms_norm_eps=1e-5,
@@ -156,6 +156,7 @@ def random_weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
     notices when a norm weight is ignored). Deterministic: same config and seed, same bytes."""
     gen = torch.Generator().manual_seed(seed)
     std = config.get("initializer_range", 0.02)
+    from reference_engine.core.engine import DTYPES
     dtype = DTYPES[config.get("torch_dtype") or "float32"]
     out = {}
     for name, shape in weight_shapes(config).items():
