@@ -85,7 +85,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
              block_sizes, pool_tokens, with_model, memory_budget, kv_dtype, max_len, tick_tokens, step_ms,
              max_running, fmt, output, fail_on):
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
-    from probes.kv import DEFAULT_KV_BUDGET, ModelKv, kv_findings, run_kv_probe
+    from probes.kv import DEFAULT_KV_BUDGET, DEFAULT_POOL_TOKENS, ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.probe_report import ProbeRecorder
@@ -107,7 +107,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     if save_trace:
         write_trace(workload, save_trace)
     if pool_tokens is None:
-        pool_tokens = (memory_budget or DEFAULT_KV_BUDGET) // kv.bytes_per_token if kv else 262144
+        pool_tokens = (memory_budget or DEFAULT_KV_BUDGET) // kv.bytes_per_token if kv else DEFAULT_POOL_TOKENS
     result = run_kv_probe(workload, label, pool_tokens=max(pool_tokens, 1), max_len=max_len, block_sizes=block_sizes,
                           bytes_per_token=kv.bytes_per_token if kv else None, tick_tokens=tick_tokens,
                           step_s=step_ms / 1e3, max_running=max_running)

@@ -22,6 +22,7 @@ DEFAULT_BLOCK_SIZES = (1, 16, 256)
 ENGINE_BLOCK_SIZE = 16           # Engine.from_pretrained's default
 MAX_POOL_TOKENS = 1 << 20        # bookkeeping cost grows with the pool: 1M token slots is plenty
 DEFAULT_KV_BUDGET = 4 << 30      # bytes of KV memory simulated with --with-model and no --memory-budget
+DEFAULT_POOL_TOKENS = 262144     # pool of a run without a model (token slots; a token has no size there)
 
 
 @dataclass(frozen=True)
