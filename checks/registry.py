@@ -22,6 +22,7 @@ from findings import CATEGORIES, Location, Severity
 
 ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
+         "adapter",  # adapter: a LoRA adapter run on its base (`check ADAPTER_DIR --base BASE`; checks/adapter.py)
          "pair",  # pair: two models, `llmdoctor diff` only (checks/diff/pair.py)
          "endpoint")  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
 # id family prefix -> the category it belongs to (a family never changes category); None: a family that spans

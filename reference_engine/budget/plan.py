@@ -136,9 +136,10 @@ def default_budget(device: str = "cpu") -> tuple[int, str]:
 
 def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, device="cpu",
               workload: Workload, budget_source: str | None = None, ranks: int = 1,
-              rank: int = 0, force: str | None = None) -> Plan:
-    """Decide resident or streaming for this model, budget and workload; PlanError when nothing fits."""
-    sizes = model_sizes(model_dir)        # a safetensors directory or a GGUF file (model_sizes.py)
+              rank: int = 0, force: str | None = None, adapter=None) -> Plan:
+    """Decide resident or streaming for this model (with a LoRA adapter merged: adapter), budget and workload;
+    PlanError when nothing fits."""
+    sizes = model_sizes(model_dir, adapter)   # a safetensors directory or a GGUF file (model_sizes.py)
     root, config = sizes.root, sizes.config
     if budget is None:
         budget, budget_source = default_budget(device)
