@@ -54,7 +54,8 @@ class DoctorGroup(click.Group):
             ctx.exit(130)
         except (MemoryError, RecursionError) as e:   # outside any check (those are contained by the runner)
             from findings.crash import describe
-            reason, _ = describe(e)                  # brief, the failing frames released first (issue 18)
+            reason, _ = describe(e)                  # brief, the failing frames released first
+                                                     # (formatting them could need the memory that ran out)
             click.echo(f"llmdoctor: error: ran out of {'memory' if isinstance(e, MemoryError) else 'stack'} "
                        f"({reason})", err=True)
             ctx.exit(EXIT_USAGE)

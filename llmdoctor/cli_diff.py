@@ -17,7 +17,8 @@ from llmdoctor.cli_options import (InputError, budget_option, device_option, dty
               help="Text for the logit statistics, the layer trace and the tokenizer corpus "
                    "[default: a built-in multilingual corpus].")
 @click.option("--ctx", "ctx_len", type=click.IntRange(4, None), default=None,
-              help="Window length for the logit statistics (llama-perplexity's -c) [default: 512, capped by the models].")
+              help="Window length for the logit statistics (llama-perplexity's -c) "
+                   "[default: 512, capped by the models].")
 @click.option("--chunks", type=click.IntRange(1, None), default=None,
               help="Score at most this many windows (llama-perplexity's --chunks).")
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these DIF checks (ids or prefixes).")

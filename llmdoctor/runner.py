@@ -71,8 +71,13 @@ def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: 
     target = resolve(path, base)
     root = validate_model_dir(target.base)
     settings = load_settings(root) if use_config else None
-    pick = (lambda arg, key, default: arg if arg is not None
-            else (getattr(settings, key) if settings and getattr(settings, key) is not None else default))
+
+    def pick(arg, key, default):
+        if arg is not None:
+            return arg
+        configured = getattr(settings, key) if settings else None
+        return default if configured is None else configured
+
     return run_checks(root, select=parse_selectors(pick(select, "select", None)) or None,
                       ignore=parse_selectors(pick(ignore, "ignore", None)),
                       fail_on=pick(fail_on, "fail_on", "error"), device=pick(device, "device", "auto"),

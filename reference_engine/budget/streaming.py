@@ -1,4 +1,5 @@
-"""StreamingCore: the transformer core holding one decoder layer's weights at a time (issue 13).
+"""StreamingCore: the transformer core holding one decoder layer's weights at a time, so a
+model larger than the memory budget still runs.
 
 Same API as CoreEngine (prefill/decode/logits/scratch/fork/free/validate over the paged KV cache) and the same
 per-layer code: each layer is loaded just in time by `model_weights.load_layer_weights` (the function the

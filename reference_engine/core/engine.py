@@ -15,7 +15,6 @@ import torch
 
 from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
-from reference_engine.errors import ModelDirError
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
 from reference_engine.budget.readers import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode
