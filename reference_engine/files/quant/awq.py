@@ -59,9 +59,10 @@ def _module(raw, prefix: str, bits: int, group_size: int, scheme: str) -> QuantM
         return nibbles.unflatten(1, (-1, 8))[..., reverse].flatten(1)
 
     def dequant(t: dict[str, torch.Tensor]) -> torch.Tensor:
-        q, z = unpack(t["qweight"]), unpack(t["qzeros"])                # [in, out], [groups, out]
-        w = (q - z.repeat_interleave(gs, 0)).float() * t["scales"].float().repeat_interleave(gs, 0)
-        return w.T.contiguous()                                         # [out, in]
+        g = torch.arange(in_f) // gs
+        w = unpack(t["qweight"]).T.float()                              # [out, in] (in place from here)
+        w.sub_(unpack(t["qzeros"]).T.float()[:, g])
+        return w.mul_(t["scales"].T.float()[:, g])
 
     return QuantModule(f"{prefix}.weight", (out_f, in_f),
                        {"qweight": qweight.name, "qzeros": qzeros.name, "scales": scales.name}, dequant, scheme)

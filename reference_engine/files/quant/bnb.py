@@ -97,13 +97,14 @@ def _module(raw, weight: str, suffix: str, where) -> QuantModule:
 
     def dequant(t):
         b = t["weight"].flatten()
-        codes = torch.stack((b >> 4, b & 0xF), -1).flatten()[:n].long()       # first value in the high nibble
+        codes = torch.stack((b >> 4, b & 0xF), -1).flatten()[:n].int()        # first value in the high nibble
         if nested:
             amax = t["nested_quant_map"][t["absmax"].long()] * \
                 t["nested_absmax"].repeat_interleave(nb)[:blocks] + offset
         else:
             amax = t["absmax"].float()
-        w = t["quant_map"][codes] * amax.repeat_interleave(blocksize)[:n]
-        return w.reshape(shape)
+        w = t["quant_map"][codes]
+        del codes
+        return w.mul_(amax.repeat_interleave(blocksize)[:n]).reshape(shape)
 
     return QuantModule(weight, (shape[0], shape[1]), parts, dequant, scheme, {"quant_state": state})

@@ -178,18 +178,18 @@ def _packed(raw, prefix: str, args: dict, bits: int, scheme: str) -> QuantModule
     n_groups = scale.shape[1] if len(scale.shape) == 2 else 1
 
     def dequant(t):
-        q = unpack_int32(t["weight_packed"], bits, in_f, 1) - offset          # [out, in] signed
         g = t["weight_g_idx"].long() if "weight_g_idx" in t else None
         if g is not None and g.numel() and (g.min() < 0 or g.max() >= n_groups):
             raise ValueError(f"weight_g_idx holds groups outside 0..{n_groups - 1}")
-        w = q.float()
+        w = unpack_int32(t["weight_packed"], bits, in_f, 1).float().sub_(offset)   # [out, in] signed
         if asym:
             z = t["weight_zero_point"]
             z = unpack_int32(z, bits, out_f, 0) - offset if z.dtype == torch.int32 else z
-            w = w - expand(z.float().reshape(t["weight_scale"].shape), g)
-        return w * expand(t["weight_scale"].float(), g)
+            w.sub_(expand(z.float().reshape(t["weight_scale"].shape), g))
+        return w.mul_(expand(t["weight_scale"].float(), g))
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)
+    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme,
+                       {"bits": bits, "symmetric": not asym, "strategy": args.get("strategy")})
 
 
 def _nvfp4(raw, prefix: str, scheme: str) -> QuantModule:
@@ -204,9 +204,9 @@ def _nvfp4(raw, prefix: str, scheme: str) -> QuantModule:
 
     def dequant(t):
         b = t["weight_packed"]
-        codes = torch.stack((b & 0xF, b >> 4), -1).flatten(1).long()           # [out, in], even = low nibble
-        s = t["weight_scale"].float().repeat_interleave(16, 1)[:, :in_f] / t["weight_global_scale"].float()
-        return table[codes] * s
+        codes = torch.stack((b & 0xF, b >> 4), -1).flatten(1)                  # [out, in], even = low nibble
+        s = t["weight_scale"].float() / t["weight_global_scale"].float()       # [out, in / 16]
+        return table[codes.int()].mul_(s.repeat_interleave(16, 1)[:, :in_f])
 
     parts = {"weight_packed": packed.name, "weight_scale": scale.name, "weight_global_scale": global_scale.name}
     return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)

@@ -59,13 +59,14 @@ def _module(raw, prefix: str, bits: int, group_size: int, v1: bool, scheme: str)
     gs = in_f if group_size == -1 else group_size
 
     def dequant(t: dict[str, torch.Tensor]) -> torch.Tensor:
-        q = unpack_int32(t["qweight"], bits, in_f, 0)                      # [in, out]
-        z = unpack_int32(t["qzeros"], bits, out_f, 1) + (1 if v1 else 0)   # [groups, out]
         g = t["g_idx"].long() if "g_idx" in t else torch.arange(in_f) // gs
         if g.numel() and (g.min() < 0 or g.max() >= groups):
             raise ValueError(f"g_idx holds group {int(g.max() if g.max() >= groups else g.min())}, "
                              f"outside 0..{groups - 1}")
-        w = t["scales"].float()[g] * (q - z[g]).float()                     # [in, out]
-        return w.T.contiguous()                                             # [out, in]
+        z = unpack_int32(t["qzeros"], bits, out_f, 1) + (1 if v1 else 0)   # [groups, out]
+        w = unpack_int32(t["qweight"], bits, in_f, 0).T.float()            # [out, in] (in place from here)
+        w.sub_(z.T.float()[:, g])
+        return w.mul_(t["scales"].T.float()[:, g])
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)
+    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme,
+                       {"bits": bits, "group_size": group_size, "v1": v1})

@@ -14,7 +14,7 @@ def unpack_int32(packed: torch.Tensor, bits: int, count: int, dim: int) -> torch
     x = packed.movedim(dim, -1)                                             # [..., words]
     if 32 % bits == 0:
         shifts = torch.arange(0, 32, bits, dtype=torch.int32)
-        vals = (x.unsqueeze(-1) >> shifts) & ((1 << bits) - 1)              # [..., words, 32 / bits]
+        vals = (x.unsqueeze(-1) >> shifts).bitwise_and_((1 << bits) - 1)    # [..., words, 32 / bits]
         vals = vals.flatten(-2)
     else:
         stream = (x.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1   # [..., words, 32] bits
