@@ -10,10 +10,10 @@ import torch
 from safetensors import safe_open
 
 from reference_engine.core.engine import CoreEngine
-from reference_engine.core.model_sizes import model_sizes
-from reference_engine.core.plan import CHECK_QUICK, GiB, make_plan
-from reference_engine.core.quant_reader import QuantChunkedWeights
-from reference_engine.core.streaming import StreamingCore
+from reference_engine.budget.model_sizes import model_sizes
+from reference_engine.budget.plan import CHECK_QUICK, GiB, make_plan
+from reference_engine.budget.quant_reader import QuantChunkedWeights
+from reference_engine.budget.streaming import StreamingCore
 from reference_engine.engine import Engine
 from reference_engine.generate import SamplingParams
 from reference_engine.testing.factory import build_model_dir
