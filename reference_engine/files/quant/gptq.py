@@ -16,9 +16,15 @@ from __future__ import annotations
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import FLOATS, config_int, disagree, part, stored_prefixes
+from reference_engine.files.quant.formats import (
+    FLOATS,
+    QuantModule,
+    config_int,
+    disagree,
+    part,
+    stored_prefixes,
+)
 from reference_engine.files.quant.packing import unpack_int32, words_for
-from reference_engine.files.quant.table import QuantModule
 
 
 def modules(raw, qconfig: dict, where):
