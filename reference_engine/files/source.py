@@ -3,17 +3,11 @@
 directory holding one .gguf and no config.json). The core asks `model_source` and never needs to know which."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from reference_engine.config import (
-    ModelConfig,
-    load_config,
-    model_dir_path,
-    parse_config,
-    read_json,
-)
+from reference_engine.config import ModelConfig, load_config, model_dir_path, parse_config, read_json
 
 
 @dataclass
