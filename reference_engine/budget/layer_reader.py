@@ -83,4 +83,3 @@ class ChunkedWeights:
 
     def close(self) -> None:
         self._files.close()
-

@@ -1,4 +1,5 @@
-"""Which chunked reader reads a model's weights: safetensors byte ranges as they are, GGUF tensors dequantized.
+"""Which chunked reader reads a model's weights: safetensors byte ranges as they are, GGUF tensors and quantized
+safetensors (files/quant/) dequantized.
 
 A module of its own so that gguf_reader.py (built on layer_reader.py) and layer_reader.py import one way.
 """
@@ -16,4 +17,7 @@ def chunked_reader(weights, gguf: bool) -> ChunkedWeights:
     if gguf:   # imported here: gguf's kernels need numpy, which a safetensors run never loads
         from reference_engine.budget.gguf_reader import GGUFChunkedWeights
         return GGUFChunkedWeights(weights)
+    if hasattr(weights, "modules") and hasattr(weights, "raw"):     # files/quant/ QuantizedWeights
+        from reference_engine.budget.quant_reader import QuantChunkedWeights
+        return QuantChunkedWeights(weights)
     return ChunkedWeights(weights)
