@@ -9,8 +9,6 @@ Their incidents are silent: the model loads and answers "!!!!" (GPTQ v2 zeros re
 from __future__ import annotations
 
 from checks.analysis.quant_layout import groups, implied_bits, implied_group
-from checks.analysis.quant_modules import lm_head_expected_quantized
-from checks.analysis.quant_scheme import QuantScheme
 from checks.analysis.quant_values import g_idx_problems, read, scale_stats, stored_zero_values
 from checks.analysis.quant_view import quant_view, quantized_view
 from checks.registry import Problem, Skip, check

@@ -115,8 +115,9 @@ def implied_bits(scheme: QuantScheme, module: QuantModule, out: int, inp: int) -
         if scheme.method == "awq":
             return cols * 32 // inp if inp and cols * 32 % inp == 0 else None
         return rows * 32 // inp if inp and rows * 32 % inp == 0 else None
-    if module.layout == "packed" and "weight_packed" in module.tensors and module.tensors["weight_packed"].dtype != "U8":
-        cols = (module.tensors["weight_packed"].shape + (0, 0))[1]
+    packed = module.tensors.get("weight_packed")
+    if module.layout == "packed" and packed is not None and packed.dtype != "U8":
+        cols = (packed.shape + (0, 0))[1]
         return cols * 32 // inp if inp and cols * 32 % inp == 0 else None
     return None
 
@@ -125,7 +126,7 @@ def implied_group(module: QuantModule, out: int, inp: int, scheme: QuantScheme) 
     """The group size the scales' shape implies (-1 for one group; None when it says nothing)."""
     if module.layout == "packed-int" and "scales" in module.tensors and scheme.fmt != "gemv":
         g = (module.tensors["scales"].shape + (0,))[0]
-    elif module.layout == "packed" and "weight_scale" in module.tensors and len(module.tensors["weight_scale"].shape) == 2:
+    elif module.layout == "packed" and len(getattr(module.tensors.get("weight_scale"), "shape", ())) == 2:
         g = module.tensors["weight_scale"].shape[1]
     else:
         return None
