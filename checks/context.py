@@ -147,8 +147,23 @@ class CheckContext:
                 from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
                 return GGUFWeights(self.gguf, gguf_arch(self.gguf))
             from reference_engine.files.weights import Weights
+            qconfig = self.quantization_config
+            if qconfig is not None:   # dequantized module by module under the logical *.weight names
+                from reference_engine.files.quant import QuantizedWeights
+                return QuantizedWeights.open(self.model_dir, qconfig, self.config_path)
             return Weights.open(self.model_dir)
         return self._get("weights", build)
+
+    @property
+    def quantization_config(self) -> dict | None:
+        """config.json's quantization_config (None: none, a GGUF, or a config.json that cannot be read)."""
+        if self.is_gguf:
+            return None
+        try:
+            raw = self.raw_config
+        except ResourceError:
+            return None
+        return raw.get("quantization_config") if isinstance(raw, dict) else None
 
     @property
     def plan(self):

@@ -93,7 +93,7 @@ def _match(pattern: str, name: str) -> bool:
 
 def _int(qc: dict, keys: tuple[str, ...], problems: list[ConfigProblem], allowed=None, default=None):
     for key in keys:
-        if key in qc:
+        if qc.get(key) is not None:     # null is what pydantic-dumped configs write for "not set"
             value = qc[key]
             if isinstance(value, bool) or not isinstance(value, int):
                 problems.append(ConfigProblem(key, f"{key} must be an integer, found {value!r}"))

@@ -70,7 +70,7 @@ def quantized_view(ctx) -> QuantView:
 
 
 def _build(ctx) -> QuantView:
-    qc = ctx.raw_config.get("quantization_config") if isinstance(ctx.raw_config, dict) else None
+    qc = ctx.quantization_config
     scheme, problems = parse_scheme(qc) if qc is not None else (None, [])
     raw = raw_weights(ctx)
     view = QuantView(qc, scheme, problems, raw, inventory(raw))

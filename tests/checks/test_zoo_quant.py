@@ -81,3 +81,15 @@ def test_bits_mismatch_is_reported_once_at_the_config_key(quantized, tmp_path):
     found = [f for f in run_checks(d, select=["QNT002"]).findings]
     assert len(found) == 1 and found[0].evidence["implied"] == 4
     assert found[0].location.logical == "quantization_config.bits"
+
+
+@pytest.mark.parametrize("variant", list(__import__("tests.quant_builders", fromlist=["VARIANTS"]).VARIANTS))
+def test_every_builder_variant_is_qnt_clean(variant, factory_model_dir, tmp_path):
+    """The independent producers' checkpoints (tests/quant_builders.py) of every format and option."""
+    from tests.quant_builders import build_variant
+    build = build_variant(variant, factory_model_dir("llama"), tmp_path / "model")
+    report = run_checks(build.path, select=["QNT"])
+    no_crashes(report)
+    assert problems(report) == []
+    summary = next(f for f in report.findings if f.check == "QNT012")
+    assert summary.evidence["layouts"] and sum(summary.evidence["layouts"].values()) == len(build.quantized)
