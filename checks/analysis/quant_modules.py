@@ -51,6 +51,14 @@ def split(name: str) -> tuple[str, str] | None:
     return None
 
 
+def quant_side(name: str) -> bool:
+    """A tensor that only exists because of quantization (a scale, zero point, g_idx, packed state)."""
+    if name.rsplit(".", 1)[-1] in KV_SCALES:
+        return True
+    parts = split(name)
+    return parts is not None and parts[1] != "weight"
+
+
 def inventory(raw) -> Inventory:
     """Group the stored names of `raw` (a tensor table: names, info) by module."""
     by_prefix: dict[str, dict[str, object]] = {}
