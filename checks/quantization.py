@@ -143,14 +143,16 @@ def gptq_zero_point_convention(ctx):
     constant 2^(b-1)-1 (7 for 4 bits); gptq_v2 (gptqmodel) stores 2^(b-1) (8). A v2 checkpoint declared v1
     is dequantized one quantization step off in every weight and answers "!!!!" (vLLM PRs #26092, #26343;
     Qwen3.5-27B-GPTQ, PR #38966 detects it from the weights the same way). The zeros are read module by
-    module (a few KiB each). Zeros that vary although sym is true mean the config's symmetry is wrong.
+    module (a few KiB each). Zeros that vary although sym is true mean the config's symmetry is wrong; an
+    asymmetric v1 checkpoint holding the top code stored a zero of 0 as -1 (the v1 overflow gptqmodel warns
+    about): a warning naming the modules.
     """
     view = quantized_view(ctx)
     scheme = view.scheme
     if scheme.method != "gptq":
         raise Skip(f"not a GPTQ model ({scheme.method})")
     v1, v2 = {}, {}
-    varying = []
+    varying, wrapped = [], []
     for prefix, module in view.inv.quantized.items():
         bits = scheme.bits_for(prefix)
         if module.layout != "packed-int" or "qzeros" not in module.tensors or not bits or 32 % bits:
@@ -158,6 +160,8 @@ def gptq_zero_point_convention(ctx):
         values = stored_zero_values(view.raw, module.name("qzeros"), bits)
         if values is None or not values.numel():
             continue
+        if scheme.version == 1 and int(values.max()) == (1 << bits) - 1:
+            wrapped.append(prefix)      # v1 stores z - 1: the top code is z = 0 wrapped around (-1)
         if values.numel() > 1:
             varying.append(prefix)
             continue
@@ -175,6 +179,12 @@ def gptq_zero_point_convention(ctx):
                       f"modules hold {value}, the {other} convention: every weight dequantizes one step off",
                       evidence={"checkpoint_format": scheme.fmt, "stored_zero": value, "bits": scheme.bits,
                                 "modules": list(wrong)[:20], "v1_modules": len(v1), "v2_modules": len(v2)},
+                      location=at_key("checkpoint_format"))
+    if wrapped and not scheme.sym:
+        yield Problem(f"{len(wrapped)} modules store the zero code {(1 << scheme.bits) - 1} under GPTQ v1 "
+                      f"({_listed(wrapped)}): a zero point of 0 stored as -1 wrapped around, and loaders add 1 "
+                      f"(those groups dequantize 2^bits steps off)", severity="warning",
+                      evidence={"modules": wrapped[:50], "checkpoint_format": scheme.fmt},
                       location=at_key("checkpoint_format"))
     if scheme.sym and varying:
         yield Problem(f"sym is true but {len(varying)} modules store varying zero points ({_listed(varying)}): "

@@ -51,9 +51,11 @@ def quantized_modules_match_config(ctx):
     excluded = [p for p in view.inv.quantized if not _is_lm_head(p) and not expected_quantized(scheme, p)]
     undeclared = [p for p in view.inv.float_linear if not _is_lm_head(p) and expected_quantized(scheme, p)]
     if excluded:
-        yield Problem(f"{len(excluded)} modules are stored quantized but the config keeps them in float "
-                      f"({key}): {_listed(excluded)}", evidence={"modules": excluded[:50], "key": key},
-                      location=at_key(key))
+        untargeted = [p for p in excluded if not scheme.targeted(p)]
+        why = f"no config group targets them ({', '.join(scheme.targets)})" if untargeted else f"listed in {key}"
+        yield Problem(f"{len(excluded)} modules are stored quantized but the config keeps them in float, {why}: "
+                      f"{_listed(excluded)}", evidence={"modules": excluded[:50], "key": key},
+                      location=at_key("config_groups" if untargeted else key))
     if undeclared:
         yield Problem(f"{len(undeclared)} linear modules are stored in float but the config quantizes them: "
                       f"{_listed(undeclared)}", evidence={"modules": undeclared[:50], "key": key},
@@ -138,14 +140,18 @@ def kv_cache_scales_present(ctx):
         layers = ctx.config.num_hidden_layers
     except Exception:
         layers = 0
-    held = {prefix: set(s) for prefix, s in view.inv.kv_scales.items()}
     attn = [f"model.layers.{i}.self_attn" for i in range(layers)]
-    missing = [a for a in attn if not {"k_scale", "v_scale"} <= held.get(a, set())]
+    missing = [a for a in attn if not all(_kv_scale(view.raw, a, kv) for kv in "kv")]
     if missing:
         yield Problem(f"kv_cache_scheme is declared but {len(missing)} of {len(attn)} attention layers store no "
                       f"k_scale/v_scale ({_listed(missing)}): vLLM uses 1.0 for them",
                       evidence={"layers": missing[:50], "kv_cache_scheme": view.scheme.kv_cache},
                       location=at_key("kv_cache_scheme"))
+
+
+def _kv_scale(raw, attn: str, kv: str) -> bool:
+    """compressed-tensors' self_attn.k_scale, or the older k_proj.output_scale (vLLM reads both)."""
+    return f"{attn}.{kv}_scale" in raw or f"{attn}.{kv}_proj.output_scale" in raw
 
 
 @check("QNT011", category="quantization", severity="error", needs=("config",),

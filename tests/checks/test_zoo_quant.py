@@ -93,3 +93,23 @@ def test_every_builder_variant_is_qnt_clean(variant, factory_model_dir, tmp_path
     assert problems(report) == []
     summary = next(f for f in report.findings if f.check == "QNT012")
     assert summary.evidence["layouts"] and sum(summary.evidence["layouts"].values()) == len(build.quantized)
+
+
+def test_declared_kv_cache_with_every_scale_is_clean(quantized, tmp_path):
+    from tests.checks.zoo_quant import with_kv_scales
+    d = copy_of(quantized("ct_fp8"), tmp_path / "model")
+    with_kv_scales()(d)
+    report = run_checks(d, select=["QNT"])
+    assert problems(report) == [] and next(r for r in report.checks if r.id == "QNT010").status == "passed"
+
+
+@pytest.mark.parametrize("variant,stored", [("gptq_v2_b2_g32_sym", 2), ("gptq_v2_b8_chan_sym_descact", 128)])
+def test_v2_zeros_declared_v1_at_other_bit_widths(variant, stored, factory_model_dir, tmp_path):
+    """The independent producer's v2 checkpoints (2 and 8 bits, per channel, act-order) relabelled v1."""
+    from tests.checks.zoo_quant import edit_qc
+    from tests.quant_builders import build_variant
+    d = build_variant(variant, factory_model_dir("llama"), tmp_path / "model").path
+    assert run_checks(d, select=["QNT004"]).findings == []
+    edit_qc(checkpoint_format="gptq")(d)
+    hit = [f for f in run_checks(d, select=["QNT004"]).findings if f.severity.value == "error"]
+    assert len(hit) == 1 and hit[0].evidence["stored_zero"] == stored, hit

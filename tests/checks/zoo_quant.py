@@ -218,6 +218,12 @@ def _drop_config(d: Path) -> None:
     (d / "config.json").write_text(json.dumps(config, indent=2))
 
 
+def _retarget(d: Path, targets: list[str]) -> None:
+    config = json.loads((d / "config.json").read_text())
+    config["quantization_config"]["config_groups"]["group_0"]["targets"] = targets
+    (d / "config.json").write_text(json.dumps(config, indent=2))
+
+
 def _set(name: str, fn):
     return edit_tensors(lambda t: t.__setitem__(name, fn(t[name])))
 
@@ -240,6 +246,24 @@ def _quantize_lm_head(fmt: str):
         w = t.pop("lm_head.weight")
         t.update({f"lm_head.{k}": v for k, v in FORMATS[fmt][0](w.float()).items()})
     return edit_tensors(change)
+
+
+KV_SCHEME = {"num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}
+
+
+def with_kv_scales(layers=(0, 1)):
+    """Declare an FP8 KV cache and store calibrated k_scale/v_scale for `layers` (llm-compressor's names)."""
+    def change(t: dict) -> None:
+        for i in layers:
+            t[f"model.layers.{i}.self_attn.k_scale"] = torch.tensor([0.02])
+            t[f"model.layers.{i}.self_attn.v_scale"] = torch.tensor([0.01])
+    return both(edit_qc(kv_cache_scheme=KV_SCHEME), edit_tensors(change))
+
+
+def _wrap_zero(name: str):
+    """Set the first zero code of a v1 qzeros to the top code: a zero point 0 stored as -1."""
+    return _set(name, lambda z: z.clone().index_put_((torch.tensor([0]), torch.tensor([0])),
+                                                      z[0, 0:1] | 0xF))
 
 
 FAULTS = [
@@ -272,9 +296,12 @@ FAULTS = [
     QuantFault("fp8_block_scale_transposed", "fp8_block", _set(f"{MLP0}.weight_scale_inv", lambda s: s.t()),
                "QNT009"),
     QuantFault("fp8_block_size_wrong", "fp8_block", edit_qc(weight_block_size=[64, 64]), "QNT009"),
-    QuantFault("kv_scheme_without_scales", "ct_fp8", edit_qc(kv_cache_scheme={
-        "num_bits": 8, "type": "float", "strategy": "tensor", "dynamic": False, "symmetric": True}), "QNT010",
-        "warning", anchor="vLLM PR #25968"),
+    QuantFault("kv_scheme_without_scales", "ct_fp8", edit_qc(kv_cache_scheme=KV_SCHEME), "QNT010",
+               "warning", anchor="vLLM PR #25968"),
+    QuantFault("kv_scales_for_one_layer_only", "ct_fp8", with_kv_scales(layers=(0,)), "QNT010", "warning"),
+    QuantFault("ct_untargeted_but_quantized", "ct_w4a16", lambda d: _retarget(d, ["re:.*q_proj$"]), "QNT007"),
+    QuantFault("gptq_v1_asym_zero_wrapped", "gptq_act", _wrap_zero(f"{L0}.qzeros"), "QNT004", "warning",
+               anchor="gptqmodel: v1 asymmetric zero points overflow"),
     QuantFault("lm_head_quantized_gptq", "gptq", _quantize_lm_head("gptq"), "QNT011"),
     QuantFault("lm_head_declared_not_stored", "gptq", edit_qc(lm_head=True), "QNT011"),
     QuantFault("bnb_missing_quant_state", "bnb_nf4", edit_tensors(lambda t: [
