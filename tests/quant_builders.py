@@ -293,13 +293,26 @@ def compressed_tensors(src, dst, *, scheme: str = "W4A16", strategy: str = "grou
             scale, zp = _ct_qparams(w, args, calculate_qparams, state.get("weight_global_scale"))
             state.update(weight_scale=scale, weight_zero_point=zp)
             state = compressor.compress(state, qscheme)
-            deq[name] = compressor.decompress(dict(state), qscheme)["weight"].float()
+            deq[name] = _ct_oracle(compressor, fmt, dict(state), qscheme)
         tensors.update({f"{p}.{k}": v for k, v in state.items()})
     qconfig = QConfig(config_groups={"group_0": qscheme}, format=fmt, ignore=list(ignore),
                       quantization_status="compressed").model_dump(mode="json")
     if g_idx:   # the declaration older releases (and vLLM) read with weight_g_idx; 0.20 refuses to build it
         qconfig["config_groups"]["group_0"]["weights"]["actorder"] = "group"
     return QuantBuild(write_quant_dir(src, dst, config, qconfig, tensors), deq, names, qconfig)
+
+
+def _ct_oracle(compressor, fmt: str, state: dict, qscheme) -> torch.Tensor:
+    """The package's decompressor; for NVFP4 its own unpack and dequantize in float32 (decompress unpacks to
+    bfloat16 and returns bfloat16, a rounding of the exact value the engine computes in float32)."""
+    if fmt != "nvfp4-pack-quantized":
+        return compressor.decompress(state, qscheme)["weight"].float()
+    from compressed_tensors.compressors.nvfp4.helpers import unpack_fp4_from_uint8
+    from compressed_tensors.quantization.lifecycle.forward import dequantize
+    m, n = state["weight_packed"].shape
+    x_q = unpack_fp4_from_uint8(state["weight_packed"], m, n * 2, dtype=torch.float32)
+    return dequantize(x_q=x_q, scale=state["weight_scale"].float(), args=qscheme.weights,
+                      global_scale=state["weight_global_scale"], dtype=torch.float32)
 
 
 def _ct_ignored(module: str, ignore) -> bool:
@@ -362,6 +375,19 @@ def fp8_block(src, dst, *, block: tuple[int, int] = (32, 32), seed: int = 0) -> 
 
 # ---- bitsandbytes 4-bit ----------------------------------------------------------------------------------
 
+def bnb_dequantize(packed: torch.Tensor, state) -> torch.Tensor:
+    """bitsandbytes' own dequantization, through its device-independent implementation (backends/default:
+    what the CUDA kernel computes). bitsandbytes 0.50's native CPU kernel returns wrong values when the
+    blocksize exceeds a row's length (e.g. blocksize 128 on a [128, 64] weight), so it is not the oracle."""
+    import bitsandbytes.functional as F
+    from bitsandbytes.backends.default.ops import _dequantize_4bit_compute
+    absmax = state.absmax
+    if state.nested:
+        absmax = F.dequantize_blockwise(state.absmax, state.state2) + state.offset
+    return _dequantize_4bit_compute(packed.reshape(-1), absmax.float(), state.code, state.blocksize,
+                                    state.shape, torch.float32)
+
+
 def bnb_4bit(src, dst, *, quant_type: str = "nf4", double_quant: bool = True, blocksize: int = 64,
              skip: tuple[str, ...] = ()) -> QuantBuild:
     import bitsandbytes.functional as F
@@ -372,7 +398,7 @@ def bnb_4bit(src, dst, *, quant_type: str = "nf4", double_quant: bool = True, bl
         w = weights[name]
         packed, state = F.quantize_4bit(w, blocksize=blocksize, quant_type=quant_type,
                                         compress_statistics=double_quant)
-        deq[name] = F.dequantize_4bit(packed, state).float()
+        deq[name] = bnb_dequantize(packed, state)
         tensors[name] = packed                                                     # uint8 [n/2, 1]
         tensors.update({f"{name}.{k}": v for k, v in state.as_dict(packed=True).items()})
     qconfig = {"quant_method": "bitsandbytes", "_load_in_4bit": True, "_load_in_8bit": False,

@@ -90,4 +90,7 @@ def chunked_reader(weights, gguf: bool) -> ChunkedWeights:
     if gguf:
         from reference_engine.core.gguf_reader import GGUFChunkedWeights
         return GGUFChunkedWeights(weights)
+    if hasattr(weights, "modules") and hasattr(weights, "raw"):     # files/quant/ QuantizedWeights
+        from reference_engine.core.quant_reader import QuantChunkedWeights
+        return QuantChunkedWeights(weights)
     return ChunkedWeights(weights)
