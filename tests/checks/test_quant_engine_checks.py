@@ -24,7 +24,7 @@ def base(factory_model_dir):
     return factory_model_dir("llama")
 
 
-@pytest.mark.parametrize("variant", ["gptq_v1_b4_g32_asym_descact", "ct_nvfp4", "bnb_nf4_dq"])
+@pytest.mark.parametrize("variant", ["gptq_v1_b4_g32_asym_descact", "bnb_nf4_dq"])
 def test_check_runs_every_model_check_on_a_quantized_dir(variant, base, tmp_path):
     d = build_variant(variant, base, tmp_path / "model").path
     report = run_checks(d, device="cpu", quick=True)
@@ -89,3 +89,18 @@ def test_cli_diff_of_a_quantized_dir(base, tmp_path):
     assert "Traceback" not in out.stderr, out.stderr[-2000:]
     report = json.loads(out.stdout)
     assert {f["check"] for f in report["findings"]} >= {"DIF020", "DIF030"}
+
+
+@pytest.mark.assets
+def test_smollm2_gptq_passes_check(smollm2_dir, tmp_path):
+    """The real SmolLM2-135M-Instruct, its decoder linears GPTQ 4-bit g32 (v1, symmetric): `check --quick`
+    runs every model check with no warning or error, and nothing is written into the directory."""
+    d = quantize_dir(smollm2_dir, tmp_path / "smollm2-gptq", "gptq")
+    before = sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in d.iterdir())
+    report = run_checks(d, device="cpu", quick=True)
+    no_crashes(report)
+    assert problems(report) == []
+    assert not [c.id for c in report.checks if c.status == "skipped" and c.reason.startswith(NEEDS_SKIPS)]
+    summary = next(f for f in report.findings if f.check == "QNT012")
+    assert summary.evidence["layouts"] == {"packed-int": 30 * 7}
+    assert sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in d.iterdir()) == before

@@ -9,7 +9,7 @@ import pytest
 
 import checks
 from llmdoctor.runner import run_checks
-from tests.checks.conftest import CONFUSION, fired, no_crashes, problems
+from tests.checks.conftest import CONFUSION, STATIC_CATEGORIES, fired, no_crashes, problems
 from tests.checks.zoo_quant import FAULTS, FORMATS, quantize_dir
 
 
@@ -88,7 +88,7 @@ def test_every_builder_variant_is_qnt_clean(variant, factory_model_dir, tmp_path
     """The independent producers' checkpoints (tests/quant_builders.py) of every format and option."""
     from tests.quant_builders import build_variant
     build = build_variant(variant, factory_model_dir("llama"), tmp_path / "model")
-    report = run_checks(build.path, select=["QNT"])
+    report = run_checks(build.path, select=["QNT", *STATIC_CATEGORIES])
     no_crashes(report)
     assert problems(report) == []
     summary = next(f for f in report.findings if f.check == "QNT012")
@@ -113,3 +113,13 @@ def test_v2_zeros_declared_v1_at_other_bit_widths(variant, stored, factory_model
     edit_qc(checkpoint_format="gptq")(d)
     hit = [f for f in run_checks(d, select=["QNT004"]).findings if f.severity.value == "error"]
     assert len(hit) == 1 and hit[0].evidence["stored_zero"] == stored, hit
+
+
+@pytest.mark.parametrize("fmt", ["gptq", "ct_fp8", "nvfp4"])
+def test_float16_quantized_model_static_checks_are_clean(fmt, factory_model_dir, tmp_path):
+    """Norms and embeddings in float16 beside dequantized (float32) weights and float32 scales: not a
+    mixed-dtype checkpoint."""
+    d = quantize_dir(factory_model_dir("llama", torch_dtype="float16"), tmp_path / "model", fmt)
+    report = run_checks(d, select=["QNT", *STATIC_CATEGORIES])
+    no_crashes(report)
+    assert problems(report) == []
