@@ -182,7 +182,8 @@ def lm_head_quantization(ctx):
                           evidence={"module": prefix, "key": key}, location=at_key(key))
 
 
-@check("QNT012", category="quantization", severity="info", needs=("config",))
+@check("QNT012", category="quantization", severity="info", needs=("config",),
+       hint="Compare with the float model: `llmdoctor diff BASE QUANT` (KLD, first divergent layer, error per part).")
 def quantization_summary(ctx):
     """What is quantized and how: format, bits, group size, modules packed and kept in float, bytes stored.
 
