@@ -237,8 +237,15 @@ def awq(src, dst, *, group_size: int = 32, seed: int = 0) -> QuantBuild:
 
 def _ct():
     from compressed_tensors.compressors import BaseCompressor
-    from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
-    from compressed_tensors.quantization.utils.helpers import calculate_qparams, generate_gparam
+    from compressed_tensors.quantization import (
+        QuantizationArgs,
+        QuantizationConfig,
+        QuantizationScheme,
+    )
+    from compressed_tensors.quantization.utils.helpers import (
+        calculate_qparams,
+        generate_gparam,
+    )
     return BaseCompressor, QuantizationArgs, QuantizationConfig, QuantizationScheme, calculate_qparams, \
         generate_gparam
 
@@ -323,7 +330,7 @@ def _ct_pack_g_idx(w: torch.Tensor, args, calculate_qparams, gen) -> dict:
     """Activation-ordered groups (actorder="group"): column i belongs to group g_idx[i], a permutation of
     the natural i // group_size. Packed with the package's pack_to_int32 (stored q + 2^(bits-1))."""
     from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
-    out_f, in_f = w.shape
+    _out_f, in_f = w.shape
     gs, bits = args.group_size, args.num_bits
     perm = torch.randperm(in_f, generator=gen)
     g_idx = torch.empty(in_f, dtype=torch.int32)
@@ -412,33 +419,33 @@ def bnb_4bit(src, dst, *, quant_type: str = "nf4", double_quant: bool = True, bl
 # ---- every listed variant --------------------------------------------------------------------------------
 
 VARIANTS: dict[str, tuple] = {
-    "gptq_v1_b4_g32_sym": (gptq, dict(bits=4, group_size=32)),
-    "gptq_v1_b4_g32_asym_descact": (gptq, dict(bits=4, group_size=32, sym=False, desc_act=True)),
-    "gptq_v2_b4_g64_asym": (gptq, dict(bits=4, group_size=64, sym=False, checkpoint_format="gptq_v2")),
-    "gptq_v2_b8_chan_sym_descact": (gptq, dict(bits=8, group_size=-1, desc_act=True, checkpoint_format="gptq_v2")),
-    "gptq_v1_b8_g128_asym": (gptq, dict(bits=8, group_size=128, sym=False)),
-    "gptq_v1_b3_g32_asym": (gptq, dict(bits=3, group_size=32, sym=False)),
-    "gptq_v2_b2_g32_sym": (gptq, dict(bits=2, group_size=32, checkpoint_format="gptq_v2")),
-    "awq_gemm_g32": (awq, dict(group_size=32)),
-    "awq_gemm_g64": (awq, dict(group_size=64)),
-    "ct_w4a16_group_sym": (compressed_tensors, dict(scheme="W4A16", group_size=32)),
-    "ct_w4a16_group_asym": (compressed_tensors, dict(scheme="W4A16", group_size=32, symmetric=False)),
-    "ct_w4a16_channel_asym": (compressed_tensors, dict(scheme="W4A16", strategy="channel", symmetric=False)),
-    "ct_w8a16_channel_sym": (compressed_tensors, dict(scheme="W8A16", strategy="channel")),
-    "ct_w8a16_group_asym": (compressed_tensors, dict(scheme="W8A16", group_size=64, symmetric=False)),
-    "ct_w4a16_group_g_idx": (compressed_tensors, dict(scheme="W4A16", group_size=32, g_idx=True)),
-    "ct_w4a16_group_g_idx_asym": (compressed_tensors, dict(scheme="W4A16", group_size=32, g_idx=True,
-                                                           symmetric=False)),
-    "ct_w4a16_ignore_down": (compressed_tensors, dict(scheme="W4A16", ignore=("lm_head", "re:.*down_proj"))),
-    "ct_fp8_tensor": (compressed_tensors, dict(scheme="FP8", strategy="tensor")),
-    "ct_fp8_channel": (compressed_tensors, dict(scheme="FP8", strategy="channel")),
-    "ct_nvfp4": (compressed_tensors, dict(scheme="NVFP4A16")),
-    "fp8_block_32": (fp8_block, dict(block=(32, 32))),
-    "fp8_block_ragged": (fp8_block, dict(block=(48, 40))),
-    "bnb_nf4_dq": (bnb_4bit, dict(quant_type="nf4", double_quant=True)),
-    "bnb_nf4": (bnb_4bit, dict(quant_type="nf4", double_quant=False)),
-    "bnb_fp4_dq": (bnb_4bit, dict(quant_type="fp4", double_quant=True)),
-    "bnb_fp4": (bnb_4bit, dict(quant_type="fp4", double_quant=False, blocksize=128)),
+    "gptq_v1_b4_g32_sym": (gptq, {"bits": 4, "group_size": 32}),
+    "gptq_v1_b4_g32_asym_descact": (gptq, {"bits": 4, "group_size": 32, "sym": False, "desc_act": True}),
+    "gptq_v2_b4_g64_asym": (gptq, {"bits": 4, "group_size": 64, "sym": False, "checkpoint_format": "gptq_v2"}),
+    "gptq_v2_b8_chan_sym_descact": (gptq, {"bits": 8, "group_size": -1, "desc_act": True, "checkpoint_format": "gptq_v2"}),
+    "gptq_v1_b8_g128_asym": (gptq, {"bits": 8, "group_size": 128, "sym": False}),
+    "gptq_v1_b3_g32_asym": (gptq, {"bits": 3, "group_size": 32, "sym": False}),
+    "gptq_v2_b2_g32_sym": (gptq, {"bits": 2, "group_size": 32, "checkpoint_format": "gptq_v2"}),
+    "awq_gemm_g32": (awq, {"group_size": 32}),
+    "awq_gemm_g64": (awq, {"group_size": 64}),
+    "ct_w4a16_group_sym": (compressed_tensors, {"scheme": "W4A16", "group_size": 32}),
+    "ct_w4a16_group_asym": (compressed_tensors, {"scheme": "W4A16", "group_size": 32, "symmetric": False}),
+    "ct_w4a16_channel_asym": (compressed_tensors, {"scheme": "W4A16", "strategy": "channel", "symmetric": False}),
+    "ct_w8a16_channel_sym": (compressed_tensors, {"scheme": "W8A16", "strategy": "channel"}),
+    "ct_w8a16_group_asym": (compressed_tensors, {"scheme": "W8A16", "group_size": 64, "symmetric": False}),
+    "ct_w4a16_group_g_idx": (compressed_tensors, {"scheme": "W4A16", "group_size": 32, "g_idx": True}),
+    "ct_w4a16_group_g_idx_asym": (compressed_tensors, {"scheme": "W4A16", "group_size": 32, "g_idx": True,
+                                                           "symmetric": False}),
+    "ct_w4a16_ignore_down": (compressed_tensors, {"scheme": "W4A16", "ignore": ("lm_head", "re:.*down_proj")}),
+    "ct_fp8_tensor": (compressed_tensors, {"scheme": "FP8", "strategy": "tensor"}),
+    "ct_fp8_channel": (compressed_tensors, {"scheme": "FP8", "strategy": "channel"}),
+    "ct_nvfp4": (compressed_tensors, {"scheme": "NVFP4A16"}),
+    "fp8_block_32": (fp8_block, {"block": (32, 32)}),
+    "fp8_block_ragged": (fp8_block, {"block": (48, 40)}),
+    "bnb_nf4_dq": (bnb_4bit, {"quant_type": "nf4", "double_quant": True}),
+    "bnb_nf4": (bnb_4bit, {"quant_type": "nf4", "double_quant": False}),
+    "bnb_fp4_dq": (bnb_4bit, {"quant_type": "fp4", "double_quant": True}),
+    "bnb_fp4": (bnb_4bit, {"quant_type": "fp4", "double_quant": False, "blocksize": 128}),
 }
 
 

@@ -14,9 +14,16 @@ from __future__ import annotations
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import FLOATS, config_int, disagree, part, skipped, stored_prefixes
+from reference_engine.files.quant.formats import (
+    FLOATS,
+    QuantModule,
+    config_int,
+    disagree,
+    part,
+    skipped,
+    stored_prefixes,
+)
 from reference_engine.files.quant.packing import unpack_int32
-from reference_engine.files.quant.table import QuantModule
 
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)          # column of nibble k, as from_linear packs
 AWQ_REVERSE_ORDER = (0, 4, 1, 5, 2, 6, 3, 7)  # nibble of column j

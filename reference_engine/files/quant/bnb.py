@@ -21,8 +21,7 @@ import math
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import disagree, part, skipped
-from reference_engine.files.quant.table import QuantModule
+from reference_engine.files.quant.formats import QuantModule, disagree, part, skipped
 
 STATE_SUFFIXES = (".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4")
 

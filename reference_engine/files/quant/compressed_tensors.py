@@ -23,9 +23,14 @@ import re
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import FLOATS, disagree, part, stored_prefixes
+from reference_engine.files.quant.formats import (
+    FLOATS,
+    QuantModule,
+    disagree,
+    part,
+    stored_prefixes,
+)
 from reference_engine.files.quant.packing import unpack_int32, words_for
-from reference_engine.files.quant.table import QuantModule
 
 FORMATS = ("pack-quantized", "nvfp4-pack-quantized", "float-quantized", "int-quantized", "naive-quantized",
            "dense", "mixed-precision")

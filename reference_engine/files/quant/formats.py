@@ -1,39 +1,27 @@
-"""quantization_config.quant_method -> the format module that reads its tensors, and the checks they share.
-
-Each format module has `modules(raw, qconfig, where) -> (modules, hidden)`: the logical weights it
-dequantizes (QuantModule) and stored tensors the engine does not use (activation and KV-cache scales),
-which stay readable through `.raw` but are not part of the decoder's table.
-"""
+"""What the format modules share: QuantModule (one logical weight: its stored parts and its dequantization),
+the config and tensor checks that make bad input one line, and the measured dequantization scratch."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.weights import Weights
 
-SUPPORTED = ("gptq", "awq", "compressed-tensors", "fp8", "bitsandbytes")
 FLOATS = ("F32", "F16", "BF16")
 
 
-def format_modules(raw: Weights, qconfig: dict, where: Path):
-    if not isinstance(qconfig, dict):
-        raise ModelDirError(where, f"quantization_config must be an object, found {type(qconfig).__name__}")
-    method = qconfig.get("quant_method")
-    if method == "gptq":
-        from reference_engine.files.quant import gptq as fmt
-    elif method == "awq":
-        from reference_engine.files.quant import awq as fmt
-    elif method == "compressed-tensors":
-        from reference_engine.files.quant import compressed_tensors as fmt
-    elif method == "fp8":
-        from reference_engine.files.quant import fp8 as fmt
-    elif method == "bitsandbytes":
-        from reference_engine.files.quant import bnb as fmt
-    else:
-        raise UnsupportedError(where, f"quantization_config.quant_method {method!r} is not supported "
-                                      f"(supported: {', '.join(SUPPORTED)})")
-    modules, hidden = fmt.modules(raw, qconfig, where)
-    return method, {m.name: m for m in modules}, hidden
+@dataclass
+class QuantModule:
+    name: str                                   # logical tensor name, e.g. "...q_proj.weight"
+    shape: tuple[int, int]                      # [out, in] of the dequantized weight
+    parts: dict[str, str]                       # role -> stored tensor name ("qweight" -> "...q_proj.qweight")
+    dequant: Callable[[dict[str, torch.Tensor]], torch.Tensor]   # parts' tensors -> float32 [out, in]
+    scheme: str = ""                            # what error messages and reports call it ("gptq 4-bit g128")
+    extra: dict = field(default_factory=dict)
 
 
 # Peak bytes per element while one weight is dequantized (its float32 result included), measured with

@@ -11,8 +11,13 @@ weight_dequant. Static activation scales (activation_scheme "static": input_scal
 from __future__ import annotations
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import disagree, part, skipped, stored_prefixes
-from reference_engine.files.quant.table import QuantModule
+from reference_engine.files.quant.formats import (
+    QuantModule,
+    disagree,
+    part,
+    skipped,
+    stored_prefixes,
+)
 
 
 def modules(raw, qconfig: dict, where):

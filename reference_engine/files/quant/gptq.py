@@ -16,9 +16,15 @@ from __future__ import annotations
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import FLOATS, config_int, disagree, part, stored_prefixes
+from reference_engine.files.quant.formats import (
+    FLOATS,
+    QuantModule,
+    config_int,
+    disagree,
+    part,
+    stored_prefixes,
+)
 from reference_engine.files.quant.packing import unpack_int32, words_for
-from reference_engine.files.quant.table import QuantModule
 
 
 def modules(raw, qconfig: dict, where):
@@ -48,7 +54,8 @@ def _module(raw, prefix: str, bits: int, group_size: int, v1: bool, scheme: str)
         raise disagree(qweight, scheme, f"shape {list(qweight.shape)} disagrees with scales {list(scales.shape)}")
     want = 1 if group_size == -1 else -(-in_f // group_size)
     if groups != want:
-        raise disagree(scales, scheme, f"{groups} groups, but {in_f} inputs in groups of {group_size} make {want}")
+        raise disagree(scales, scheme, f"{groups} groups, but {in_f} inputs ({qweight.shape[0]} packed rows of "
+                                       f"{bits}-bit values) in groups of {group_size} make {want}")
     if tuple(qzeros.shape) != (groups, words_for(out_f, bits)):
         raise disagree(qzeros, scheme, f"shape {list(qzeros.shape)}, expected {[groups, words_for(out_f, bits)]}")
     if f"{prefix}.g_idx" in raw:

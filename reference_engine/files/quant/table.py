@@ -12,24 +12,13 @@ checkpoint is one ModelDirError before any pass; `get` reads only the parts of t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from reference_engine.errors import ModelDirError
+from reference_engine.files.quant.formats import QuantModule
 from reference_engine.files.weights import TensorInfo, TensorTable, Weights
-
-
-@dataclass
-class QuantModule:
-    name: str                                   # logical tensor name, e.g. "...q_proj.weight"
-    shape: tuple[int, int]                      # [out, in] of the dequantized weight
-    parts: dict[str, str]                       # role -> stored tensor name ("qweight" -> "...q_proj.qweight")
-    dequant: Callable[[dict[str, torch.Tensor]], torch.Tensor]   # parts' tensors -> float32 [out, in]
-    scheme: str = ""                            # what error messages and reports call it ("gptq 4-bit g128")
-    extra: dict = field(default_factory=dict)
 
 
 class QuantizedWeights(TensorTable):
@@ -52,8 +41,8 @@ class QuantizedWeights(TensorTable):
             self._infos.setdefault(module.name, self._logical_info(module))
 
     @classmethod
-    def open(cls, root: str | Path, qconfig: dict, config_path: Path) -> "QuantizedWeights":
-        from reference_engine.files.quant.formats import format_modules
+    def open(cls, root: str | Path, qconfig: dict, config_path: Path) -> QuantizedWeights:
+        from reference_engine.files.quant.methods import format_modules
         raw = Weights.open(root)
         try:
             method, modules, hidden = format_modules(raw, qconfig, config_path)

@@ -9,11 +9,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from llmdoctor.workloads import CHECK_QUICK
+from reference_engine.budget.model_sizes import model_sizes
+from reference_engine.budget.plan import GiB, make_plan
+from reference_engine.budget.quant_reader import QuantChunkedWeights
+from reference_engine.budget.streaming import StreamingCore
 from reference_engine.core.engine import CoreEngine
-from reference_engine.core.model_sizes import model_sizes
-from reference_engine.core.plan import CHECK_QUICK, GiB, make_plan
-from reference_engine.core.quant_reader import QuantChunkedWeights
-from reference_engine.core.streaming import StreamingCore
 from reference_engine.engine import Engine
 from reference_engine.generate import SamplingParams
 from reference_engine.testing.factory import build_model_dir
@@ -37,7 +38,7 @@ def stored_layer_bytes(path) -> list[int]:
     quant_state JSON)."""
     out: dict[int, int] = {}
     with safe_open(str(path / "model.safetensors"), "pt") as f:
-        for name in f.keys():
+        for name in f:
             m = re.match(r"model\.layers\.(\d+)\.", name)
             if m and not name.endswith(".weight_shape") and ".quant_state." not in name:
                 t = f.get_slice(name)

@@ -1,11 +1,11 @@
-"""The chunked reader (layer_reader.py) over a quantized checkpoint (files/quant/): a quantized weight is read
+"""The chunked reader (layer_reader.py, readers.py) over a quantized checkpoint (files/quant/): a quantized weight is read
 part by part (packed integers, scales, zeros, g_idx) with the same plain reads that let the page cache go,
 then dequantized by its format's formula; `bytes_read` counts the quantized bytes, as for GGUF."""
 from __future__ import annotations
 
 import torch
 
-from reference_engine.core.layer_reader import ChunkedWeights
+from reference_engine.budget.layer_reader import ChunkedWeights
 from reference_engine.files.reads import SAFETENSORS_DTYPES, drop_cached
 
 
