@@ -145,13 +145,9 @@ class CheckContext:
             if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
                 from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
                 return GGUFWeights(self.gguf, gguf_arch(self.gguf))
-            qconfig = self.raw_config.get("quantization_config")
-            if qconfig is not None:   # logical float32 weights; the stored tensors are its .raw (files/quant/)
-                from reference_engine.files.quant import QuantizedWeights
-                return QuantizedWeights.open(self.model_dir, qconfig, self.model_dir / "config.json")
             from reference_engine.files.weights import Weights
             qconfig = self.quantization_config
-            if qconfig is not None:   # dequantized module by module under the logical *.weight names
+            if qconfig is not None:   # logical float32 weights; the stored tensors are its .raw (files/quant/)
                 from reference_engine.files.quant import QuantizedWeights
                 return QuantizedWeights.open(self.model_dir, qconfig, self.config_path)
             return Weights.open(self.model_dir)
