@@ -4,6 +4,8 @@ the KV-cache scales, and a summary. Part 1 (config, layouts, zeros, g_idx, scale
 """
 from __future__ import annotations
 
+import re
+
 from checks.analysis.quant_modules import MARKERS, expected_quantized, lm_head_expected_quantized
 from checks.analysis.quant_values import read
 from checks.analysis.quant_view import quant_view, quantized_view
@@ -12,6 +14,7 @@ from checks.registry import Problem, Skip, check
 from findings import Location
 
 FP4_MAX = 6.0
+ATTENTION = re.compile(r"^(model\.layers\.\d+\.self_attn)\.")
 
 
 def _is_lm_head(prefix: str) -> bool:
@@ -136,11 +139,8 @@ def kv_cache_scales_present(ctx):
     view = quantized_view(ctx)
     if not view.scheme.kv_cache:
         raise Skip("no kv_cache_scheme declared")
-    try:
-        layers = ctx.config.num_hidden_layers
-    except Exception:
-        layers = 0
-    attn = [f"model.layers.{i}.self_attn" for i in range(layers)]
+    attn = sorted({m.group(1) for name in view.raw.names if (m := ATTENTION.match(name))},
+                  key=lambda prefix: int(prefix.split(".")[2]))     # the attention layers the files hold
     missing = [a for a in attn if not all(_kv_scale(view.raw, a, kv) for kv in "kv")]
     if missing:
         yield Problem(f"kv_cache_scheme is declared but {len(missing)} of {len(attn)} attention layers store no "
