@@ -14,6 +14,7 @@ from checks.registry import Problem, Skip, check
 from findings import Location
 
 FP4_MAX = 6.0
+SIDE_CONFIGS = ("quantize_config.json", "hf_quant_config.json")   # declarations outside config.json
 ATTENTION = re.compile(r"^(model\.layers\.\d+\.self_attn)\.")
 
 
@@ -41,7 +42,13 @@ def quantized_modules_match_config(ctx):
     view = quant_view(ctx)
     if view.qc is None:
         packed = [p for p, m in view.inv.quantized.items() if m.layout in set(MARKERS.values()) | {"fp8", "int8"}]
-        if packed:
+        side = [n for n in SIDE_CONFIGS if (ctx.model_dir / n).is_file()]
+        if packed and side:   # older AutoGPTQ / ModelOpt exports: vLLM reads the side file, transformers does not
+            yield Problem(f"{len(packed)} modules are stored quantized and only {side[0]} declares how: vLLM reads "
+                          f"it, transformers (and llmdoctor) need quantization_config in config.json",
+                          severity="warning", evidence={"modules": packed[:50], "side_config": side[0]},
+                          location=Location(file="config.json", logical="quantization_config"))
+        elif packed:
             yield Problem(f"{len(packed)} modules are stored quantized ({_listed(packed)}) but config.json has no "
                           f"quantization_config: loaders read them as missing float weights",
                           evidence={"modules": packed[:50]}, location=Location(file="config.json",

@@ -212,9 +212,11 @@ L0 = "model.layers.0.self_attn.q_proj"
 MLP0 = "model.layers.0.mlp.down_proj"
 
 
-def _drop_config(d: Path) -> None:
+def _drop_config(d: Path, side: bool = False) -> None:
     config = json.loads((d / "config.json").read_text())
-    config.pop("quantization_config")
+    qc = config.pop("quantization_config")
+    if side:     # where AutoGPTQ wrote it before transformers integrated GPTQ
+        (d / "quantize_config.json").write_text(json.dumps(qc))
     (d / "config.json").write_text(json.dumps(config, indent=2))
 
 
@@ -290,6 +292,8 @@ FAULTS = [
     QuantFault("float_module_undeclared", "gptq", _float_module(L0, "gptq"), "QNT007"),
     QuantFault("unknown_method_key_missing", "gptq", edit_qc(quant_method=None), "QNT001"),
     QuantFault("quantized_without_config", "gptq", lambda d: _drop_config(d), "QNT007"),
+    QuantFault("declared_only_in_quantize_config_json", "gptq", lambda d: _drop_config(d, side=True), "QNT007",
+               "warning"),
     QuantFault("nvfp4_global_inverted", "nvfp4", edit_tensors(lambda t: [
         t.__setitem__(k, 1.0 / v) for k, v in list(t.items()) if k.endswith("weight_global_scale")]), "QNT008",
         anchor="vLLM compressed_tensors NVFP4 comment: not inverting zeroes the logits"),
