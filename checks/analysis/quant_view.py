@@ -41,7 +41,7 @@ def raw_weights(ctx):
         from reference_engine.files.weights import Weights
         return Weights.open(ctx.model_dir)
     try:
-        table = ctx.weights
+        table = ctx.base_weights      # with an adapter, the quantized base under it (QLoRA)
         raw = getattr(table, "raw", None)
         if raw is not None:
             return raw

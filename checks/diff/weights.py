@@ -17,7 +17,9 @@ def tensor_diffs(ctx) -> tuple[list[TensorDiff], list[str], list[str], list[dict
     """(diffs of matched tensors, ref-only, cand-only, shape mismatches), computed once per run."""
     if "diff_weights" not in ctx.state:
         wa, wb = ctx.ref.weights, ctx.cand.weights
-        pairs, ref_only, cand_only = match_roles(list(wa.names), list(wb.names))
+        # GGUFWeights carries its architecture: llama.cpp names mean different tensors per architecture
+        pairs, ref_only, cand_only = match_roles(list(wa.names), list(wb.names), getattr(wa, "arch", None),
+                                                 getattr(wb, "arch", None))
         # a quantized side's scales that its table leaves visible (kv k_scale/v_scale, activation scales)
         # belong to the quantization, not to the model: not "only on one side"
         ref_only, cand_only = [n for n in ref_only if not quant_side(n)], [n for n in cand_only if not quant_side(n)]
@@ -28,8 +30,8 @@ def tensor_diffs(ctx) -> tuple[list[TensorDiff], list[str], list[str], list[dict
                 shapes.append({"tensor": role, "reference": list(a.shape), "candidate": list(b.shape)})
                 continue
             nmse, max_abs, cos = compare(a, b)
-            diffs.append(TensorDiff(role, role_of(name_a)[1], tuple(a.shape), nmse, max_abs, cos,
-                                    stored_as(wb, name_b) or stored_as(wa, name_a)))
+            diffs.append(TensorDiff(role, role_of(name_a, getattr(wa, "arch", None))[1], tuple(a.shape), nmse,
+                                    max_abs, cos, stored_as(wb, name_b) or stored_as(wa, name_a)))
             del a, b
         ctx.state["diff_weights"] = (diffs, ref_only, cand_only, shapes)
     return ctx.state["diff_weights"]

@@ -55,9 +55,10 @@ def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
-def model_sizes(model_dir) -> ModelSizes:
-    """Sizes of a Hugging Face directory (safetensors headers) or a GGUF file (its validated tensor infos)."""
-    source = model_source(model_dir)
+def model_sizes(model_dir, adapter=None) -> ModelSizes:
+    """Sizes of a Hugging Face directory (safetensors headers) or a GGUF file (its validated tensor infos);
+    with a LoRA adapter, of the adapted model (a resized vocabulary is the adapter's)."""
+    source = model_source(model_dir, adapter)
     config, weights = source.config, source.open_weights()
     n = config.num_hidden_layers
     elems, files, largest = [0] * n, [0] * n, [0] * n
@@ -73,7 +74,7 @@ def model_sizes(model_dir) -> ModelSizes:
     head_bytes = weights.info(head).nbytes if head in weights else 0
     biggest = max((_numel(weights.info(name).shape) for name in weights.names), default=0)
     if source.gguf is not None:      # every tensor, the llama.cpp-only ones (rope_freqs, ...) included
-        total = sum(t.nbytes for t in weights.gguf.tensors.values())
+        total = sum(t.nbytes for t in getattr(weights, "base", weights).gguf.tensors.values())
     else:
         total = sum(weights.info(name).nbytes for name in weights.names)
     scratch = 0

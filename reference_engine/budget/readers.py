@@ -9,7 +9,11 @@ from reference_engine.budget.layer_reader import ChunkedWeights
 
 
 def chunked_reader(weights, gguf: bool) -> ChunkedWeights:
-    """The chunked reader over a model's weights (the resident loader and the streaming core both read with it)."""
+    """The chunked reader over a model's weights (the resident loader and the streaming core both read with it).
+    A table that computes its tensors (an adapter merged into a base) brings its own reader."""
+    own = getattr(weights, "chunked_reader", None)
+    if own is not None:
+        return own()
     if gguf:   # imported here: gguf's kernels need numpy, which a safetensors run never loads
         from reference_engine.budget.gguf_reader import GGUFChunkedWeights
         return GGUFChunkedWeights(weights)
