@@ -1,6 +1,6 @@
-"""The chunked reader (layer_reader.py, readers.py) over a quantized checkpoint (files/quant/): a quantized weight is read
-part by part (packed integers, scales, zeros, g_idx) with the same plain reads that let the page cache go,
-then dequantized by its format's formula; `bytes_read` counts the quantized bytes, as for GGUF."""
+"""The chunked reader (layer_reader.py, readers.py) over a quantized checkpoint (files/quant/): a quantized
+weight is read part by part (packed integers, scales, zeros, g_idx) with the same plain reads that let the page
+cache go, then dequantized by its format's formula; `bytes_read` counts the quantized bytes, as for GGUF."""
 from __future__ import annotations
 
 import torch

@@ -17,8 +17,8 @@ class ModelSource:
     config_path: Path                # what error messages about the config name
     open_weights: Callable[[], object]   # -> Weights, QuantizedWeights or GGUFWeights (same interface)
     gguf: Path | None = None
-    quantization: dict | None = None     # config.json's quantization_config, when there is one
     adapter: object | None = None        # reference_engine.adapter.Adapter merged into the weights
+    quantization: dict | None = None     # config.json's quantization_config, when there is one
 
 
 def model_source(model_dir: str | Path, adapter: str | Path | None = None) -> ModelSource:

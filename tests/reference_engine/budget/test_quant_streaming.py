@@ -38,7 +38,7 @@ def stored_layer_bytes(path) -> list[int]:
     quant_state JSON)."""
     out: dict[int, int] = {}
     with safe_open(str(path / "model.safetensors"), "pt") as f:
-        for name in f:
+        for name in f.keys():
             m = re.match(r"model\.layers\.(\d+)\.", name)
             if m and not name.endswith(".weight_shape") and ".quant_state." not in name:
                 t = f.get_slice(name)
