@@ -21,8 +21,9 @@ BOS, EOS, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (BOS, EOS, PAD, IM_START, IM_END)
 TOKENIZER_VOCAB = 512
+# the tokenizer adds BOS (post-processor), so the template must not write it too (TOK007)
 CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
+    "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )

@@ -107,8 +107,7 @@ def _module(raw, prefix: str, args: dict, scheme: str, where) -> QuantModule:
     scale = part(raw, prefix, "weight_scale", FLOATS, (0, 1, 2), scheme)
     expand = _scale_expander(scale, args, out_f, in_f, scheme)
     parts = {"weight": weight.name, "weight_scale": scale.name}
-    zp_name = f"{prefix}.weight_zero_point"
-    asym = args.get("symmetric") is False and zp_name in raw
+    asym = args.get("symmetric") is False
     if asym:
         parts["weight_zero_point"] = part(raw, prefix, "weight_zero_point", ("I8", "I32") + FLOATS, (0, 1, 2),
                                           scheme).name

@@ -28,13 +28,17 @@ class QuantizedWeights(TensorTable):
 
     def __init__(self, raw: Weights, method: str, modules: dict[str, QuantModule], hidden: set[str]):
         self.raw, self.method, self.modules = raw, method, modules
-        consumed = {part for m in modules.values() for part in m.parts.values()} | hidden
+        self._owner = {part: m for m in modules.values() for part in m.parts.values()}
+        consumed = set(self._owner) | hidden
         self._infos: dict[str, TensorInfo] = {}
         for name in raw.names:          # stored order; a module appears where its first part is stored
             if name in consumed:
-                module = self._module_of(name)
+                module = self._owner.get(name)
                 if module is not None and module.name not in self._infos:
                     self._infos[module.name] = self._logical_info(module)
+            elif name in modules:
+                raise ModelDirError(raw.info(name).file, f"{name} is stored both as a float tensor and quantized "
+                                                         f"({modules[name].scheme})")
             else:
                 self._infos[name] = raw.info(name)
         for module in modules.values():
@@ -50,11 +54,6 @@ class QuantizedWeights(TensorTable):
             raw.close()
             raise
         return cls(raw, method, modules, hidden)
-
-    def _module_of(self, stored: str) -> QuantModule | None:
-        if not hasattr(self, "_owner"):
-            self._owner = {part: m for m in self.modules.values() for part in m.parts.values()}
-        return self._owner.get(stored)
 
     def _logical_info(self, module: QuantModule) -> TensorInfo:
         first = self.raw.info(next(iter(module.parts.values())))

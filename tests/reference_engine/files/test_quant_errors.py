@@ -70,6 +70,8 @@ CASES = {
                                 lambda s: s[f"{Q}.g_idx"].__setitem__(0, 99), "g_idx"),
     "gptq_scales_dtype": ("gptq_v1_b4_g32_sym", None,
                           lambda s: s.__setitem__(f"{Q}.scales", s[f"{Q}.scales"].to(torch.int32)), "dtype"),
+    "gptq_float_beside_quantized": ("gptq_v1_b4_g32_sym", None,
+                                    lambda s: s.__setitem__(f"{Q}.weight", torch.zeros(64, 64)), "both"),
     "awq_missing_qzeros": ("awq_gemm_g32", None, lambda s: s.pop(f"{Q}.qzeros"), "qzeros"),
     "awq_group_size_disagrees": ("awq_gemm_g32", lambda c: c.__setitem__("group_size", 16), None, "expected"),
     "ct_missing_zero_point": ("ct_w4a16_group_asym", None, lambda s: s.pop(f"{Q}.weight_zero_point"),
