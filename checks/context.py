@@ -172,11 +172,11 @@ class CheckContext:
         if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
             from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
             return GGUFWeights(self.gguf, gguf_arch(self.gguf))
-        qconfig = self.raw_config.get("quantization_config")
+        from reference_engine.files.weights import Weights
+        qconfig = self.quantization_config
         if qconfig is not None:   # logical float32 weights; the stored tensors are its .raw (files/quant/)
             from reference_engine.files.quant import QuantizedWeights
-            return QuantizedWeights.open(self.model_dir, qconfig, self.model_dir / "config.json")
-        from reference_engine.files.weights import Weights
+            return QuantizedWeights.open(self.model_dir, qconfig, self.config_path)
         return Weights.open(self.model_dir)
 
     @property
@@ -201,6 +201,17 @@ class CheckContext:
         from checks.engine_builder import EngineSpec
         return EngineSpec(self.model_dir, workload=self.workload, device=self.device, dtype=self.dtype,
                           memory_budget=self.memory_budget, adapter=self.adapter_dir)
+
+    @property
+    def quantization_config(self) -> dict | None:
+        """config.json's quantization_config (None: none, a GGUF, or a config.json that cannot be read)."""
+        if self.is_gguf:
+            return None
+        try:
+            raw = self.raw_config
+        except ResourceError:
+            return None
+        return raw.get("quantization_config") if isinstance(raw, dict) else None
 
     @property
     def plan(self):

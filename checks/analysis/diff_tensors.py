@@ -23,6 +23,12 @@ class TensorDiff:
     nmse: float                # sum (b - a)^2 / sum a^2; inf when a is all zero and b is not
     max_abs: float
     cosine: float
+    stored: str = ""           # how the candidate stores it when quantized ("gptq 4-bit g128"), else ""
+
+    @property
+    def part(self) -> str:
+        """The role without its layer: "self_attn.v_proj.weight" (what quantization error is summarised by)."""
+        return self.role.split(".", 2)[2] if self.layer is not None else self.role
 
     @property
     def nmse_db(self) -> float:
@@ -63,6 +69,32 @@ def match_roles(ref_names, cand_names, ref_arch: GGUFArch | None = None,
             ref_only.append(name)
     cand_only = [n for n in cand_names if role_of(n, cand_arch)[0] not in ref_roles]
     return pairs, ref_only, cand_only
+
+
+def stored_as(weights, name: str) -> str:
+    """How a tensor table stores `name` when it dequantizes it (QuantizedWeights.modules), else ""."""
+    module = getattr(weights, "modules", {}).get(name) if isinstance(getattr(weights, "modules", None), dict) \
+        else None
+    return (getattr(module, "scheme", "") or "quantized") if module is not None else ""
+
+
+def by_part(diffs: list[TensorDiff]) -> list[dict]:
+    """Per part (q_proj, down_proj, ...): tensors, mean and worst NMSE in dB, worst first."""
+    parts: dict[str, list[TensorDiff]] = {}
+    for d in diffs:
+        parts.setdefault(d.part, []).append(d)
+    rows = []
+    for part, items in parts.items():
+        mean = sum(d.nmse for d in items) / len(items)
+        worst = max(items, key=lambda d: d.nmse)
+        rows.append({"part": part, "tensors": len(items), "mean_nmse_db": _rounded(to_db(mean)),
+                     "worst_nmse_db": _rounded(worst.nmse_db), "worst": worst.role,
+                     "stored": sorted({d.stored for d in items if d.stored})})
+    return sorted(rows, key=lambda r: -(r["mean_nmse_db"] if r["mean_nmse_db"] is not None else -1e9))
+
+
+def _rounded(x: float):
+    return round(x, 2) if math.isfinite(x) else None
 
 
 def compare(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float, float]:
