@@ -23,7 +23,8 @@ from findings import CATEGORIES, Location, Severity
 ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
          "pair",  # pair: two models, `llmdoctor diff` only (checks/diff/pair.py)
-         "endpoint")  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
+         "endpoint",  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
+         "load")  # load: a loaded server measured, `probe load` / `triage --load` only (checks/endpoint/load*.py)
 # id family prefix -> the category it belongs to (a family never changes category)
 FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",
             "TOK": "tokenizer", "GLD": "golden", "ACT": "activations", "KVC": "kv_cache", "NUM": "numerics",

@@ -158,6 +158,9 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
 from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint  # noqa: E402  (needs report_options above)
 
 probe.add_command(probe_endpoint)
+from llmdoctor.cli_load import probe_load  # noqa: E402  (needs report_options above)
+
+probe.add_command(probe_load)
 
 
 @click.command("triage")
@@ -171,15 +174,19 @@ probe.add_command(probe_endpoint)
 @click.option("--endpoint", metavar="URL", default=None,
               help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks).")
 @endpoint_options
-def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s):
+@click.option("--load", "load", is_flag=True,
+              help="With --endpoint: also load the server briefly (probe load with small defaults, EPT10x/11x).")
+def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s, load):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
     from llmdoctor.triage import run_triage
     endpoint_options_ = None
     if endpoint:
         from llmdoctor.endpoint import EndpointOptions
         endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
+    elif load:
+        raise click.UsageError("--load needs --endpoint URL")
     result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
-                        endpoint=endpoint_options_)
+                        endpoint=endpoint_options_, load=load)
     from reports.common import summary_line
     click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
     for path in result.files:

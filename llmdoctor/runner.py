@@ -88,7 +88,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     root = validate_model_dir(model_dir)
     validate_device(device)
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
-    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not {"pair", "endpoint"} & set(s.needs)]
+    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not {"pair", "endpoint", "load"} & set(s.needs)]
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget))
     progress = progress or Progress(0, enabled=False)

@@ -26,6 +26,7 @@ def as_dict(report: Report) -> dict:
         "exit_code": report.exit_code(),
         "resources": {name: round(seconds, 6) for name, seconds in report.resources.items()},
         "plan": report.plan,
+        "load": report.load,
         "summary": {"checks": len(report.checks), **status_counts(report), **severity_counts(report)},
         "checks": [run.as_dict() for run in report.checks],
         "findings": [f.as_dict() for f in report.findings],
