@@ -147,8 +147,9 @@ class _FakeHandler(_Handler):
             self.send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
         elif self.path == "/metrics":
             o = self.owner
-            text = (f"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing {min(o.in_flight, o.slots)}\n"
-                    f"# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred {max(o.in_flight - o.slots, 0)}\n")
+            running, deferred = min(o.in_flight, o.slots), max(o.in_flight - o.slots, 0)
+            text = (f"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing {running}\n"
+                    f"# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred {deferred}\n")
             data = text.encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -229,7 +230,8 @@ class _ProxyHandler(_Handler):
             with o.lock:
                 seen, running = o.seen, o.in_flight
             text = (f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {running}\n"
-                    f"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{{model_name=\"m\"}} {seen // 2}\n"
+                    f"# TYPE vllm:num_requests_waiting gauge\n"
+                    f"vllm:num_requests_waiting{{model_name=\"m\"}} {seen // 2}\n"
                     f"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name=\"m\"}} 0.98\n"
                     f"# TYPE vllm:num_preemptions counter\nvllm:num_preemptions_total{{model_name=\"m\"}} {3 * seen}\n")
             return self._plain(text)
@@ -318,7 +320,8 @@ class _ProxyHandler(_Handler):
         choice = answer["choices"][0]
         tokens = (choice.get("logprobs") or {}).get("content") or []
         if fault == "corrupt" and len(tokens) > 3:
-            at, new = 3, {"token": " banana", "logprob": -0.01, "top_logprobs": [{"token": " banana", "logprob": -0.01}]}
+            banana = {"token": " banana", "logprob": -0.01}
+            at, new = 3, {**banana, "top_logprobs": [banana]}
         else:
             at = next((i for i, t in enumerate(tokens) if len(t.get("top_logprobs") or []) > 1
                        and t["top_logprobs"][0]["logprob"] - t["top_logprobs"][1]["logprob"] < 0.5), None)

@@ -103,10 +103,10 @@ def _closed(ctx: LoadContext) -> list[tuple[str, dict]]:
 def throughput_scaling(ctx: LoadContext):
     """Throughput that stops scaling while latency climbs (a knee), or falls as load grows (a cliff).
 
-    Between consecutive concurrency levels: output tokens/s up less than 10 % while p50 end-to-end latency
-    grows by half is the saturation knee (info: requests queue); tokens/s falling by a fifth while latency
-    climbs is a throughput cliff (warning: the server does worse work when busier, e.g. preemption or
-    recomputation)."""
+    Over the concurrency levels: the first level that no higher one beats by 10 % in output tokens/s, while
+    the highest level's p50 end-to-end latency is 1.5x its own, is the saturation knee (info: requests queue);
+    tokens/s falling by a fifth from one level to the next while latency climbs is a throughput cliff
+    (warning: the server does worse work when busier, e.g. preemption or recomputation)."""
     levels = [(label, lv) for label, lv in _closed(ctx) if lv["completed"] and lv["e2e_ms"]["p50"]]
     if len(levels) < 2:
         raise Skip("needs two concurrency levels with completed requests")
@@ -122,13 +122,25 @@ def throughput_scaling(ctx: LoadContext):
                       f"{cliff['from']} to {cliff['to']} while p50 latency grew {cliff['e2e_p50_ratio']:.1f}x",
                       evidence=evidence)
         return
-    knee = next((s for s in steps if s["tokens_per_s_ratio"] < SCALES and s["e2e_p50_ratio"] > 1.5), None)
+    knee = _knee(levels)
     if knee:
-        yield Problem(f"throughput stops scaling at {knee['from']}: {knee['to']} gives "
-                      f"{knee['tokens_per_s_ratio']:.2f}x the tokens/s for {knee['e2e_p50_ratio']:.1f}x the p50 latency (requests queue)",
-                      severity="info", evidence=evidence)
+        at, last, gain, slower = knee
+        yield Problem(f"throughput stops scaling at {at}: up to {last} gives at most {gain:.2f}x its tokens/s "
+                      f"for {slower:.1f}x the p50 latency (requests queue)", severity="info", evidence=evidence)
         return
     yield Problem("throughput grows with load across the levels measured", severity="info", evidence=evidence)
+
+
+def _knee(levels: list[tuple[str, dict]]):
+    """The first level no higher level beats by SCALES in tokens/s while the highest level's p50 e2e latency
+    is 1.5x its own: (label, highest label, best tokens/s ratio, latency ratio) or None."""
+    for i, (label, lv) in enumerate(levels[:-1]):
+        later = [b for _, b in levels[i + 1:]]
+        gain = max(b["output_tokens_per_s"] for b in later) / max(lv["output_tokens_per_s"], 1e-9)
+        slower = later[-1]["e2e_ms"]["p50"] / max(lv["e2e_ms"]["p50"], 1e-9)
+        if gain < SCALES and slower > 1.5:
+            return label, levels[-1][0], gain, slower
+    return None
 
 
 @check("EPT104", category="endpoint", severity="warning", needs=("load",),
@@ -215,4 +227,7 @@ def queueing(ctx: LoadContext):
                       f"(llamacpp:requests_deferred up to {max(r['deferred_max'] for r in deferred):g})",
                       severity="info", evidence={"levels": rows})
         return
-    yield Problem("server queue time is a small part of TTFT", severity="info", evidence={"levels": rows})
+    if any(r.get("queue_share") is not None for r in rows):
+        yield Problem("server queue time is a small part of TTFT", severity="info", evidence={"levels": rows})
+    else:
+        yield Problem("no request waited in the server's queue", severity="info", evidence={"levels": rows})

@@ -4,8 +4,6 @@ HTML plot work. The same proxy in front of real servers: tests/probes/load/test_
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -139,20 +137,22 @@ def test_dead_port_is_ept001_and_the_rest_skipped(model):
 
 
 def test_cli_json_and_html(model, fake, tmp_path):
+    from click.testing import CliRunner
+
+    from llmdoctor.cli import cli
     out = tmp_path / "load.json"
-    cmd = [sys.executable, "-m", "llmdoctor", "probe", "load", fake.url, "--model", str(model), "--concurrency",
-           "1,2", "--requests", "4", "--max-tokens", "6", "--repeats", "1", "--duration", "60", "--format", "json",
-           "-o", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    args = ["probe", "load", fake.url, "--model", str(model), "--concurrency", "1,2", "--requests", "4",
+            "--max-tokens", "6", "--repeats", "1", "--duration", "60"]
+    result = CliRunner().invoke(cli, args + ["--format", "json", "-o", str(out)])
+    assert result.exit_code == 0, result.output
     body = json.loads(out.read_text())
     assert [lv["concurrency"] for lv in body["load"]["levels"]] == [1, 2]
     assert set(body["load"]["levels"][0]) >= {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens_per_s",
                                               "requests_per_s", "goodput", "errors"}
     html = tmp_path / "load.html"
-    proc = subprocess.run(cmd[:-4] + ["--format", "html", "-o", str(html)], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0 and "latency against load" in html.read_text()
-    dead = subprocess.run(cmd[:4] + [f"http://127.0.0.1:{free_port()}", "--model", str(tmp_path / "missing")],
-                          capture_output=True, text=True, timeout=60)
-    assert dead.returncode == 2 and "Traceback" not in dead.stderr
+    result = CliRunner().invoke(cli, args + ["--no-correctness", "--format", "html", "-o", str(html)])
+    assert result.exit_code == 0 and "latency against load" in html.read_text()
+    missing = CliRunner().invoke(cli, ["probe", "load", fake.url, "--model", str(tmp_path)])
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
+    bad = CliRunner().invoke(cli, args[:3] + ["--model", str(model), "--concurrency", "0,2"])
+    assert bad.exit_code == 2 and "concurrency" in bad.output

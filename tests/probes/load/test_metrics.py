@@ -68,7 +68,8 @@ def test_percentiles_are_ordered_and_interpolated():
 
 
 def answer(tokens: list[tuple[str, dict]]) -> ProbeAnswer:
-    return ProbeAnswer("p", "solo", "".join(t for t, _ in tokens), [TokenLogprob(t, top.get(t), top) for t, top in tokens])
+    text = "".join(t for t, _ in tokens)
+    return ProbeAnswer("p", "solo", text, [TokenLogprob(t, top.get(t), top) for t, top in tokens])
 
 
 def test_near_tie_needs_each_token_in_the_others_top_k_with_a_small_gap():
