@@ -30,7 +30,8 @@ def _rows(ctx: LoadContext) -> list[dict]:
     return rows
 
 
-@check("EPT101", category="endpoint", severity="info", needs=("load",))
+@check("EPT101", category="endpoint", severity="info", needs=("load",),
+       hint="size the deployment below the level where latency climbs; compare runs before and after a change")
 def load_levels(ctx: LoadContext):
     """Latency and throughput at each load level (the numbers and plots the other load findings stand on).
 

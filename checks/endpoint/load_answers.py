@@ -22,7 +22,8 @@ def _where(c: dict) -> str:
     return "alone" if c["phase"] == "solo" else "under load"
 
 
-@check("EPT110", category="endpoint", severity="info", needs=("load",))
+@check("EPT110", category="endpoint", severity="info", needs=("load",),
+       hint="answers that change alone are the server's noise floor; under load see EPT111-EPT113")
 def answers_under_load(ctx: LoadContext):
     """Per probe: exact-match rate alone and under load, the first divergent token, agreement with the reference.
 

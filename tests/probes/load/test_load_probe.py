@@ -156,3 +156,15 @@ def test_cli_json_and_html(model, fake, tmp_path):
     assert missing.exit_code == 2 and "Traceback" not in missing.output
     bad = CliRunner().invoke(cli, args[:3] + ["--model", str(model), "--concurrency", "0,2"])
     assert bad.exit_code == 2 and "concurrency" in bad.output
+
+
+def test_triage_load_puts_the_levels_in_the_bundle(model, fake, tmp_path):
+    from llmdoctor.endpoint import EndpointOptions
+    from llmdoctor.triage import run_triage
+    from llmdoctor.triage_probes import TRIAGE_LOAD
+    result = run_triage(model, tmp_path / "bundle", device="cpu", kv_requests=50, bandwidth_bytes=1 << 20,
+                        run_checks=False, endpoint=EndpointOptions(fake.url, timeout_s=10), load=True)
+    body = json.loads((tmp_path / "bundle" / "report.json").read_text())
+    assert [lv["concurrency"] for lv in body["load"]["levels"]] == list(TRIAGE_LOAD["concurrency"])
+    assert body["load"]["options"]["requests"] == TRIAGE_LOAD["requests"]
+    assert result.report.findings_for("EPT101") and len(result.report.findings_for("EPT001")) == 1
