@@ -37,8 +37,9 @@ def run_load_report(model: str | Path, url: str, options: LoadOptions, *, served
     started = time.perf_counter()
     api_key = api_key_from_env(api_key_env)
     reference = reference or Reference.load(model)
-    # the probe answers go through the endpoint client: every one counted, retried politely, bounded in time
-    budget = Budget(max_requests=20 + 4 * options.repeats * 3, deadline_s=options.duration_s + 30,
+    # the probe answers go through the endpoint client: every one counted, retried politely, and inside the
+    # run's hard time limit (its deadline starts now, with the run)
+    budget = Budget(max_requests=20 + 4 * options.repeats * 3, deadline_s=options.duration_s,
                     timeout_s=options.timeout_s)
     client = EndpointClient(url, api_key, budget, transport)
     report = Report(model=str(model), fingerprint=None, tool_version=__version__,

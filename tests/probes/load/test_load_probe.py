@@ -168,3 +168,19 @@ def test_triage_load_puts_the_levels_in_the_bundle(model, fake, tmp_path):
     assert [lv["concurrency"] for lv in body["load"]["levels"]] == list(TRIAGE_LOAD["concurrency"])
     assert body["load"]["options"]["requests"] == TRIAGE_LOAD["requests"]
     assert result.report.findings_for("EPT101") and len(result.report.findings_for("EPT001")) == 1
+
+
+def test_a_server_that_dies_after_connecting_is_counted_not_raised(model):
+    from checks.endpoint.load_context import LoadContext
+    from checks.endpoint.load import failed_requests
+    from probes.endpoint import EndpointClient, Surface
+    from probes.load import run_load
+    surface = Surface(EndpointClient(f"http://127.0.0.1:{free_port()}"), "m")
+    options = LoadOptions(**SMALL)
+    started = time.monotonic()
+    result = run_load(surface, options)
+    assert time.monotonic() - started < 30
+    assert result.metrics_error and all(s.outcome == "transport" for lv in result.levels for s in lv.samples)
+    assert all(a.error for a in result.solo + result.loaded)
+    finding = list(failed_requests(LoadContext("x", result, options)))[0]
+    assert finding.severity == "error" and "connection errors" in finding.message
