@@ -9,7 +9,7 @@ another request is in flight ("under load"), injects one fault no healthy server
 - "5xx": every second request gets 503;
 - "drop": a stream is cut after two chunks and closed with `data: [DONE]`, no finish_reason;
 - "stall": the request hangs (a timeout for the client);
-- "cliff": each request waits 0.25 s x (requests in flight)^2 before it is forwarded (latency climbs,
+- "cliff": each request waits 0.1 s x (requests in flight)^2 before it is forwarded (latency climbs,
   throughput falls);
 - "preemption": GET /metrics answers vLLM-style text whose vllm:num_preemptions_total climbs with every request
   while vllm:kv_cache_usage_perc sits at 0.98 and vllm:num_requests_waiting grows.
@@ -296,7 +296,7 @@ class _ProxyHandler(_Handler):
         if fault == "cliff":
             with o.lock:
                 n = o.in_flight
-            time.sleep(0.25 * n * n)
+            time.sleep(0.1 * n * n)
         if body.get("stream"):
             return self._stream(body, busy and fault == "drop")
         try:

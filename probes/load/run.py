@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from probes.load.correctness import solo, under_load
 from probes.load.metrics import Scraper
 from probes.load.runner import Target, closed_loop, open_loop
-from probes.load.types import Level, ProbeAnswer, Sample, Scrape
+from probes.load.types import TRANSPORT, Level, ProbeAnswer, Sample, Scrape
 from probes.load.workload import latency_prompts
 
 # request switches per server kind: fixed output lengths where the server has the switch (vLLM, llama.cpp)
@@ -60,7 +60,10 @@ def run_load(surface, options: LoadOptions, *, api_key: str | None = None, trans
     scraper = Scraper(scraper_http, 1.0, deadline).start()
     try:
         _latency(target, options, result, scraper, transport)
-        if options.correctness:
+        samples = [s for level in result.levels for s in level.samples]
+        if samples and all(s.outcome == TRANSPORT for s in samples):
+            result.skipped["correctness"] = "the server stopped accepting connections during the latency levels"
+        elif options.correctness:
             _correctness(surface, target, options, result, scraper, transport)
         else:
             result.skipped["correctness"] = "not asked"
