@@ -165,7 +165,7 @@ class _FakeHandler(_Handler):
         with o.lock:
             o.in_flight += 1
         try:
-            if self.path == "/v1/completions" and body.get("stream"):
+            if self.path == "/v1/chat/completions" and body.get("stream"):
                 self.stream(body)
             elif self.path == "/v1/chat/completions":
                 self.chat(body)
@@ -176,12 +176,13 @@ class _FakeHandler(_Handler):
                 o.in_flight -= 1
 
     def stream(self, body):
-        tokens = fake_tokens(str(body.get("prompt")), int(body.get("max_tokens", 16)))
+        tokens = fake_tokens(json.dumps(body.get("messages")), int(body.get("max_tokens", 16)))
         self.start_stream()
+        self.event(b'data: {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": null}]}\n\n')
         for i, tok in enumerate(tokens):
             self.owner.step()
             last = i == len(tokens) - 1
-            chunk = {"choices": [{"index": 0, "text": tok, "finish_reason": "length" if last else None}]}
+            chunk = {"choices": [{"index": 0, "delta": {"content": tok}, "finish_reason": "length" if last else None}]}
             if not self.event(f"data: {json.dumps(chunk)}\n\n".encode()):
                 return
         self.event(b"data: [DONE]\n\n")

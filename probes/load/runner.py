@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from probes.load.stream import completion_body, stream_request
+from probes.load.stream import chat_body, stream_request
 from probes.load.types import Level, Sample
 from probes.load.workload import Job
 
@@ -62,7 +62,7 @@ class InFlight:
 def send(http: httpx.Client, target: Target, job: Job, started: float, counter: InFlight,
          max_tokens: int | None = None) -> Sample:
     sample = Sample(job.prompt_id, round(time.monotonic() - started, 6))
-    body = completion_body(target.model, job.prompt, max_tokens or target.max_tokens, target.extra)
+    body = chat_body(target.model, job.prompt, max_tokens or target.max_tokens, target.extra)
     with counter:
         return stream_request(http, body, sample, timeout_s=target.timeout_s, deadline=target.deadline,
                               cancel_after=job.cancel_after)

@@ -1,4 +1,4 @@
-"""One streamed completion request, timed chunk by chunk (Server-Sent Events over httpx).
+"""One streamed chat request, timed chunk by chunk (Server-Sent Events over httpx).
 
 TTFT is the first chunk carrying text; every later text chunk is an inter-token gap. The stream must end with a
 finish_reason: one that closes (even with `data: [DONE]`) without it is a dropped stream, which is what a server
@@ -15,9 +15,14 @@ import httpx
 from probes.load.types import CANCELLED, CUT, DROPPED, HTTP_ERROR, OK, TIMEOUT, TRANSPORT, Sample
 
 
-def completion_body(model: str | None, prompt: str, max_tokens: int, extra: dict) -> dict:
-    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
-            "stream_options": {"include_usage": True}, **extra}
+ROUTE = "/v1/chat/completions"
+
+
+def chat_body(model: str | None, prompt: str, max_tokens: int, extra: dict) -> dict:
+    """A streamed greedy chat request: what production traffic to an instruct model looks like (a raw completion
+    prompt lets an instruct model end its turn at once)."""
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0.0,
+            "stream": True, "stream_options": {"include_usage": True}, **extra}
     if model:
         body["model"] = model
     return body
@@ -25,7 +30,7 @@ def completion_body(model: str | None, prompt: str, max_tokens: int, extra: dict
 
 def stream_request(http: httpx.Client, body: dict, sample: Sample, *, timeout_s: float, deadline: float,
                    cancel_after: int | None = None) -> Sample:
-    """POST /v1/completions with stream=true and fill `sample`; never raises for anything the server does.
+    """POST /v1/chat/completions with stream=true and fill `sample`; never raises for anything the server does.
 
     cancel_after: close the stream after that many text chunks (a client that walks away)."""
     sent = time.monotonic()
@@ -35,7 +40,7 @@ def stream_request(http: httpx.Client, body: dict, sample: Sample, *, timeout_s:
         return sample
     timeout = httpx.Timeout(limit - sent, connect=min(5.0, limit - sent))
     try:
-        with http.stream("POST", "/v1/completions", json=body, timeout=timeout) as response:
+        with http.stream("POST", ROUTE, json=body, timeout=timeout) as response:
             sample.status = response.status_code
             if response.status_code >= 400:
                 response.read()

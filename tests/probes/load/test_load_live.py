@@ -16,7 +16,7 @@ from tests.endpoint_assets import LlamaServer
 from tests.load_servers import FaultProxy, LlamaCppServer
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]
-LIVE = dict(concurrency=(1, 4), requests=8, max_tokens=16, duration_s=240, timeout_s=60, repeats=2)
+LIVE = dict(concurrency=(1, 4), requests=4, max_tokens=8, duration_s=400, timeout_s=120, repeats=1)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_llama_server_preemption_storm_and_cliff_behind_the_proxy(reference, lla
 
 def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, gguf):
     with LlamaServer(gguf, "--interrupt_requests", "False") as server:
-        report = run(reference, server.url, requests=6)
+        report = run(reference, server.url)
     assert severities(report) == [], [(f.check, f.message) for f in report.findings]
     levels = report.load["levels"]
     sane(levels)
@@ -93,7 +93,7 @@ def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, 
 
 def test_llama_cpp_python_default_interrupts_drop_concurrent_streams(reference, gguf):
     with LlamaServer(gguf) as server:
-        report = run(reference, server.url, requests=8, correctness=False)
+        report = run(reference, server.url, correctness=False)
     finding = report.findings_for("EPT102")[0]
     assert finding.severity.value == "error" and "dropped streams" in finding.message, finding.message
     assert report.load["levels"][1]["errors"]["dropped_streams"] > 0
