@@ -16,6 +16,7 @@ from probes.load.workload import NONCE
 
 NEAR_TIE_NATS = 1.0       # logprob gap under which two top-k tokens count as tied
 CROSSTALK_CHARS = 16      # a shared opening this long with another request's answer is that answer
+END_PIECES = {"", "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>", "<end_of_turn>", "<|end|>", "<|eot|>"}
 
 
 @dataclass
@@ -56,6 +57,12 @@ def first_divergence(base: ProbeAnswer, other: ProbeAnswer) -> Divergence:
         shorter_base = len(a) < len(b)
         end = f"<end: {(base if shorter_base else other).finish_reason}>"
         tok_a, tok_b = (end, b[n]) if shorter_base else (a[n], end)
+        longer = (other if shorter_base else base).tokens[n]
+        # servers do not return the end-of-turn token itself; the side that went on may list it in its top-k
+        gap = min((abs(longer.top.get(longer.token, max(longer.top.values())) - lp)
+                   for piece, lp in longer.top.items() if piece.strip() in END_PIECES), default=None)
+        if gap is not None and gap <= NEAR_TIE_NATS and (base if shorter_base else other).finish_reason == "stop":
+            return Divergence("near-tie", n, tok_a, tok_b, (gap, gap), detail="the end of the turn was nearly tied")
         return Divergence("corruption", n, tok_a, tok_b, detail="one answer ends where the other goes on")
     ta, tb = base.tokens[n], other.tokens[n]
     gap_a = _gap(ta.top, ta.token, tb.token)

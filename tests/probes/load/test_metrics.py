@@ -82,3 +82,12 @@ def test_near_tie_needs_each_token_in_the_others_top_k_with_a_small_gap():
     assert first_divergence(base, far).kind == "corruption"
     assert first_divergence(base, wide).kind == "corruption"      # in the top-k, but 5.9 nats apart
     assert first_divergence(base, base).kind == "match"
+
+
+def test_an_answer_that_ends_early_at_a_near_tie_end_token_is_a_flip():
+    base = answer([(" a", {" a": -0.1}), (" b", {" b": -0.5, "<|im_end|>": -0.6})])
+    ended = answer([(" a", {" a": -0.1})])
+    ended.finish_reason = "stop"
+    assert first_divergence(base, ended).kind == "near-tie"
+    base.tokens[1].top = {" b": -0.1, "<|im_end|>": -7.0}
+    assert first_divergence(base, ended).kind == "corruption"
