@@ -6,7 +6,7 @@
 # without the web UI (no download at build time) and without weight repacking (the extra CPU buffer types crashed
 # long prompts on this machine, see tests/endpoint_assets.py). The binary is cached as
 # ~/.cache/llmdoctor/bin/llama-server-<version> (LLMDOCTOR_CACHE overrides the root); nothing to do when it is there.
-# Takes 10-25 minutes on 2 cores: nice'd, CMAKE_BUILD_PARALLEL_LEVEL=2 unless set. Called by scripts/setup.sh --test.
+# Takes 10-25 minutes on 2 idle cores (78 on a busy shared box): nice'd, CMAKE_BUILD_PARALLEL_LEVEL=2 unless set. Called by scripts/setup.sh --test.
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 VERSION=0.3.36
@@ -23,7 +23,7 @@ scratch=$(mktemp -d "$ROOT/bin/.build.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 tar -xzf "$SDIST" -C "$scratch"
 SRC="$scratch/llama_cpp_python-$VERSION/vendor/llama.cpp"
-echo "setup: building llama-server from llama-cpp-python $VERSION's llama.cpp (~10-25 min on 2 cores) into $BIN" >&2
+echo "setup: building llama-server from llama-cpp-python $VERSION's llama.cpp (~10-80 min on 2 cores) into $BIN" >&2
 started=$(date +%s)
 nice cmake -S "$SRC" -B "$scratch/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DGGML_NATIVE=ON -DGGML_CPU_REPACK=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
