@@ -372,7 +372,7 @@ def llama_server_binary() -> Path:
 
 
 class LlamaCppServer:
-    """llama.cpp's C++ llama-server on 127.0.0.1 (--parallel slots, --metrics), one thread per slot batch."""
+    """llama.cpp's C++ llama-server on 127.0.0.1 (--parallel slots, --metrics, one thread)."""
 
     def __init__(self, gguf: Path, *args: str, parallel: int = 4, ctx: int = 4096):
         self.gguf, self.args, self.parallel, self.ctx = gguf, args, parallel, ctx
@@ -383,8 +383,9 @@ class LlamaCppServer:
 
     def start(self) -> "LlamaCppServer":
         cmd = [str(llama_server_binary()), "-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port),
-               "-c", str(self.ctx), "--parallel", str(self.parallel), "--metrics", "--threads", "2",
-               "--threads-batch", "2", "--no-repack", "--no-webui", *self.args]
+               "-c", str(self.ctx), "--parallel", str(self.parallel), "--metrics", "--threads", "1",
+               "--threads-batch", "1", "--no-repack", "--no-webui", *self.args]
+        # one thread: on a loaded 2-core box ggml worker threads spinning at a barrier make decoding ~20x slower
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -36,9 +36,11 @@ def answers_under_load(ctx: LoadContext):
         row = {"probe": probe}
         for phase in ("solo", "load"):
             mine = [c for c in ctx.classes if c["probe"] == probe and c["phase"] == phase]
-            total = len(mine) + (1 if phase == "solo" else 0)        # the baseline matches itself
+            failed = sum(c["kind"] == "failed" for c in mine)
+            total = len(mine) - failed + (1 if phase == "solo" else 0)        # the baseline matches itself
             same = sum(c["kind"] == "match" for c in mine) + (1 if phase == "solo" else 0)
-            row[f"{phase}_exact"] = f"{same}/{total}" if mine or phase == "solo" else "-"
+            row[f"{phase}_exact"] = (f"{same}/{total}" + (f" ({failed} failed)" if failed else "")
+                                     if mine or phase == "solo" else "-")
         first = next((c for c in ctx.classes if c["probe"] == probe and c["kind"] not in ("match", "failed")), None)
         row["first_divergence"] = (f"{first['kind']} at token {first.get('position')}: "
                                    f"{first.get('baseline_token')!r} vs {first.get('other_token')!r}"
