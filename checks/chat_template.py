@@ -5,6 +5,7 @@ from __future__ import annotations
 import regex
 
 from checks.registry import Problem, Skip, check
+from findings import Location
 from reference_engine.errors import ModelDirError
 
 USER_ONLY = [{"role": "user", "content": "What is the capital of France?"}]
@@ -13,6 +14,29 @@ NO_SYSTEM = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "con
 WITH_SYSTEM = [{"role": "system", "content": "You are a helpful assistant."}] + NO_SYSTEM
 # role markers as templates write them: <|im_start|>, <|start_header_id|>, <start_of_turn>, </s>
 MARKER = regex.compile(r"<\|[^<>|\s]{1,40}\|>|</?[A-Za-z_][A-Za-z0-9_\-]{0,40}>")
+
+
+def template_location(ctx, needle: str | None = None) -> Location:
+    """The template's place: the line of chat_template.jinja holding `needle` (or of a syntax error), else the
+    chat_template key of tokenizer_config.json (the whole template is one JSON string there)."""
+    path = ctx.model_dir / "chat_template.jinja"
+    if not path.is_file():
+        return Location(file="tokenizer_config.json", logical="chat_template")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    line = _syntax_error_line(text) if needle is None else next(
+        (i for i, row in enumerate(text.splitlines(), 1) if needle in row), None)
+    return Location(file="chat_template.jinja", line=line or 1, logical="chat_template")
+
+
+def _syntax_error_line(text: str) -> int | None:
+    """The line jinja2's parser stops at (parsing only: nothing of the template runs)."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    try:
+        ImmutableSandboxedEnvironment().parse(text)
+    except jinja2.TemplateSyntaxError as e:
+        return e.lineno
+    return None
 
 
 def _render(tok, messages, add_generation_prompt=True) -> str:
@@ -43,19 +67,21 @@ def chat_template_renders(ctx):
     tok = ctx.tokenizer
     if not tok.chat_template:
         yield Problem("no chat template: apply_chat_template cannot be used (base model?)", severity="info",
-                      evidence={"chat_template": None})
+                      evidence={"chat_template": None},
+                      location=Location(file="tokenizer_config.json", logical="chat_template"))
         return
     for label, messages in (("a user message", USER_ONLY), ("user/assistant turns", NO_SYSTEM)):
         try:
             _render(tok, messages)
         except ModelDirError as e:
-            yield Problem(f"chat template fails on {label}: {e.problem}", evidence={"messages": messages})
+            yield Problem(f"chat template fails on {label}: {e.problem}", evidence={"messages": messages},
+                          location=template_location(ctx))
             return
     try:
         _render(tok, WITH_SYSTEM)
     except ModelDirError as e:
         yield Problem(f"chat template rejects a system message: {e.problem}", severity="info",
-                      evidence={"messages": WITH_SYSTEM})
+                      evidence={"messages": WITH_SYSTEM}, location=template_location(ctx, "system"))
 
 
 def _rendered_or_skip(tok) -> str:
@@ -67,29 +93,33 @@ def _rendered_or_skip(tok) -> str:
     raise Skip("the chat template does not render (TOK008)")
 
 
-@check("TOK007", category="tokenizer", severity="info", needs=("tokenizer",),
+@check("TOK007", category="tokenizer", severity="warning", needs=("tokenizer",),
        hint="Encode rendered prompts with add_special_tokens=False, or drop bos_token from the template.")
 def double_bos(ctx):
     """A rendered chat prompt encoded with add_special_tokens=True does not start with BOS twice.
 
     Templates such as Llama-3's write `{{ bos_token }}` themselves, while the tokenizer also adds BOS
-    (add_bos_token / its post-processor). Whoever renders to text and then encodes normally — a very
-    common pattern, and what several servers did — feeds <BOS><BOS>, which measurably degrades
-    output; llama.cpp warns "the final prompt starts with 2 BOS tokens" when it happens. The model is
-    fine (Llama-3 ships exactly this pairing) and transformers avoids it inside
-    apply_chat_template(tokenize=True), so this is a note about how to encode prompts, not a defect.
+    (add_bos_token / its post-processor). Whoever renders to text and then encodes normally — raw completions
+    endpoints, user code, several servers — feeds <BOS><BOS>, which measurably degrades output; llama.cpp
+    warns "the final prompt starts with 2 BOS tokens" at run time (llama.cpp PR #7332). transformers avoids it
+    inside apply_chat_template(tokenize=True), which is why the pairing survives in released models, but every
+    other path sends two.
 
-    Remedy: encode rendered prompts with add_special_tokens=False, or remove bos_token from the template.
+    Remedy: remove bos_token from the template (the tokenizer adds it), or encode rendered prompts with
+    add_special_tokens=False everywhere.
     """
     tok = _template_or_skip(ctx)
     bos = tok.bos_token_id
     if bos is None:
         raise Skip("no BOS token")
-    ids = tok.encode(_rendered_or_skip(tok), add_special_tokens=True)
+    rendered = _rendered_or_skip(tok)
+    ids = tok.encode(rendered, add_special_tokens=True)
     if ids[:2] == [bos, bos]:
-        yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds it again: prompts start "
-                      f"with BOS twice", evidence={"first_ids": ids[:4], "bos_token_id": bos,
-                                                  "add_bos_token": tok.add_bos_token})
+        yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds it again: the rendered prompt "
+                      f"{rendered[:40]!r} encodes to {ids[:4]}... (BOS twice)",
+                      evidence={"input": rendered[:200], "first_ids": ids[:4], "bos_token_id": bos,
+                                "add_bos_token": tok.add_bos_token},
+                      location=template_location(ctx, "bos_token"))
 
 
 @check("TOK009", category="tokenizer", severity="warning", needs=("tokenizer",),
@@ -112,4 +142,5 @@ def role_tokens_atomic(ctx):
     if split:
         first = next(iter(split))
         yield Problem(f"{len(split)} role marker(s) are not single tokens, e.g. {first!r} -> {len(split[first])} "
-                      f"tokens", evidence={"markers": {m: ids[:12] for m, ids in split.items()}})
+                      f"tokens", evidence={"markers": {m: ids[:12] for m, ids in split.items()}},
+                      location=template_location(ctx, first))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from checks.registry import Problem, check
+from findings import Location
 from reference_engine.config import read_json
 from reference_engine.errors import ModelDirError
 from reference_engine.files.safetensors_io import read_header, validate_file
@@ -21,9 +22,10 @@ def required_files(ctx):
     """The directory has config.json, safetensors weights and tokenizer.json, and its JSON files parse.
 
     A model directory needs config.json (architecture and sizes), weights, and the tokenizer files.
-    A missing tokenizer.json is a warning (some models ship only a SentencePiece tokenizer.model, which
-    this tool does not read); a JSON side file that exists but does not parse (generation_config.json,
-    tokenizer_config.json, special_tokens_map.json) is an error because transformers and vLLM refuse it.
+    A missing tokenizer.json is a warning, or a note when a SentencePiece tokenizer.model is there (the
+    reference tokenizer reads it, and transformers converts it at load time); a JSON side file that exists
+    but does not parse (generation_config.json, tokenizer_config.json, special_tokens_map.json) is an error
+    because transformers and vLLM refuse it.
 
     Remedy: re-download or copy the named file from the original checkpoint.
     """
@@ -32,7 +34,10 @@ def required_files(ctx):
         yield Problem("config.json is missing", evidence={"file": "config.json"})
     if not any(root.glob("*.safetensors")) and not (root / INDEX).is_file():
         yield Problem("no safetensors weights (model.safetensors or an index)", evidence={"dir": str(root)})
-    if not (root / "tokenizer.json").is_file():
+    if not (root / "tokenizer.json").is_file() and (root / "tokenizer.model").is_file():
+        yield Problem("tokenizer.json is missing: the tokenizer is read from tokenizer.model", severity="info",
+                      evidence={"file": "tokenizer.json"})
+    elif not (root / "tokenizer.json").is_file():
         yield Problem("tokenizer.json is missing: tokenizer checks cannot run", severity="warning",
                       evidence={"file": "tokenizer.json"})
     for name in SIDE_JSON:
@@ -98,17 +103,20 @@ def _index_vs_shards(root: Path, weight_map: dict):
         try:
             path = safe_weight_path(root, shard, root / INDEX)  # refuses '..', absolute, escaping symlinks
         except ModelDirError as e:
-            yield Problem(f"index: {e.problem}", evidence={"shard": shard, "tensors": len(listed)})
+            yield Problem(f"index: {e.problem}", evidence={"shard": shard, "tensors": len(listed)},
+                          location=Location(file=INDEX, logical=min(listed) if listed else "weight_map"))
             continue
         try:
             stored = set(read_header(path).tensors)
         except ModelDirError as e:
-            yield Problem(f"shard {shard} unreadable: {e.problem}", evidence={"shard": shard})
+            yield Problem(f"shard {shard} unreadable: {e.problem}", evidence={"shard": shard},
+                          location=Location(file=INDEX, logical=min(listed) if listed else "weight_map"))
             continue
         yield from _listed_vs_stored(shard, listed, stored, weight_map)
     for orphan in sorted(p.name for p in root.glob("*.safetensors") if p.name not in by_shard):
         yield Problem(f"{orphan} is not named by the index: its tensors are ignored by loaders",
-                      severity="warning", evidence={"shard": orphan})
+                      severity="warning", evidence={"shard": orphan},
+                      location=Location(file=INDEX, logical="weight_map"))
 
 
 def _listed_vs_stored(shard: str, listed: set[str], stored: set[str], weight_map: dict):
@@ -116,7 +124,8 @@ def _listed_vs_stored(shard: str, listed: set[str], stored: set[str], weight_map
     unlisted = sorted(t for t in stored - listed if weight_map.get(t) != shard)
     if absent:
         yield Problem(f"index places {len(absent)} tensor(s) in {shard} that it does not hold, e.g. {absent[0]}",
-                      evidence={"shard": shard, "missing": absent[:10]})
+                      evidence={"shard": shard, "missing": absent[:10]},
+                      location=Location(file=INDEX, logical=absent[0]))
     if unlisted:
         yield Problem(f"{shard} holds {len(unlisted)} tensor(s) the index does not map to it, e.g. {unlisted[0]}",
                       evidence={"shard": shard, "unlisted": unlisted[:10]})

@@ -8,13 +8,13 @@ from pathlib import Path
 import click
 
 from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint
-from llmdoctor.cli_options import output_option, report_options
+from llmdoctor.cli_options import known_option, output_option, report_options
 
 
 def _size(ctx, param, value):
     if value is None:
         return None
-    from probes.kv import parse_size
+    from reference_engine.budget.plan import parse_size
     try:
         return parse_size(value)
     except ValueError as exc:
@@ -31,10 +31,10 @@ def _block_sizes(ctx, param, value):
     return sizes
 
 
-def finish(recorder, fmt: str, output: Path | None, fail_on: str) -> None:
+def finish(recorder, fmt: str, output: Path | None, fail_on: str, known: Path | None = None) -> None:
     from llmdoctor.cli_options import emit
     report = recorder.report(fail_on=fail_on)
-    emit(report, fmt, output)
+    emit(report, fmt, output, known)
     sys.exit(report.exit_code())
 
 
@@ -45,7 +45,8 @@ def probe():
 
 @probe.command("kv")
 @click.option("--trace", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) instead of a synthetic load.")
+              help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
+                   "instead of a synthetic load.")
 @click.option("--requests", type=click.IntRange(1), default=10000, show_default=True, help="Synthetic: requests.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="Synthetic: Poisson arrival rate, requests/s.")
@@ -66,7 +67,9 @@ def probe():
               help="KV pool size in tokens [default: 262144, or --memory-budget / the model's KV bytes per token].")
 @click.option("--with-model", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="Size the pool from this model's KV bytes per token (config.json only; weights are not read).")
-@click.option("--memory-budget", callback=_size, default=None, help="KV memory budget with --with-model, e.g. 16GiB [default: 4GiB].")
+@click.option("--memory-budget", callback=_size, default=None,
+              help="KV memory to simulate, e.g. 16GiB (4G = 4 GiB, as in every command): the pool is this over "
+                   "the model's KV bytes per token, so it needs --with-model [default: 4GiB].")
 @click.option("--kv-dtype", type=click.Choice(("float32", "bfloat16", "float16")), default=None,
               help="KV cache dtype with --with-model [default: the config's torch_dtype, else bfloat16].")
 @click.option("--max-len", type=click.IntRange(2), default=None,
@@ -80,12 +83,16 @@ def probe():
 @report_options
 def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, output_sigma, seed, save_trace,
              block_sizes, pool_tokens, with_model, memory_budget, kv_dtype, max_len, tick_tokens, step_ms,
-             max_running, fmt, output, fail_on):
+             max_running, fmt, output, fail_on, known):
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
-    from probes.kv import ModelKv, kv_findings, run_kv_probe
+    from probes.kv import DEFAULT_KV_BUDGET, DEFAULT_POOL_TOKENS, ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.probe_report import ProbeRecorder
+    if memory_budget is not None and with_model is None:
+        # without a model a token has no size, so a byte budget cannot size the pool; refusing beats ignoring it
+        raise click.UsageError("--memory-budget sizes the KV pool from a model's bytes per token: add "
+                               "--with-model MODEL_DIR, or give the pool in tokens with --pool-tokens")
     refuse_inside_model(output, with_model, "report")
     refuse_inside_model(save_trace, with_model, "trace")
     started = time.perf_counter()
@@ -100,14 +107,14 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     if save_trace:
         write_trace(workload, save_trace)
     if pool_tokens is None:
-        pool_tokens = (memory_budget or 4 * 2**30) // kv.bytes_per_token if kv else 262144
+        pool_tokens = (memory_budget or DEFAULT_KV_BUDGET) // kv.bytes_per_token if kv else DEFAULT_POOL_TOKENS
     result = run_kv_probe(workload, label, pool_tokens=max(pool_tokens, 1), max_len=max_len, block_sizes=block_sizes,
                           bytes_per_token=kv.bytes_per_token if kv else None, tick_tokens=tick_tokens,
                           step_s=step_ms / 1e3, max_running=max_running)
     recorder.add(kv_findings(result), time.perf_counter() - started)
     click.echo(f"llmdoctor: probe kv: {len(workload)} requests x {len(result.runs)} allocations simulated in "
                f"{time.perf_counter() - started:.1f} s", err=True)
-    finish(recorder, fmt, output, fail_on)
+    finish(recorder, fmt, output, fail_on, known)
 
 
 @probe.command("bandwidth")
@@ -121,7 +128,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
 @click.option("--dtype", type=click.Choice(("float32", "bfloat16", "float16")), default=None,
               help="Engine dtype for the decode roofline [default: float32 on cpu, bfloat16 on cuda].")
 @report_options
-def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fail_on):
+def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fail_on, known):
     """Measure achieved memory bandwidth vs the NVML peak (or host memory without a GPU)."""
     import torch
 
@@ -144,7 +151,7 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
             dev = "cuda" if result.device.startswith("cuda") else "cpu"
             run_roofline_part(recorder, model_dir, result.best_bytes_per_s, dev,
                               dtype or ("bfloat16" if dev == "cuda" else "float32"))
-    finish(recorder, fmt, output, fail_on)
+    finish(recorder, fmt, output, fail_on, known)
 
 
 probe.add_command(probe_endpoint)
@@ -164,9 +171,14 @@ probe.add_command(probe_load)
 @click.option("--endpoint", metavar="URL", default=None,
               help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks).")
 @endpoint_options
+@click.option("--format", "ci_formats", multiple=True, type=click.Choice(("sarif", "gitlab", "github")),
+              help="Also write report.sarif / gl-code-quality-report.json into the bundle, or print GitHub "
+                   "annotations (repeatable); the bundle always has JSON, Markdown and HTML.")
+@known_option
 @click.option("--load", "load", is_flag=True,
               help="With --endpoint: also load the server briefly (probe load with small defaults, EPT10x/11x).")
-def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s, load):
+def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s,
+           ci_formats, known, load):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
     from llmdoctor.triage import run_triage
     endpoint_options_ = None
@@ -176,7 +188,7 @@ def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_n
     elif load:
         raise click.UsageError("--load needs --endpoint URL")
     result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
-                        endpoint=endpoint_options_, load=load)
+                        endpoint=endpoint_options_, ci_formats=ci_formats, known=known, load=load)
     from reports.common import summary_line
     click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
     for path in result.files:

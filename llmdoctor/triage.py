@@ -20,7 +20,6 @@ from findings import Finding, Report
 from llmdoctor.output_guard import OutputError, refuse_inside_model
 from probes.environment import collect_environment, environment_problems
 from llmdoctor.probe_report import ProbeRecorder
-from reference_engine.errors import ModelDirError
 
 BUNDLE_FILES = ("report.json", "report.md", "report.html", "environment.json")
 
@@ -37,7 +36,8 @@ def environment_finding(env: dict) -> Finding:
     t = env["torch"]
     gpus = env["nvml"].get("status", "")
     message = (f"Python {env['python']['version']}, torch {t['version']} (CUDA build {t['cuda_build'] or 'none'}), "
-               f"{env['cpu']['logical_cores']} CPU cores, {env['memory'].get('MemTotal', 0) / 2**30:.1f} GiB RAM; {gpus}")
+               f"{env['cpu']['logical_cores']} CPU cores, "
+               f"{env['memory'].get('MemTotal', 0) / 2**30:.1f} GiB RAM; {gpus}")
     if problems:
         message += f"; {problems[0]}"
     return Finding("ENV101", "environment", "warning" if problems else "info", message,
@@ -47,7 +47,7 @@ def environment_finding(env: dict) -> Finding:
 
 def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str = "auto", kv_requests: int = 5000,
                bandwidth_bytes: int | None = None, run_checks: bool = True, nvml_backend=None,
-               endpoint=None, load: bool = False) -> TriageResult:
+               endpoint=None, ci_formats=(), known=None, load: bool = False) -> TriageResult:
     from llmdoctor.triage_probes import run_checks_part, run_probes_part
     root = Path(model_dir) if model_dir is not None else None
     bundle = Path(bundle)
@@ -70,17 +70,28 @@ def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str 
         run_load_part(recorder, root, endpoint)
     report = recorder.report(fail_on="error", fingerprint=fingerprint)
     report.load = getattr(recorder, "load", None)
-    files = write_bundle(report, env, bundle)
+    from llmdoctor.locate import mark_known
+    mark_known(report, known)
+    files = write_bundle(report, env, bundle, ci_formats)
     return TriageResult(bundle, report, files)
 
 
-def write_bundle(report: Report, env: dict, bundle: Path) -> list[Path]:
+CI_FILES = {"sarif": "report.sarif", "gitlab": "gl-code-quality-report.json"}   # triage --format
+
+
+def write_bundle(report: Report, env: dict, bundle: Path, ci_formats=()) -> list[Path]:
+    import sys
+
+    from llmdoctor.ci_rules import render_options
     from reports import render
     outputs = {"report.json": "json", "report.md": "markdown", "report.html": "html"}
+    outputs.update({CI_FILES[fmt]: fmt for fmt in ci_formats if fmt in CI_FILES})
+    if "github" in ci_formats:   # annotations belong on stdout, where the runner reads workflow commands
+        render(report, "github", sys.stdout)
     files = []
     for name, fmt in outputs.items():
         buffer = io.StringIO()
-        render(report, fmt, buffer)
+        render(report, fmt, buffer, **render_options(report, fmt))
         (bundle / name).write_text(buffer.getvalue(), encoding="utf-8")
         files.append(bundle / name)
     (bundle / "environment.json").write_text(json.dumps(env, indent=2, sort_keys=True, default=str), encoding="utf-8")
