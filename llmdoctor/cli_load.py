@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from llmdoctor.cli_endpoint import endpoint_options
-from llmdoctor.cli_probe import report_options
+from llmdoctor.cli_options import report_options
 
 
 def _numbers(kind):
@@ -48,11 +48,11 @@ def _numbers(kind):
 @click.option("--no-correctness", is_flag=True, help="Latency levels only (no answers compared under load).")
 @report_options
 def probe_load(url, model, served_name, api_key_env, timeout_s, concurrency, requests, rate, max_tokens,
-               slo_ttft_ms, slo_tpot_ms, duration_s, repeats, no_correctness, fmt, output, fail_on):
+               slo_ttft_ms, slo_tpot_ms, duration_s, repeats, no_correctness, fmt, output, fail_on, known):
     """Load a live server (URL: root or /v1): latency percentiles, /metrics, answers that change under load."""
     import sys
 
-    from llmdoctor.cli import InputError, emit
+    from llmdoctor.cli_options import InputError, emit
     from llmdoctor.load_probe import run_load_report
     from llmdoctor.output_guard import refuse_inside_model
     from probes.endpoint import EndpointError
@@ -66,5 +66,5 @@ def probe_load(url, model, served_name, api_key_env, timeout_s, concurrency, req
     except EndpointError as e:  # the API key variable is unset: the user's to fix
         raise InputError(str(e)) from None
     report.fail_on = fail_on
-    emit(report, fmt, output)
+    emit(report, fmt, output, known)
     sys.exit(report.exit_code())

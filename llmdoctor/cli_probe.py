@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint
+from llmdoctor.cli_load import probe_load
 from llmdoctor.cli_options import known_option, output_option, report_options
 
 
@@ -155,8 +156,6 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
 
 
 probe.add_command(probe_endpoint)
-from llmdoctor.cli_load import probe_load  # noqa: E402  (needs report_options above)
-
 probe.add_command(probe_load)
 
 
