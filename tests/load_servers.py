@@ -232,7 +232,7 @@ class _ProxyHandler(_Handler):
                 seen, running = o.seen, o.in_flight
             text = (f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"m\"}} {running}\n"
                     f"# TYPE vllm:num_requests_waiting gauge\n"
-                    f"vllm:num_requests_waiting{{model_name=\"m\"}} {seen // 2}\n"
+                    f"vllm:num_requests_waiting{{model_name=\"m\"}} {seen}\n"
                     f"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{{model_name=\"m\"}} 0.98\n"
                     f"# TYPE vllm:num_preemptions counter\nvllm:num_preemptions_total{{model_name=\"m\"}} {3 * seen}\n")
             return self._plain(text)

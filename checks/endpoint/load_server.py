@@ -19,8 +19,7 @@ def preemptions(scrapes: list[Scrape]) -> dict | None:
     kv = [v for _, _, v in series(scrapes, family, "kv_usage")]
     waiting = [v for _, _, v in series(scrapes, family, "waiting")]
     count = counter[-1][2] - counter[0][2]
-    half = len(waiting) // 2
-    growing = bool(waiting) and max(waiting[half:] or [0]) > max(waiting[:max(half, 1)] or [0])
+    growing = len(waiting) >= 2 and max(waiting[1:]) > waiting[0]      # the queue grew during the run
     kv_max = max(kv) if kv else None
     storm = count > 0 and kv_max is not None and kv_max >= KV_FULL and bool(waiting) and max(waiting) > 0 and growing
     rising = [{"t": t, "phase": phase, "preemptions": v} for t, phase, v in counter]

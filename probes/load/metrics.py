@@ -71,6 +71,7 @@ class Scraper:
         self.error: str | None = None
         self.phase = "idle"
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.started = time.monotonic()
 
@@ -92,6 +93,12 @@ class Scraper:
         self.error = None
         return True
 
+    def checkpoint(self) -> None:
+        """One more scrape now, tagged with the current phase (at the end of a level: short levels get one too)."""
+        if self.scrapes and (self.deadline is None or time.monotonic() < self.deadline):
+            with self._lock:
+                self.scrape_once()
+
     def start(self) -> "Scraper":
         if self.scrape_once():   # no /metrics at all: do not poll a route that is not there
             self._thread.start()
@@ -102,7 +109,8 @@ class Scraper:
         while not self._stop.wait(self.interval_s):
             if self.deadline is not None and time.monotonic() > self.deadline:
                 return
-            failures = 0 if self.scrape_once() else failures + 1
+            with self._lock:
+                failures = 0 if self.scrape_once() else failures + 1
             if failures >= 5:
                 return
 
@@ -110,4 +118,5 @@ class Scraper:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5)
+        self.checkpoint()
         return self.scrapes

@@ -83,12 +83,14 @@ def _latency(target: Target, options: LoadOptions, result: LoadRun, scraper: Scr
             continue
         scraper.phase = f"concurrency {c}"
         result.levels.append(closed_loop(target, jobs, c, transport))
+        scraper.checkpoint()
     for rate in options.rates:
         if target.left_s() <= 1:
             result.skipped[f"rate {rate:g}/s"] = f"the {options.duration_s:g} s time limit was reached"
             continue
         scraper.phase = f"rate {rate:g}/s"
         result.levels.append(open_loop(target, jobs, rate, options.max_in_flight, transport=transport))
+        scraper.checkpoint()
     scraper.phase = "idle"
 
 
@@ -113,4 +115,5 @@ def _correctness(surface, target: Target, options: LoadOptions, result: LoadRun,
     result.loaded, result.background = under_load(surface, target, options.repeats, options.max_tokens,
                                                   options.top_logprobs, result.background_workers,
                                                   result.probe_workers, transport)
+    scraper.checkpoint()
     scraper.phase = "idle"
