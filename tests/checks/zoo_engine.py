@@ -25,6 +25,7 @@ ENGINE_BASES = {
     "demo": (None, {}),
     # mixture of experts (issue 14): top-1 routing over 3 experts, so a router fault has a deterministic effect
     "moe_top1": ("mixtral", {"num_local_experts": 3, "num_experts_per_tok": 1}),
+    "mixtral": ("mixtral", {}),             # the factory's Mixtral: 4 experts, top-2
 }
 ROUTER = "model.layers.{}.block_sparse_moe.gate.weight"
 
@@ -39,6 +40,12 @@ def router_edit(layer: int, edit):
 def average_rows(w: torch.Tensor) -> torch.Tensor:
     """Router row 2 := mean of rows 0 and 1: its logit never exceeds both, so top-1 never picks expert 2."""
     w[2] = (w[0] + w[1]) / 2
+    return w
+
+
+def zero_row(w: torch.Tensor) -> torch.Tensor:
+    """Router row 2 := 0: expert 2's logit is 0 for every token (it still wins where its siblings' fall below)."""
+    w[2] = 0.0
     return w
 
 
@@ -132,6 +139,8 @@ ENGINE_FAULTS: list[EngineFault] = [
     EngineFault("moe_router_zeroed", router_edit(1, torch.zeros_like), "MOE005", "warning",
                 "router left at its zero initialisation", base="moe_top1"),
     EngineFault("moe_dead_expert", router_edit(0, average_rows), "MOE004", "warning", base="moe_top1"),
+    EngineFault("moe_router_row_zeroed", router_edit(0, zero_row), "MOE004", "warning",
+                "one expert's router row lost in conversion", base="mixtral"),
     EngineFault("norm_gains_saved_as_offsets", norms_as_offsets, "CNV001", "error",
                 "Gemma (1 + w) norm convention applied to the wrong architecture", base="demo"),
 ]
