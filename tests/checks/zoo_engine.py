@@ -26,6 +26,7 @@ ENGINE_BASES = {
     # mixture of experts (issue 14): top-1 routing over 3 experts, so a router fault has a deterministic effect
     "moe_top1": ("mixtral", {"num_local_experts": 3, "num_experts_per_tok": 1}),
     "mixtral": ("mixtral", {}),             # the factory's Mixtral: 4 experts, top-2
+    "gemma3": ("gemma3", {}),               # random weights: norm weights are offsets near 0
 }
 ROUTER = "model.layers.{}.block_sparse_moe.gate.weight"
 
@@ -54,13 +55,17 @@ def nan_row(w: torch.Tensor) -> torch.Tensor:
     return w
 
 
-def norms_as_offsets(d: Path) -> None:
-    """Every RMSNorm gain stored as w - 1 (Gemma's offset convention) under a Llama architecture."""
+def shift_norms(shift: float):
+    """Every RMSNorm weight + shift: -1 stores Gemma-style offsets under a Llama architecture, +1 stores full
+    gains (1 + w) under Gemma's."""
     def change(t: dict, _: Path) -> None:
         for name in t:
             if name.endswith("norm.weight"):
-                t[name] = t[name] - 1.0
-    edit_tensors(change)(d)
+                t[name] = t[name] + shift
+    return edit_tensors(change)
+
+
+norms_as_offsets = shift_norms(-1.0)
 
 
 @dataclass(frozen=True)
@@ -143,4 +148,9 @@ ENGINE_FAULTS: list[EngineFault] = [
                 "one expert's router row lost in conversion", base="mixtral"),
     EngineFault("norm_gains_saved_as_offsets", norms_as_offsets, "CNV001", "error",
                 "Gemma (1 + w) norm convention applied to the wrong architecture", base="demo"),
+    # untrained weights: the probes cannot tell the conventions apart, the initial values can
+    EngineFault("untrained_norm_gains_saved_as_offsets", norms_as_offsets, "CNV001", "error",
+                evidence={"weights_at_initialisation": True}),
+    EngineFault("untrained_gemma3_norms_saved_as_gains", shift_norms(1.0), "CNV001", "error",
+                "Gemma 3 norms written as 1 + w", base="gemma3", evidence={"weights_at_initialisation": True}),
 ]
