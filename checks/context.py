@@ -6,7 +6,6 @@ checks that needed it, while the files/config checks report the underlying probl
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -17,8 +16,6 @@ from reference_engine.config import (load_generation_config, load_tokenizer_conf
 from reference_engine.errors import ModelDirError
 
 DEVICES = ("auto", "cpu", "cuda")
-# LLMDOCTOR_STREAMING=1 streams even a model that fits (tests, and comparing both paths on one model)
-FORCE_STREAMING = lambda: os.environ.get("LLMDOCTOR_STREAMING", "") not in ("", "0")  # noqa: E731
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -39,10 +36,12 @@ class ThresholdError(ValueError):
 class CheckContext:
     def __init__(self, model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
                  thresholds: dict[str, dict[str, Any]] | None = None, baseline: str | Path | None = None,
-                 memory_budget: int | None = None, workload=None):
+                 memory_budget: int | None = None, workload=None,
+                 adapter_dir: str | Path | None = None):
         self.model_dir = Path(model_dir)
-        self.memory_budget = memory_budget       # bytes; None: what the machine has available (core/plan.py)
-        self.workload = workload                 # plan.Workload; None: the check run's (quick or full)
+        self.memory_budget = memory_budget       # bytes; None: what the machine has available (budget/plan.py)
+        self.workload = workload                 # budget.plan.Workload, given by the runner; None: no plan
+        self.adapter_dir = Path(adapter_dir) if adapter_dir else None   # a LoRA adapter over the model
         self.on_layer = None                     # progress callback handed to a streaming engine
         self.requested_device = device
         self.requested_dtype = dtype
@@ -150,26 +149,28 @@ class CheckContext:
             return Weights.open(self.model_dir)
         return self._get("weights", build)
 
+    def engine_spec(self):
+        """What the engine builder needs (checks/engine_builder.py), device and dtype resolved."""
+        from checks.engine_builder import EngineSpec
+        return EngineSpec(self.model_dir, workload=self.workload, device=self.device, dtype=self.dtype,
+                          memory_budget=self.memory_budget, adapter=self.adapter_dir)
+
     @property
     def plan(self):
-        """Resident or streaming, predicted peak and passes (reference_engine/core/plan.py), before loading.
+        """Resident or streaming, predicted peak and passes (reference_engine/budget/plan.py), before loading.
         A model that cannot fit even one layer at a time raises plan.PlanError (the CLI exits 2)."""
         if "plan" not in self._cache:
-            from reference_engine.core.engine import resolve_dtype
-            from reference_engine.core.pipeline import world
-            from reference_engine.core.plan import CHECK_FULL, CHECK_QUICK, make_plan
-            ranks, rank = world()
-            workload = self.workload or (CHECK_QUICK if self.quick else CHECK_FULL)
-            self._cache["plan"] = make_plan(self.model_dir, self.memory_budget, dtype=resolve_dtype(self.dtype),
-                                            device=self.device, workload=workload, ranks=ranks, rank=rank,
-                                            force="streaming" if ranks > 1 or FORCE_STREAMING() else None)
+            from checks.engine_builder import make_engine_plan
+            if self.workload is None:
+                raise ResourceError("plan", "no workload given, so no memory plan: the engine is built resident")
+            self._cache["plan"] = make_engine_plan(self.engine_spec())
         return self._cache["plan"]
 
     def _plan_or_none(self):
         """The plan, or None when this model cannot be planned (not a safetensors directory, a broken
-        config): the engine is then built resident and its own errors say what is wrong."""
-        from reference_engine.core.pipeline import PipelineError
-        from reference_engine.core.plan import PlanError
+        config, no workload): the engine is then built resident and its own errors say what is wrong."""
+        from reference_engine.budget.pipeline import PipelineError
+        from reference_engine.budget.plan import PlanError
         try:
             return self.plan
         except (PlanError, PipelineError):
@@ -180,20 +181,8 @@ class CheckContext:
     @property
     def engine(self):
         def build():
-            from reference_engine.engine import Engine
-            from reference_engine.core.pipeline import attach_pipeline
-            plan = self._plan_or_none()
-            # on a CPU the KV cache is sized to what the plan counted: the cache hands out the block freed
-            # longest ago, so over a run its pages all get touched, and a 1 GiB default would end up resident
-            blocks = -(-plan.kv_tokens // 16) + 2 if plan is not None and self.device == "cpu" else None
-            engine = Engine.from_pretrained(self.model_dir, device=self.device, dtype=self.dtype, num_blocks=blocks,
-                                            streaming=plan is not None and plan.streaming)
-            if plan is not None and plan.streaming:
-                engine.core.on_layer = self.on_layer
-                attach_pipeline(engine.core, plan)
-            elif plan is not None:
-                engine.core.pack_decode = plan.pack_decode    # a check's few decode steps: not worth a copy
-            return engine
+            from checks.engine_builder import build_engine
+            return build_engine(self.engine_spec(), self._plan_or_none(), on_layer=self.on_layer).engine
         return self._get("engine", build)
 
     @property

@@ -34,7 +34,7 @@ def probe_nll(engine, probes, shift: float) -> tuple[float, float]:
     """Mean next-token negative log-likelihood (nats) of the probe texts as the model is, and with every
     RMSNorm gain shifted by `shift` (sweep.NormShift: a copy per layer, the model's weights untouched); both
     in one pass over the weights when streaming."""
-    from reference_engine.core.sweep import NormShift
+    from reference_engine.budget.sweep import NormShift
     texts = [list(p.ids) for p in probes if len(p.ids) >= 2]
     if not texts:
         return float("nan"), float("nan")

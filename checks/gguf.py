@@ -103,9 +103,9 @@ def _llama_cpp_knows(pre: str) -> bool:
 def _tokenizer_with_pre(gguf, pre: str):
     """The GGUF's tokenizer with tokenizer.ggml.pre replaced (None when it cannot be built)."""
     from dataclasses import replace
-    from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
+    from reference_engine.tokenizer.tokenizer import Tokenizer
     try:
-        return tokenizer_from_gguf(replace(gguf, metadata={**gguf.metadata, "tokenizer.ggml.pre": pre}))
+        return Tokenizer.from_gguf(replace(gguf, metadata={**gguf.metadata, "tokenizer.ggml.pre": pre}))
     except ModelDirError:
         return None
 

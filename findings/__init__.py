@@ -116,7 +116,7 @@ class Report:
     device: str = "cpu"
     dtype: str = "float32"
     resources: dict[str, float] = field(default_factory=dict)  # seconds to build config/weights/engine/...
-    plan: dict | None = None   # the memory plan of an engine run (reference_engine/core/plan.py), None without one
+    plan: dict | None = None   # the memory plan of an engine run (reference_engine/budget/plan.py), None without one
 
     def failing(self, fail_on: str | None = None) -> list[Finding]:
         """Findings at or above fail_on (the report's own level by default)."""

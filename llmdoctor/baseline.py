@@ -19,7 +19,7 @@ from llmdoctor.output_guard import refuse_inside_model
 def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
            top_k: int = DEFAULT_TOP_K, memory_budget: int | None = None, plan_stream=None) -> dict:
     """Run the probes on the model and return the baseline document (the engine planned against
-    memory_budget like a check run, reference_engine/core/plan.py; the plan printed to plan_stream)."""
+    memory_budget like a check run, reference_engine/budget/plan.py; the plan printed to plan_stream)."""
     from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
     from checks.analysis.prompts import new_tokens
     from checks.activations import activation_table
@@ -29,7 +29,7 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
 
     if top_k < 1:
         raise BaselineError(f"--top-k must be at least 1, found {top_k}")
-    from reference_engine.core.plan import BASELINE
+    from llmdoctor.workloads import BASELINE
     ctx = CheckContext(model_dir, device=device, dtype=dtype, quick=quick, memory_budget=memory_budget,
                        workload=BASELINE)
     plan = ctx._plan_or_none()          # PlanError (exit 2) before anything is loaded

@@ -4,26 +4,23 @@ Exit codes: 0 = nothing at or above --fail-on, 1 = a finding at or above it, 2 =
 Bad input is reported as one line on stderr, never as a traceback."""
 from __future__ import annotations
 
-import io
 import sys
-from importlib import import_module
 from pathlib import Path
 
 import click
 
 from llmdoctor import __version__
+from llmdoctor.cli_baseline import baseline_command
+from llmdoctor.cli_diff import diff_command
+from llmdoctor.cli_fix import fix_command
+from llmdoctor.cli_generate import generate_command
+from llmdoctor.cli_options import (FORMATS, InputError, budget_option, device_option, dtype_option, emit,
+                                   fail_on_option, format_option, memory_budget_option, output_option)
+from llmdoctor.cli_probe import probe, triage
 
 EXIT_USAGE = 2
 DEMO_MODEL = Path(__file__).parent / "demo_model"
-FORMATS = ("table", "json", "junit", "markdown", "html")
-# command modules written alongside this one; each defines click commands with these names
-COMMAND_MODULES = {"llmdoctor.cli_generate": ("generate",), "llmdoctor.cli_fix": ("fix",),
-                   "llmdoctor.cli_probe": ("probe", "triage"), "llmdoctor.cli_baseline": ("baseline",),
-                   "llmdoctor.cli_diff": ("diff",)}
-
-
-class InputError(Exception):
-    """Bad input the user can fix; printed as one line."""
+__all__ = ["cli", "DEMO_MODEL", "EXIT_USAGE", "FORMATS", "InputError", "budget_option", "emit"]
 
 
 def input_errors() -> tuple[type[Exception], ...]:
@@ -33,8 +30,8 @@ def input_errors() -> tuple[type[Exception], ...]:
     from llmdoctor.selection import SelectionError
     from llmdoctor.output_guard import OutputError
     from reference_engine.errors import ModelDirError
-    from reference_engine.core.pipeline import PipelineError
-    from reference_engine.core.plan import PlanError
+    from reference_engine.budget.pipeline import PipelineError
+    from reference_engine.budget.plan import PlanError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
             OutputError, PlanError, PipelineError)
 
@@ -75,24 +72,18 @@ def cli():
               help="Run only these checks: ids (VOC001), id prefixes (VOC), categories (vocab) or ALL; "
                    "comma separated or repeated.")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these checks (same syntax as --select).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Report format.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
-              help="Write the report to this file instead of stdout (never inside the model directory).")
-@click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default=None,
-              help="Exit 1 when a finding is at or above this severity [default: error].")
-@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default=None,
-              help="Device for engine checks [default: auto = cuda when available].")
-@click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default=None,
-              help="Compute dtype for engine checks [default: auto = float32 on cpu, config dtype on cuda].")
+@format_option()
+@output_option()
+@fail_on_option(default=None)
+@device_option("Device for engine checks [default: auto = cuda when available].", default=None)
+@dtype_option("Compute dtype for engine checks [default: auto = float32 on cpu, config dtype on cuda].", default=None)
 @click.option("--quick/--no-quick", default=None, help="Trim slow checks (fewer prompts and steps).")
 @click.option("--demo", is_flag=True, help="Check the small demo model shipped with llmdoctor.")
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Baseline file from `llmdoctor baseline` to compare against (drift checks).")
 @click.option("--no-config", is_flag=True, help="Ignore llmdoctor.toml / [tool.llmdoctor] settings.")
-@click.option("--memory-budget", default=None, metavar="SIZE",
-              help="Memory the engine may use, e.g. 4GiB, 512MiB, 8G (default: available memory minus headroom); "
-                   "models that do not fit are streamed one layer at a time (docs/memory.md).")
+@memory_budget_option("Memory the engine may use, e.g. 4GiB, 512MiB, 8G (default: available memory minus "
+                      "headroom); models that do not fit are streamed one layer at a time (docs/memory.md).")
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
                   memory_budget):
     """Run the checks on the model directory PATH and print a report."""
@@ -121,21 +112,9 @@ def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, qui
     sys.exit(report.exit_code())
 
 
-def budget_option(value: str | None, settings) -> int | None:
-    """--memory-budget SIZE (or memory-budget in the config file) in bytes; InputError when malformed."""
-    from reference_engine.core.plan import parse_size
-    value = value if value is not None else getattr(settings, "memory_budget", None)
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except ValueError as e:
-        raise InputError(f"--memory-budget: {e}") from None
-
-
 def pipeline_rank() -> int:
     """This process's rank under torchrun (starting the process group); 0 without one."""
-    from reference_engine.core.pipeline import world
+    from reference_engine.budget.pipeline import world
     return world()[1]
 
 
@@ -151,30 +130,13 @@ def model_path(path: str | None, demo: bool) -> Path:
     return Path(path)
 
 
-def emit(report, fmt: str, output: Path | None) -> None:
-    """Render to stdout, or to a file (written whole, so a failure leaves no half report behind)."""
-    from reports import render
-    from reports.common import summary_line
-    if output is None:
-        render(report, fmt, sys.stdout)
-        return
-    buffer = io.StringIO()
-    render(report, fmt, buffer, **({"colour": False} if fmt == "table" else {}))
-    try:
-        output.write_text(buffer.getvalue(), encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"{output}: cannot write report: {e.strerror or e}") from None
-    click.echo(f"llmdoctor: {summary_line(report)}; {fmt} report written to {output}", err=True)
-
-
 def _first(*values):
     return next(v for v in values if v is not None)
 
 
 @cli.command("checks")
 @click.option("--select", multiple=True, metavar="IDS", help="Only these ids, prefixes or categories.")
-@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True,
-              help="Catalogue format.")
+@format_option("Catalogue format.", choices=("table", "json"))
 def checks_command(select, fmt):
     """List every check: id, category, severity, what it needs and its summary."""
     import json
@@ -209,21 +171,9 @@ def explain_command(query):
     sys.exit(code)
 
 
-def register_command_modules(group: click.Group) -> None:
-    """Add the commands other modules define; a module not written yet is simply absent."""
-    for module_name, names in COMMAND_MODULES.items():
-        try:
-            module = import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name == module_name:
-                continue
-            raise
-        for obj in vars(module).values():
-            if isinstance(obj, click.Command) and obj.name in names and obj.name not in group.commands:
-                group.add_command(obj)
-
-
-register_command_modules(cli)
+# the commands defined in their own modules (`llmdoctor --help` lists every command by name)
+for command in (generate_command, fix_command, probe, triage, baseline_command, diff_command):
+    cli.add_command(command)
 
 if __name__ == "__main__":
     cli()

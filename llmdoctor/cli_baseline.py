@@ -6,24 +6,22 @@ from pathlib import Path
 
 import click
 
+from llmdoctor.cli_options import device_option, dtype_option, memory_budget_option, output_option
+
 
 @click.command("baseline")
 @click.argument("model_dir", type=click.Path(file_okay=False, dir_okay=True, path_type=Path))
-@click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
-              help="Baseline file to write (JSON); never inside the model directory.")
-@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True,
-              help="Device to run the probes on.")
-@click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default="auto",
-              show_default=True, help="Compute dtype (auto = float32 on cpu, the config's dtype on cuda).")
+@output_option("Baseline file to write (JSON); never inside the model directory.", required=True)
+@device_option("Device to run the probes on.")
+@dtype_option()
 @click.option("--quick/--no-quick", default=False, help="Short probe set and few greedy tokens.")
 @click.option("--top-k", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Log-probabilities recorded per position.")
-@click.option("--memory-budget", default=None, metavar="SIZE",
-              help="Memory the engine may use (e.g. 4GiB); a model that does not fit streams one layer at a time.")
+@memory_budget_option()
 def baseline_command(model_dir, output, device, dtype, quick, top_k, memory_budget):
     """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes."""
     from llmdoctor.baseline import BaselineError, record, save
-    from llmdoctor.cli import InputError, budget_option
+    from llmdoctor.cli_options import InputError, budget_option
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.runner import validate_device, validate_model_dir
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli import FORMATS, InputError, budget_option, emit
+from llmdoctor.cli_options import (InputError, budget_option, device_option, dtype_option, emit, fail_on_option,
+                                   format_option, memory_budget_option, output_option)
 
 
 @click.command("diff")
@@ -21,19 +22,13 @@ from llmdoctor.cli import FORMATS, InputError, budget_option, emit
               help="Score at most this many windows (llama-perplexity's --chunks).")
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these DIF checks (ids or prefixes).")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these DIF checks.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="Report format.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
-              help="Write the report to this file instead of stdout (never inside either model's directory).")
-@click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default="error", show_default=True,
-              help="Exit 1 when a finding is at or above this severity.")
-@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True,
-              help="Device both models run on (auto = cuda when available, else cpu).")
-@click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default="auto",
-              show_default=True, help="Compute dtype of both models (auto = float32 on cpu).")
+@format_option()
+@output_option("Write the report to this file instead of stdout (never inside either model's directory).")
+@fail_on_option()
+@device_option("Device both models run on (auto = cuda when available, else cpu).")
+@dtype_option("Compute dtype of both models (auto = float32 on cpu).")
 @click.option("--quick", is_flag=True, help="Fewer windows, tokens and probes.")
-@click.option("--memory-budget", default=None, metavar="SIZE",
-              help="Memory both engines may use together, e.g. 8GiB (each side gets half; larger models stream).")
+@memory_budget_option("Memory both engines may use together, e.g. 8GiB (each side gets half; larger models stream).")
 def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device, dtype, quick,
                  memory_budget):
     """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_probe import report_options
+from llmdoctor.cli_options import report_options
 
 
 def endpoint_options(func):
@@ -32,7 +32,7 @@ def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests
     """Compare a live OpenAI-compatible server (URL: root or /v1) with the reference engine on MODEL."""
     import sys
 
-    from llmdoctor.cli import InputError, emit
+    from llmdoctor.cli_options import InputError, emit
     from llmdoctor.endpoint import EndpointOptions, run_endpoint
     from llmdoctor.output_guard import refuse_inside_model
     from probes.endpoint import EndpointError

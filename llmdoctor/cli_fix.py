@@ -6,13 +6,15 @@ from pathlib import Path
 
 import click
 
+from llmdoctor.cli_options import output_option
+
 VERIFY = ["vocab", "embeddings"]
 
 
 @click.command("fix")
 @click.argument("model_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--output", "-o", "out_dir", required=True, type=click.Path(path_type=Path),
-              help="Directory to write the repaired copy to (must not exist, or be empty; never MODEL_DIR).")
+@output_option("Directory to write the repaired copy to (must not exist, or be empty; never MODEL_DIR).",
+               dest="out_dir", required=True)
 @click.option("--vocab", is_flag=True,
               help="Resize embedding and lm_head (and config.vocab_size) to exactly cover the tokenizer.")
 @click.option("--untrained-embeddings", is_flag=True,

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from llmdoctor.cli_options import device_option, dtype_option, memory_budget_option
+
 
 def resolve_device_dtype(device: str, dtype: str, model_dir: Path) -> tuple[str, str]:
     """auto device = cuda when available; auto dtype = float32 on cpu, else the config's dtype (bf16 fallback)."""
@@ -28,7 +30,7 @@ def resolve_device_dtype(device: str, dtype: str, model_dir: Path) -> tuple[str,
 
 
 def build_params(**values):
-    from llmdoctor.cli import InputError
+    from llmdoctor.cli_options import InputError
     from reference_engine.generate.sampling_params import SamplingParams
     try:
         return SamplingParams(**values)
@@ -54,17 +56,16 @@ def build_params(**values):
 @click.option("--ignore-eos", is_flag=True, help="Keep generating past EOS (up to --max-new-tokens).")
 @click.option("--stream/--no-stream", default=False, help="Print text as it is generated.")
 @click.option("--json", "as_json", is_flag=True, help="Print the Output (ids, text, finish reason) as JSON.")
-@click.option("--device", type=click.Choice(("auto", "cpu", "cuda")), default="auto", show_default=True,
-              help="Device to run on.")
-@click.option("--dtype", type=click.Choice(("auto", "float32", "bfloat16", "float16")), default="auto",
-              show_default=True, help="Compute dtype (auto = float32 on cpu, the config's dtype on cuda).")
-@click.option("--memory-budget", default=None, metavar="SIZE",
-              help="Memory the engine may use (e.g. 4GiB); a model that does not fit streams one layer at a time.")
+@device_option()
+@dtype_option()
+@memory_budget_option()
 def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p, min_p, repetition_penalty,
                      max_new_tokens, seed, num_beams, length_penalty, stop, ignore_eos, stream, as_json,
                      device, dtype, memory_budget):
     """Generate a reply to PROMPT with the reference engine and show why it stopped."""
-    from reference_engine.engine import Engine
+    from checks.engine_builder import EngineSpec, build_engine
+    from llmdoctor.cli_options import budget_option
+    from llmdoctor.workloads import GENERATE
 
     params = build_params(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                           repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens, seed=seed,
@@ -72,11 +73,10 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
                           ignore_eos=ignore_eos, logprobs=as_json)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     device, dtype = resolve_device_dtype(device, dtype, model_dir)
-    plan = generation_plan(model_dir, device, dtype, memory_budget)
-    streaming = plan is not None and plan.streaming
-    engine = Engine.from_pretrained(model_dir, device=device, dtype=dtype, streaming=streaming)
-    if plan is not None and not streaming:
-        engine.core.pack_decode = plan.pack_decode     # the packed decode copy only where the budget has room
+    # a single process that keeps the default KV cache (a reply may run longer than the plan's tokens)
+    spec = EngineSpec(Path(model_dir), workload=GENERATE, device=device, dtype=dtype,
+                      memory_budget=budget_option(memory_budget, None), distributed=False, kv_from_plan=False)
+    engine = build_engine(spec, generation_plan(spec)).engine
     request = messages if chat else prompt
     started = time.perf_counter()
     output = _run(engine, request, params, stream and not as_json)
@@ -91,19 +91,13 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
                f"{len(output.prompt_token_ids)} prompt tokens, {rate:.1f} tokens/s]", err=True)
 
 
-def generation_plan(model_dir, device: str, dtype: str, budget: str | None):
-    """The memory plan for generation (reference_engine/core/plan.py), printed on stderr; PlanError (exit 2)
+def generation_plan(spec):
+    """The memory plan for generation (reference_engine/budget/plan.py), printed on stderr; PlanError (exit 2)
     when not even one layer fits; None for a model the planner cannot read (it then runs resident and the
     engine's own errors say what is wrong)."""
-    from llmdoctor.cli import budget_option
-    from reference_engine.core.engine import resolve_dtype
-    from reference_engine.core.plan import GENERATE, PlanError, make_plan
-    try:
-        plan = make_plan(model_dir, budget_option(budget, None), dtype=resolve_dtype(dtype), device=device,
-                         workload=GENERATE)
-    except PlanError:
-        raise
-    except Exception:
+    from checks.engine_builder import plan_or_none
+    plan = plan_or_none(spec)
+    if plan is None:
         return None
     from llmdoctor.runner import announce_plan
     announce_plan(plan, sys.stderr)
@@ -114,7 +108,7 @@ def generation_plan(model_dir, device: str, dtype: str, budget: str | None):
 
 
 def _run(engine, request, params, stream: bool):
-    from llmdoctor.cli import InputError
+    from llmdoctor.cli_options import InputError
     from reference_engine.generate.loop import generate, stream as stream_text
     try:
         if not stream:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-FORMATS = ("table", "json", "junit", "markdown", "html")
+from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint
+from llmdoctor.cli_options import output_option, report_options
 
 
 def _size(ctx, param, value):
@@ -30,17 +31,8 @@ def _block_sizes(ctx, param, value):
     return sizes
 
 
-def report_options(func):
-    func = click.option("--fail-on", type=click.Choice(("error", "warning", "never")), default="error",
-                        show_default=True, help="Exit 1 when a finding is at or above this severity.")(func)
-    func = click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
-                        help="Write the report to this file instead of stdout (never inside the model).")(func)
-    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                        help="Report format (html draws the plots).")(func)
-
-
 def finish(recorder, fmt: str, output: Path | None, fail_on: str) -> None:
-    from llmdoctor.cli import emit
+    from llmdoctor.cli_options import emit
     report = recorder.report(fail_on=fail_on)
     emit(report, fmt, output)
     sys.exit(report.exit_code())
@@ -155,15 +147,13 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
     finish(recorder, fmt, output, fail_on)
 
 
-from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint  # noqa: E402  (needs report_options above)
-
 probe.add_command(probe_endpoint)
 
 
 @click.command("triage")
 @click.argument("model_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--output", "-o", "bundle", type=click.Path(path_type=Path), required=True,
-              help="Bundle directory to write (created; must not be inside the model directory).")
+@output_option("Bundle directory to write (created; must not be inside the model directory).", dest="bundle",
+               required=True)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--kv-requests", type=click.IntRange(1), default=5000, show_default=True,
               help="Requests in the KV-cache probe's synthetic workload.")

@@ -47,7 +47,7 @@ class Settings:
     quick: bool | None = None
     thresholds: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: Path | None = None     # the file these came from
-    memory_budget: str | int | None = None   # "4GiB" or bytes (reference_engine/core/plan.py parse_size)
+    memory_budget: str | int | None = None   # "4GiB" or bytes (reference_engine/budget/plan.py parse_size)
 
 
 def candidate_files(model_dir: Path | None, cwd: Path) -> list[Path]:
@@ -105,7 +105,7 @@ def parse_settings(table: dict, path: Path) -> Settings:
     if "quick" in table and not isinstance(table["quick"], bool):
         raise ConfigFileError(f"{where} quick must be true or false, found {table['quick']!r}")
     if "memory-budget" in table:
-        from reference_engine.core.plan import parse_size
+        from reference_engine.budget.plan import parse_size
         try:
             parse_size(table["memory-budget"])
         except ValueError as e:

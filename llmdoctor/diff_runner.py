@@ -15,7 +15,8 @@ from llmdoctor.fingerprint import fingerprint
 from llmdoctor.progress import Progress
 from llmdoctor.runner import run_all, validate_device
 from llmdoctor.selection import select_checks
-from reference_engine.core.plan import parse_size
+from llmdoctor.workloads import check_workload
+from reference_engine.budget.plan import parse_size
 
 
 def diff_checks(select: list[str] | None = None, ignore: list[str] | None = None):
@@ -33,7 +34,7 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
     chosen = diff_checks(select, ignore)
     budget = None if memory_budget is None else parse_size(memory_budget)
     ctx = PairContext(ref, cand, device=device, dtype=dtype, quick=quick, thresholds=thresholds, text=text,
-                      memory_budget=budget, ctx_len=ctx_len, chunks=chunks)
+                      memory_budget=budget, ctx_len=ctx_len, chunks=chunks, workload=check_workload(quick))
     report = Report(model=f"{ref} vs {cand}", fingerprint=_fingerprints(ctx), tool_version=__version__,
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     progress = progress or Progress(0, enabled=False)

@@ -21,12 +21,13 @@ from llmdoctor.fingerprint import fingerprint
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from findings.crash import describe
 from llmdoctor.progress import Progress
+from llmdoctor.workloads import check_workload
 from llmdoctor.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import return_freed_memory_to_os
-from reference_engine.core.pipeline import PipelineError
-from reference_engine.core.plan import PlanError, parse_size
+from reference_engine.budget.pipeline import PipelineError
+from reference_engine.budget.plan import PlanError, parse_size
 
 # a directory with none of these is not a model directory (exit 2), not a broken model (exit 1)
 MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json",
@@ -90,7 +91,8 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
     chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not {"pair", "endpoint"} & set(s.needs)]
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
-                       memory_budget=None if memory_budget is None else parse_size(memory_budget))
+                       memory_budget=None if memory_budget is None else parse_size(memory_budget),
+                       workload=check_workload(quick))
     progress = progress or Progress(0, enabled=False)
     plan = plan_engine(ctx, chosen, plan_stream)
     ctx.on_layer = progress.layer

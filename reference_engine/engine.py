@@ -26,9 +26,9 @@ class Engine:
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
                         block_size: int = 16, prefix_caching: bool = False, streaming: bool = False) -> "Engine":
-        """streaming=True: one decoder layer in memory at a time (core/streaming.py; core/plan.py decides)."""
+        """streaming=True: one decoder layer in memory at a time (budget/streaming.py; budget/plan.py decides)."""
         if streaming:
-            from reference_engine.core.streaming import StreamingCore
+            from reference_engine.budget.streaming import StreamingCore
             return cls(StreamingCore.from_pretrained(model_dir, device=device, dtype=dtype, num_blocks=num_blocks,
                                                      block_size=block_size, prefix_caching=prefix_caching))
         return cls(CoreEngine.from_pretrained(model_dir, device=device, dtype=dtype, num_blocks=num_blocks,
@@ -83,16 +83,16 @@ class Engine:
         """float32 logits [len(ids), vocab] per token list, as `logits` gives each, all in one pass over the
         weights when streaming; dtypes[i] (e.g. torch.bfloat16) runs list i as a low-precision shadow;
         variants[i] (sweep.NormShift) runs it on adjusted weights."""
-        from reference_engine.core.sweep import LogitsRequest, logits_many
+        from reference_engine.budget.sweep import LogitsRequest, logits_many
         n = len(token_lists)
         captures, dtypes, variants = captures or [None] * n, dtypes or [None] * n, variants or [None] * n
         return logits_many(self.core, [LogitsRequest(list(t), c, d, v)
                                        for t, c, d, v in zip(token_lists, captures, dtypes, variants)])
 
     def run_scripts(self, scripts):
-        """Steps whose tokens are known in advance (core/scripted.py): per script and step, float32 logits as
+        """Steps whose tokens are known in advance (budget/scripted.py): per script and step, float32 logits as
         prefill/decode return them; step by step when resident, all in one pass over the weights when streaming."""
-        from reference_engine.core.scripted import run_scripts
+        from reference_engine.budget.scripted import run_scripts
         return run_scripts(self.core, scripts)
 
     streaming = property(lambda self: getattr(self.core, "streaming", False))

@@ -75,3 +75,48 @@ def test_the_public_names_import():
     import llmdoctor
     from reference_engine import Engine, SamplingParams, Tokenizer
     assert callable(llmdoctor.check) and Engine.from_pretrained and Tokenizer.from_pretrained and SamplingParams()
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Our modules -> the modules of ours they import (lazy imports too). `from pkg import sub` is an edge to the
+    submodule only. A package's __init__ is left out as an importer: the facades (reference_engine's lazy names,
+    llmdoctor.check) re-export what lies below them, which is no circle between modules."""
+    names = {}
+    for package in PACKAGES:
+        for path in sources(package):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in names.items():
+        if path.name == "__init__.py":
+            continue
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                subs = {f"{node.module}.{alias.name}" for alias in node.names}
+                edges.update(subs if subs <= names.keys() else subs | {node.module})
+        graph[name] = {m for m in edges if m in names and m != name and not names[m].name == "__init__.py"}
+    return graph
+
+
+def test_no_import_circles():
+    """No module reaches itself through its imports: a circle works only in the order that happens to import
+    one side first (`python -c "import llmdoctor.cli_endpoint"` failed while cli.py imported cli_probe first)."""
+    graph = module_graph()
+    circles, done = [], set()
+
+    def visit(module, path):
+        if module in path:
+            circles.append(" -> ".join(path[path.index(module):] + [module]))
+            return
+        if module in done:
+            return
+        for target in sorted(graph.get(module, ())):
+            visit(target, path + [module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not circles, "\n".join(circles)

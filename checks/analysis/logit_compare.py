@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from checks.analysis.prompts import probe_inputs
-from reference_engine.core.scripted import Script, chunked_then_decoded
+from reference_engine.budget.scripted import Script, chunked_then_decoded
 from checks.registry import Skip
 
 TOP_K = 5                 # vLLM's check_logprobs_close: when argmaxes differ, each must be in the other's top-k

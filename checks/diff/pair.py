@@ -38,11 +38,11 @@ class Side:
     """One model of the pair. `.ctx` is its CheckContext (None for a baseline), `.baseline` the document."""
 
     def __init__(self, path: str | Path, role: str, kind: str, *, device: str, dtype: str, quick: bool,
-                 memory_budget: int | None):
+                 memory_budget: int | None, workload=None):
         self.path, self.role, self.kind = Path(path), role, kind
         self.label = f"{role} ({self.path.name or self.path})"
         self.ctx = None if kind == "baseline" else CheckContext(self.path, device=device, dtype=dtype, quick=quick,
-                                                               memory_budget=memory_budget)
+                                                               memory_budget=memory_budget, workload=workload)
         self._baseline = None
 
     @property
@@ -117,12 +117,12 @@ class PairContext:
     def __init__(self, ref: str | Path, cand: str | Path, *, device: str = "auto", dtype: str = "auto",
                  quick: bool = False, thresholds: dict[str, dict[str, Any]] | None = None,
                  text: str | None = None, memory_budget: int | None = None, ctx_len: int | None = None,
-                 chunks: int | None = None):
+                 chunks: int | None = None, workload=None):
         half = None if memory_budget is None else memory_budget // 2   # both models may be held at once
         self.ref = Side(ref, "reference", input_kind(ref, False), device=device, dtype=dtype, quick=quick,
-                        memory_budget=half)
+                        memory_budget=half, workload=workload)
         self.cand = Side(cand, "candidate", input_kind(cand, True), device=device, dtype=dtype, quick=quick,
-                         memory_budget=half)
+                         memory_budget=half, workload=workload)
         self.quick = quick
         self.thresholds = thresholds or {}
         self.text = text                     # --text FILE contents (None: built-in corpus only)

@@ -17,7 +17,7 @@ from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
 from reference_engine.errors import ModelDirError
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
-from reference_engine.core.layer_reader import chunked_reader
+from reference_engine.budget.readers import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode
 from reference_engine.core.model import CaptureHook, check_supported, final_logits, forward, layer_windows
 from reference_engine.core.model_weights import ModelWeights, load_model_weights

@@ -15,14 +15,15 @@ from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_file import GGUFFile
 from reference_engine.tokenizer.gguf_pre import REGEXES, pre_tokenizer_for
 from reference_engine.tokenizer.spm import SpmModel
-from reference_engine.tokenizer.tokenizer import Tokenizer
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 ADDED_TYPES = (UNKNOWN, CONTROL, USER_DEFINED)
 BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
 
 
-def tokenizer_from_gguf(gguf: GGUFFile) -> Tokenizer:
+def tokenizer_from_gguf(gguf: GGUFFile, tokenizer_cls):
+    """A `tokenizer_cls` (tokenizer.Tokenizer, which calls this from Tokenizer.from_gguf: the class is passed
+    in so that this module does not import tokenizer.py back) over the GGUF's tokenizer.ggml.* metadata."""
     model = gguf.get("tokenizer.ggml.model")
     tokens = gguf.get("tokenizer.ggml.tokens")
     where = str(gguf.path)
@@ -46,7 +47,7 @@ def tokenizer_from_gguf(gguf: GGUFFile) -> Tokenizer:
     config.update(add_bos_token=add_bos, add_eos_token=add_eos)
     spec["post_processor"] = _template(config, ids, add_bos, add_eos)
     template = gguf.get("tokenizer.chat_template")
-    tok = Tokenizer(spec, config, where, template if isinstance(template, str) else None)
+    tok = tokenizer_cls(spec, config, where, template if isinstance(template, str) else None)
     if model == "llama":
         scores = gguf.get("tokenizer.ggml.scores")
         if not isinstance(scores, list) or len(scores) != len(tokens):

@@ -71,8 +71,7 @@ class Tokenizer:
         from reference_engine.files.gguf_file import GGUFFile, find_gguf
         gguf = find_gguf(model_dir) if Path(model_dir).exists() else None
         if gguf is not None:  # a .gguf file, or a directory holding one: tokenizer.ggml.* metadata
-            from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
-            return tokenizer_from_gguf(GGUFFile.open(gguf))
+            return cls.from_gguf(GGUFFile.open(gguf))
         directory = model_dir_path(model_dir)
         spec_path = directory / "tokenizer.json"
         if not spec_path.is_file():
@@ -86,6 +85,12 @@ class Tokenizer:
         template_file = directory / "chat_template.jinja"
         chat_template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
         return cls(spec, config, str(spec_path), chat_template)
+
+    @classmethod
+    def from_gguf(cls, gguf) -> "Tokenizer":
+        """From an opened GGUFFile's tokenizer.ggml.* metadata, the way llama.cpp reads it (gguf_tokenizer.py)."""
+        from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
+        return tokenizer_from_gguf(gguf, cls)
 
     @classmethod
     def from_json(cls, spec: dict | str, config: dict | None = None) -> "Tokenizer":

@@ -162,7 +162,7 @@ def test_streaming_engines_report_what_resident_ones_report(factory_model_dir, t
     edit_tensors(lambda t, d: t.__setitem__(name, t[name] * 1.5))(cand)
     select = ["DIF030", "DIF040", "DIF050"]
     resident = run_diff(ref, cand, quick=True, select=select, memory_budget="64GiB")
-    from reference_engine.core.streaming import StreamingCore
+    from reference_engine.budget.streaming import StreamingCore
     built = []
     original = StreamingCore.from_pretrained.__func__
     monkeypatch.setattr(StreamingCore, "from_pretrained",

@@ -11,7 +11,7 @@ from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_config import gguf_raw_config
 from reference_engine.files.gguf_file import GGUFFile, find_gguf
 from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
-from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
+from reference_engine.tokenizer.tokenizer import Tokenizer
 from tests.checks.zoo_gguf import healthy
 
 
@@ -127,7 +127,7 @@ def load_everything(path) -> None:
     weights = GGUFWeights(g, gguf_arch(g))
     for name in weights.names[:3]:
         weights.get(name)
-    tokenizer_from_gguf(g).encode("Hello world")
+    Tokenizer.from_gguf(g).encode("Hello world")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

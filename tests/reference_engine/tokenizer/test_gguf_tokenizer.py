@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from reference_engine.files.gguf_file import GGUFFile
-from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
 from reference_engine.tokenizer.tokenizer import Tokenizer
 from tests import assets_gguf
 from tests.conftest import _asset
@@ -88,4 +87,4 @@ def test_unknown_pre_tokenizer_is_refused(tmp_path):
     from reference_engine.errors import UnsupportedError
     path = write_variant(tmp_path, "x.gguf", metadata={"tokenizer.ggml.pre": "no-such-pre"})
     with pytest.raises(UnsupportedError, match="no-such-pre"):
-        tokenizer_from_gguf(GGUFFile.open(path))
+        Tokenizer.from_gguf(GGUFFile.open(path))

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.core.attention import build_metadata
-from reference_engine.core.sweep import Lane, finish_all
+from reference_engine.budget.sweep import Lane, finish_all
 
 
 @dataclass

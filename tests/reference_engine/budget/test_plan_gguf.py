@@ -8,8 +8,9 @@ import pytest
 import torch
 from gguf import GGUFReader
 
-from reference_engine.core.model_sizes import model_sizes
-from reference_engine.core.plan import CHECK_QUICK, GiB, MiB, PlanError, make_plan
+from reference_engine.budget.model_sizes import model_sizes
+from llmdoctor.workloads import CHECK_FULL, CHECK_QUICK
+from reference_engine.budget.plan import GiB, MiB, PlanError, make_plan
 from tests.checks.zoo_gguf import F32, Q8_0, export_spec, write_spec
 
 
@@ -39,7 +40,7 @@ def test_sizes_are_the_quantized_bytes_and_the_dequantized_elements(gguf):
     assert sizes.layer_files == per_layer(gguf, "n_bytes")            # what a streaming pass reads
     assert sizes.layer_elems == per_layer(gguf, "n_elements")         # what the compute copy holds
     assert sizes.file_bytes == sum(int(t.n_bytes) for t in GGUFReader(gguf).tensors)
-    plan = make_plan(gguf, 64 * GiB, force="streaming")
+    plan = make_plan(gguf, 64 * GiB, workload=CHECK_FULL, force="streaming")
     assert plan.weight_file_bytes == sizes.file_bytes
     assert plan.largest_layer_bytes == max(sizes.layer_elems) * 4
     quantized = GGUFReader(gguf).tensors[0].tensor_type.name != "F32"
@@ -64,7 +65,7 @@ def test_refuses_when_one_layer_does_not_fit(gguf):
 
 
 def test_bfloat16_plans_half_the_layer(gguf):
-    fp32 = make_plan(gguf, 64 * GiB, dtype=torch.float32, force="streaming")
-    bf16 = make_plan(gguf, 64 * GiB, dtype=torch.bfloat16, force="streaming")
+    fp32 = make_plan(gguf, 64 * GiB, dtype=torch.float32, workload=CHECK_FULL, force="streaming")
+    bf16 = make_plan(gguf, 64 * GiB, dtype=torch.bfloat16, workload=CHECK_FULL, force="streaming")
     assert bf16.largest_layer_bytes * 2 == fp32.largest_layer_bytes
     assert bf16.bytes_per_pass == fp32.bytes_per_pass          # the file is what it is

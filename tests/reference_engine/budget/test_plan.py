@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reference_engine.core.plan import (CHECK_FULL, CHECK_QUICK, GiB, MiB, PlanError, default_budget, make_plan,
-                                        parse_size, split_layers)
+from llmdoctor.workloads import CHECK_FULL, CHECK_QUICK, GENERATE
+from reference_engine.budget.plan import GiB, MiB, PlanError, default_budget, make_plan, parse_size, split_layers
 from reference_engine.testing.factory import build_model_dir
 
 
@@ -36,13 +36,13 @@ def test_resident_when_it_fits(model):
 
 
 def test_streaming_when_only_one_layer_fits(model):
-    full = make_plan(model, 64 * GiB)
+    full = make_plan(model, 64 * GiB, workload=CHECK_FULL)
     budget = full.resident_peak_bytes - 1
     if full.streaming_peak_bytes > budget:        # tiny models: the fixed base dominates both modes
         budget = full.streaming_peak_bytes
-        plan = make_plan(model, budget, force="streaming")
+        plan = make_plan(model, budget, workload=CHECK_FULL, force="streaming")
     else:
-        plan = make_plan(model, budget)
+        plan = make_plan(model, budget, workload=CHECK_FULL)
     assert plan.streaming
     assert plan.bytes_per_pass >= plan.largest_layer_bytes // 4   # float32 compute of a float32 file
     assert plan.to_dict()["mode"] == "streaming"
@@ -56,8 +56,8 @@ def test_refuses_when_one_layer_does_not_fit(model):
 
 
 def test_bfloat16_plans_half_the_layer(model):
-    fp32 = make_plan(model, 64 * GiB, dtype=torch.float32)
-    bf16 = make_plan(model, 64 * GiB, dtype=torch.bfloat16)
+    fp32 = make_plan(model, 64 * GiB, dtype=torch.float32, workload=CHECK_FULL)
+    bf16 = make_plan(model, 64 * GiB, dtype=torch.bfloat16, workload=CHECK_FULL)
     assert bf16.largest_layer_bytes * 2 == fp32.largest_layer_bytes
 
 
@@ -73,14 +73,13 @@ def test_split_layers(layers, ranks, want):
 
 
 def test_pipeline_rank_plans_its_own_layers(model):
-    plan = make_plan(model, 64 * GiB, ranks=2, rank=1, force="streaming")
+    plan = make_plan(model, 64 * GiB, workload=CHECK_FULL, ranks=2, rank=1, force="streaming")
     assert plan.layers == [2, 3] and plan.ranks == 2 and "rank layers 2..2 of 2 ranks" in plan.summary()
 
 
 def test_packed_decode_copy_only_for_generation_and_only_where_it_fits(model):
     """decode's packed copy (core/linear.py) doubles the projections: a check's few decode steps never get it,
     generation gets it when the budget has room, and runs resident without it when only that fits."""
-    from reference_engine.core.plan import GENERATE
     assert not make_plan(model, 64 * GiB, workload=CHECK_FULL).pack_decode
     roomy = make_plan(model, 64 * GiB, workload=GENERATE)
     assert roomy.pack_decode and roomy.mode == "resident"

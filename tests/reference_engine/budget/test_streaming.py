@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from reference_engine.core.engine import CoreEngine
-from reference_engine.core.streaming import StreamingCore
-from reference_engine.core.sweep import LogitsRequest, logits_many
+from reference_engine.budget.streaming import StreamingCore
+from reference_engine.budget.sweep import LogitsRequest, logits_many
 from reference_engine.engine import Engine
 from reference_engine.generate import SamplingParams
 from reference_engine.testing.factory import build_model_dir

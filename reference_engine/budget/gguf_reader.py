@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reference_engine.core.layer_reader import ChunkedWeights
+from reference_engine.budget.layer_reader import ChunkedWeights
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import is_norm
 from reference_engine.files.gguf_file import GGUFTensor

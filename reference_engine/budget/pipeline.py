@@ -1,7 +1,7 @@
 """A pipeline over torch.distributed ranks: each rank streams a contiguous range of layers (issue 13).
 
-Launched the standard way (`torchrun --nproc-per-node N -m llmdoctor check MODEL`): every rank runs the same
-program (the same checks, the same engine calls in the same order); inside each pass rank r receives the
+Launched the standard way (`torchrun --nproc-per-node N PROGRAM`): every rank runs the same program (the
+same engine calls in the same order); inside each pass rank r receives the
 residual streams from rank r-1, runs its layers, and sends them on; the last rank broadcasts the final
 streams, and every rank applies the final norm and the LM head itself, so every rank sees the same logits and
 takes the same decisions (greedy tokens, early stops). gloo on CPU, nccl on CUDA.
@@ -66,7 +66,7 @@ class Pipeline:
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
 
     def run(self, core, lanes, linear) -> None:
-        from reference_engine.core.sweep import run_layers
+        from reference_engine.budget.sweep import run_layers
         n = core.config.num_hidden_layers
         records = [[] for _ in lanes]                 # per lane: (layer, module, tensor) of layers so far, in order
         try:

@@ -4,7 +4,7 @@ Two measures per decoder layer, because they differ for a quantized file: its el
 compute copy holds, in the compute dtype) and its file bytes (what a streaming pass reads: the safetensors
 bytes, or a GGUF file's quantized bytes). A Hugging Face directory and a GGUF file (reference_engine/files/
 source.py) give the same fields; a GGUF is dequantized to float32 tensor by tensor before the cast, which
-costs one float32 copy of the tensor being loaded and gguf's kernel scratch (core/gguf_reader.py).
+costs one float32 copy of the tensor being loaded and gguf's kernel scratch (budget/gguf_reader.py).
 """
 from __future__ import annotations
 
@@ -37,12 +37,12 @@ class ModelSizes:
         return self.head_file_bytes / vocab_rows if vocab_rows else 0.0
 
     def dequant_bytes(self, largest: int, elem: int) -> int:
-        """Transient of loading one GGUF tensor of `largest` elements (core/gguf_reader.py, resident and
+        """Transient of loading one GGUF tensor of `largest` elements (budget/gguf_reader.py, resident and
         streaming): its float32 copy before the cast to a narrower compute dtype (in float32 it is the compute
         copy itself) and gguf's kernel scratch (~1x its float32 output, a few rows at a time)."""
         if not self.gguf:
             return 0
-        from reference_engine.core.gguf_reader import DEQUANT_CHUNK_BYTES
+        from reference_engine.budget.gguf_reader import DEQUANT_CHUNK_BYTES
         return (largest * 4 if elem != 4 else 0) + min(DEQUANT_CHUNK_BYTES, largest * 4)
 
 

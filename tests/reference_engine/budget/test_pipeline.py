@@ -27,7 +27,7 @@ def free_port() -> int:
 def launch(world: int, model: Path, out: Path, mode: str = "ok", timeout: float = 240) -> list[int]:
     """Start `world` ranks as separate processes; wait for all (rank 0 at most `timeout` s); exit codes."""
     port = free_port()
-    code = ("import sys; from tests.reference_engine.core.pipeline_worker import run_rank; "
+    code = ("import sys; from tests.reference_engine.budget.pipeline_worker import run_rank; "
             "run_rank(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(world), str(port), str(model), str(out), mode],
                               cwd=ROOT) for r in range(world)]

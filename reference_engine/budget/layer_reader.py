@@ -83,11 +83,3 @@ class ChunkedWeights:
     def close(self) -> None:
         self._files.close()
 
-
-def chunked_reader(weights, gguf: bool) -> ChunkedWeights:
-    """The chunked reader over a model's weights: safetensors ranges as they are, GGUF tensors dequantized
-    (gguf_reader.py builds on this module, hence the import here)."""
-    if gguf:
-        from reference_engine.core.gguf_reader import GGUFChunkedWeights
-        return GGUFChunkedWeights(weights)
-    return ChunkedWeights(weights)

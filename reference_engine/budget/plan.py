@@ -1,6 +1,6 @@
 """The memory model: resident or streaming, and what a run will cost, decided before any weight is loaded.
 
-    plan = make_plan(model_dir, budget=parse_size("4GiB"), dtype=torch.float32, workload=CHECK_QUICK)
+    plan = make_plan(model_dir, budget=parse_size("4GiB"), dtype=torch.float32, workload=workload)
     plan.mode        # "resident" | "streaming"; PlanError when even streaming does not fit
 
 Resident peak  = base + all weights in the compute dtype (+ oneDNN's packed decode copy where decode packs)
@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from reference_engine.config import ModelConfig
-from reference_engine.core.model_sizes import ModelSizes, model_sizes
-from reference_engine.core.sweep import HEAD_BLOCK_BYTES
+from reference_engine.budget.model_sizes import ModelSizes, model_sizes
+from reference_engine.budget.sweep import HEAD_BLOCK_BYTES
 from reference_engine.limits import cgroup_left, meminfo_available
 
 GiB, MiB = 1 << 30, 1 << 20
@@ -41,7 +41,8 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class Workload:
-    """What the run will do to the model: passes over the weights, tokens per pass, KV and shadows."""
+    """What the run will do to the model: passes over the weights, tokens per pass, KV and shadows. Each caller
+    brings its own (the engine knows no command); the plan only prices it."""
     name: str
     passes: int                  # estimated passes (steps) over the weights
     tokens_per_pass: int         # typical new tokens per pass (for the time estimate)
@@ -49,16 +50,6 @@ class Workload:
     kv_tokens: int               # KV-cache tokens held at once
     shadows: tuple = ()          # dtypes computed beside the compute dtype in the same pass (numerics)
     pack_decode: bool = False    # worth decode's packed copy of the projections (long decodes: generate)
-
-
-# passes counted by the streaming core on the demo model (docs/memory.md "Passes"): a full check is 32 greedy
-# steps + 6 shared/scripted passes, --quick 12 + 6; a model whose probes all stop early makes fewer
-# KV tokens: the far-position check (KVC003: 2048 tokens, 128 with --quick, on a CPU) holds its incremental and
-# its full-recompute sequences at once when streaming (one pass), plus room for the probes' greedy traces
-CHECK_FULL = Workload("check", 38, 24, 2048, 2 * 2048 + 512, (torch.bfloat16, torch.float16))
-CHECK_QUICK = Workload("check --quick", 18, 16, 128, 2 * 128 + 768, (torch.bfloat16, torch.float16))
-GENERATE = Workload("generate", 257, 4, 512, 1024, pack_decode=True)
-BASELINE = Workload("baseline", 33, 24, 512, 512, ())
 
 
 @dataclass
@@ -151,7 +142,7 @@ def default_budget(device: str = "cpu") -> tuple[int, str]:
 # ---- the plan --------------------------------------------------------------------------------------
 
 def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, device="cpu",
-              workload: Workload = CHECK_FULL, budget_source: str | None = None, ranks: int = 1,
+              workload: Workload, budget_source: str | None = None, ranks: int = 1,
               rank: int = 0, force: str | None = None) -> Plan:
     """Decide resident or streaming for this model, budget and workload; PlanError when nothing fits."""
     sizes = model_sizes(model_dir)        # a safetensors directory or a GGUF file (model_sizes.py)

@@ -13,7 +13,7 @@ progress bar. In a torch.distributed pipeline (pipeline.py) each rank loads only
 
 Logits equal the resident engine's: prefill runs the same kernels on the same inputs; the LM head is the same
 F.linear split along the vocabulary, which changes no sum (each logit is one dot product over hidden) —
-tests/reference_engine/core/test_streaming.py holds both paths to bit-identity in float32. Decode uses the
+tests/reference_engine/budget/test_streaming.py holds both paths to bit-identity in float32. Decode uses the
 oneDNN kernel on the plain tensors, where the resident engine uses the packed layout (both within 1e-4).
 """
 from __future__ import annotations
@@ -28,11 +28,12 @@ from reference_engine.config import ModelConfig
 from reference_engine.core.attention import StepMetadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.engine import CoreEngine, default_num_blocks, resolve_device, resolve_dtype
-from reference_engine.core.layer_reader import ChunkedWeights, chunked_reader
+from reference_engine.budget.layer_reader import ChunkedWeights
+from reference_engine.budget.readers import chunked_reader
 from reference_engine.core.model import _emit, check_supported, norm
 from reference_engine.core.model_weights import LayerWeights, check_tensor_table, load_layer_weights
 from reference_engine.core.rope import build_rope_table
-from reference_engine.core.sweep import HEAD_BLOCK_BYTES, Lane, blocked_heads, embed_rows, run_layers
+from reference_engine.budget.sweep import HEAD_BLOCK_BYTES, Lane, blocked_heads, embed_rows, run_layers
 from reference_engine.files.source import model_source
 
 EMBED, HEAD, NORM = "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"

@@ -1,4 +1,4 @@
-"""Scripted steps (core/scripted.py): step by step on the resident engine, one pass on the streaming core,
+"""Scripted steps (budget/scripted.py): step by step on the resident engine, one pass on the streaming core,
 and both equal to driving prefill/decode by hand."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 
 from reference_engine.core.cache.kv_cache import CacheFullError
 from reference_engine.core.engine import CoreEngine
-from reference_engine.core.scripted import Script, chunked_then_decoded, run_scripts
-from reference_engine.core.streaming import StreamingCore
+from reference_engine.budget.scripted import Script, chunked_then_decoded, run_scripts
+from reference_engine.budget.streaming import StreamingCore
 from reference_engine.testing.factory import build_model_dir
 
 IDS = list(range(3, 50))          # 47 tokens: crosses blocks of 16

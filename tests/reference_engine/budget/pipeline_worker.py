@@ -17,15 +17,16 @@ def run_rank(rank: int, world: int, port: int, model_dir: str, out_dir: str, mod
     # thread count (and, under load, drops threads dynamically), which changes float32 sums; with one thread
     # the one-process reference and every rank run the same kernels, so their logits compare bit for bit
     torch.set_num_threads(1)
-    from reference_engine.core.pipeline import PipelineError, attach_pipeline, world as start
-    from reference_engine.core.plan import make_plan
-    from reference_engine.core.sweep import LogitsRequest, logits_many
-    from reference_engine.core.streaming import StreamingCore
+    from reference_engine.budget.pipeline import PipelineError, attach_pipeline, world as start
+    from llmdoctor.workloads import CHECK_FULL
+    from reference_engine.budget.plan import make_plan
+    from reference_engine.budget.sweep import LogitsRequest, logits_many
+    from reference_engine.budget.streaming import StreamingCore
     size, me = start()
     if mode == "die" and me == world - 1:
         os._exit(3)                                   # a rank that dies before the first pass
     core = StreamingCore.from_pretrained(model_dir, num_blocks=64)
-    attach_pipeline(core, make_plan(model_dir, 1 << 40, ranks=size, rank=me, force="streaming"))
+    attach_pipeline(core, make_plan(model_dir, 1 << 40, workload=CHECK_FULL, ranks=size, rank=me, force="streaming"))
     records = []
 
     def capture(layer, module, x):

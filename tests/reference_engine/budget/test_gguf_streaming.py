@@ -9,9 +9,9 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 from reference_engine.core.engine import CoreEngine
-from reference_engine.core.gguf_reader import GGUFChunkedWeights, row_bytes
-from reference_engine.core.streaming import StreamingCore
-from reference_engine.core.sweep import LogitsRequest, logits_many
+from reference_engine.budget.gguf_reader import GGUFChunkedWeights, row_bytes
+from reference_engine.budget.streaming import StreamingCore
+from reference_engine.budget.sweep import LogitsRequest, logits_many
 from reference_engine.engine import Engine
 from reference_engine.files.gguf_weights import GGUFWeights
 from reference_engine.generate import SamplingParams
@@ -83,7 +83,8 @@ def test_smollm2_q4_1_streams_with_the_resident_logits():
     """A real Q4_1 file (tied embedding in Q8_0): one pass reads each quantized layer once and the head's
     blocks, never the whole file twice; logits agree (the LM-head matmul's float32 result may depend on the
     weight buffer's memory alignment, which differs between a numpy-made and a torch-made tensor)."""
-    from reference_engine.core.plan import CHECK_QUICK, GiB, make_plan
+    from llmdoctor.workloads import CHECK_QUICK
+    from reference_engine.budget.plan import GiB, make_plan
     path = _asset(assets.smollm2_gguf)
     resident = CoreEngine.from_pretrained(path, num_blocks=16)
     streaming = StreamingCore.from_pretrained(path, num_blocks=16)

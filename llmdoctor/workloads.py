@@ -1,0 +1,24 @@
+"""What each command does to a model, for the memory plan (reference_engine/budget/plan.py: Workload).
+
+The engine plans any Workload it is given; the numbers below belong to the commands that run it, so they live
+with the commands. docs/memory.md "Passes" says how they were counted.
+"""
+from __future__ import annotations
+
+import torch
+
+from reference_engine.budget.plan import Workload
+
+# passes counted by the streaming core on the demo model (docs/memory.md "Passes"): a full check is 32 greedy
+# steps + 6 shared/scripted passes, --quick 12 + 6; a model whose probes all stop early makes fewer
+# KV tokens: the far-position check (KVC003: 2048 tokens, 128 with --quick, on a CPU) holds its incremental and
+# its full-recompute sequences at once when streaming (one pass), plus room for the probes' greedy traces
+CHECK_FULL = Workload("check", 38, 24, 2048, 2 * 2048 + 512, (torch.bfloat16, torch.float16))
+CHECK_QUICK = Workload("check --quick", 18, 16, 128, 2 * 128 + 768, (torch.bfloat16, torch.float16))
+GENERATE = Workload("generate", 257, 4, 512, 1024, pack_decode=True)
+BASELINE = Workload("baseline", 33, 24, 512, 512, ())
+
+
+def check_workload(quick: bool) -> Workload:
+    """The workload of `llmdoctor check` (and of each model of `llmdoctor diff`)."""
+    return CHECK_QUICK if quick else CHECK_FULL

@@ -1,0 +1,15 @@
+"""Which chunked reader reads a model's weights: safetensors byte ranges as they are, GGUF tensors dequantized.
+
+A module of its own so that gguf_reader.py (built on layer_reader.py) and layer_reader.py import one way.
+"""
+from __future__ import annotations
+
+from reference_engine.budget.layer_reader import ChunkedWeights
+
+
+def chunked_reader(weights, gguf: bool) -> ChunkedWeights:
+    """The chunked reader over a model's weights (the resident loader and the streaming core both read with it)."""
+    if gguf:   # imported here: gguf's kernels need numpy, which a safetensors run never loads
+        from reference_engine.budget.gguf_reader import GGUFChunkedWeights
+        return GGUFChunkedWeights(weights)
+    return ChunkedWeights(weights)
