@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from reference_engine.budget.scripted import chunked_then_decoded, run_scripts
+from reference_engine.budget.streaming import StreamingCore
 from reference_engine.core import CoreEngine
-from reference_engine.core.scripted import chunked_then_decoded
 from tests.hf_models import hf_logits
 
 TOL = 1e-4
@@ -61,12 +62,8 @@ def test_the_oracle_switches_factors(phi3, hf):
 @pytest.mark.parametrize("streaming", [False, True])
 def test_chunked_prefill_and_decode_across_the_switch_equal_a_recompute(phi3, hf, streaming):
     """What the far-position check (KVC003) runs: chunks of 32 up to 124 tokens, 4 decode steps to 128."""
-    eng = CoreEngine.from_pretrained(phi3)
-    if streaming:
-        from reference_engine.core.streaming import StreamingCore
-        eng = StreamingCore.from_pretrained(phi3)
+    eng = (StreamingCore if streaming else CoreEngine).from_pretrained(phi3)
     seq = ids(128, 1)
-    from reference_engine.core.scripted import run_scripts
     steps = run_scripts(eng, [chunked_then_decoded(seq, 124, 32)])[0]
     theirs = hf_logits(hf, seq)
     assert (steps[-1][0] - theirs[-1]).abs().max() <= TOL
