@@ -34,7 +34,7 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
     chosen = diff_checks(select, ignore)
     budget = None if memory_budget is None else parse_size(memory_budget)
     ctx = PairContext(ref, cand, device=device, dtype=dtype, quick=quick, thresholds=thresholds, text=text,
-                      memory_budget=budget, ctx_len=ctx_len, chunks=chunks, workload=check_workload(quick))
+                      memory_budget=budget, ctx_len=ctx_len, chunks=chunks, workload=check_workload(quick, device))
     report = Report(model=f"{ref} vs {cand}", fingerprint=_fingerprints(ctx), tool_version=__version__,
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     progress = progress or Progress(0, enabled=False)
