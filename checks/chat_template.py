@@ -5,6 +5,7 @@ from __future__ import annotations
 import regex
 
 from checks.registry import Problem, Skip, check
+from findings import Location
 from reference_engine.errors import ModelDirError
 
 USER_ONLY = [{"role": "user", "content": "What is the capital of France?"}]
@@ -13,6 +14,29 @@ NO_SYSTEM = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "con
 WITH_SYSTEM = [{"role": "system", "content": "You are a helpful assistant."}] + NO_SYSTEM
 # role markers as templates write them: <|im_start|>, <|start_header_id|>, <start_of_turn>, </s>
 MARKER = regex.compile(r"<\|[^<>|\s]{1,40}\|>|</?[A-Za-z_][A-Za-z0-9_\-]{0,40}>")
+
+
+def template_location(ctx, needle: str | None = None) -> Location:
+    """The template's place: the line of chat_template.jinja holding `needle` (or of a syntax error), else the
+    chat_template key of tokenizer_config.json (the whole template is one JSON string there)."""
+    path = ctx.model_dir / "chat_template.jinja"
+    if not path.is_file():
+        return Location(file="tokenizer_config.json", logical="chat_template")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    line = _syntax_error_line(text) if needle is None else next(
+        (i for i, row in enumerate(text.splitlines(), 1) if needle in row), None)
+    return Location(file="chat_template.jinja", line=line or 1, logical="chat_template")
+
+
+def _syntax_error_line(text: str) -> int | None:
+    """The line jinja2's parser stops at (parsing only: nothing of the template runs)."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    try:
+        ImmutableSandboxedEnvironment().parse(text)
+    except jinja2.TemplateSyntaxError as e:
+        return e.lineno
+    return None
 
 
 def _render(tok, messages, add_generation_prompt=True) -> str:
@@ -43,19 +67,21 @@ def chat_template_renders(ctx):
     tok = ctx.tokenizer
     if not tok.chat_template:
         yield Problem("no chat template: apply_chat_template cannot be used (base model?)", severity="info",
-                      evidence={"chat_template": None})
+                      evidence={"chat_template": None},
+                      location=Location(file="tokenizer_config.json", logical="chat_template"))
         return
     for label, messages in (("a user message", USER_ONLY), ("user/assistant turns", NO_SYSTEM)):
         try:
             _render(tok, messages)
         except ModelDirError as e:
-            yield Problem(f"chat template fails on {label}: {e.problem}", evidence={"messages": messages})
+            yield Problem(f"chat template fails on {label}: {e.problem}", evidence={"messages": messages},
+                          location=template_location(ctx))
             return
     try:
         _render(tok, WITH_SYSTEM)
     except ModelDirError as e:
         yield Problem(f"chat template rejects a system message: {e.problem}", severity="info",
-                      evidence={"messages": WITH_SYSTEM})
+                      evidence={"messages": WITH_SYSTEM}, location=template_location(ctx, "system"))
 
 
 def _rendered_or_skip(tok) -> str:
@@ -89,7 +115,8 @@ def double_bos(ctx):
     if ids[:2] == [bos, bos]:
         yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds it again: prompts start "
                       f"with BOS twice", evidence={"first_ids": ids[:4], "bos_token_id": bos,
-                                                  "add_bos_token": tok.add_bos_token})
+                                                  "add_bos_token": tok.add_bos_token},
+                      location=template_location(ctx, "bos_token"))
 
 
 @check("TOK009", category="tokenizer", severity="warning", needs=("tokenizer",),
@@ -112,4 +139,5 @@ def role_tokens_atomic(ctx):
     if split:
         first = next(iter(split))
         yield Problem(f"{len(split)} role marker(s) are not single tokens, e.g. {first!r} -> {len(split[first])} "
-                      f"tokens", evidence={"markers": {m: ids[:12] for m, ids in split.items()}})
+                      f"tokens", evidence={"markers": {m: ids[:12] for m, ids in split.items()}},
+                      location=template_location(ctx, first))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from checks.registry import Problem, check
+from findings import Location
 from reference_engine.config import read_json
 from reference_engine.errors import ModelDirError
 from reference_engine.files.safetensors_io import read_header, validate_file
@@ -98,17 +99,20 @@ def _index_vs_shards(root: Path, weight_map: dict):
         try:
             path = safe_weight_path(root, shard, root / INDEX)  # refuses '..', absolute, escaping symlinks
         except ModelDirError as e:
-            yield Problem(f"index: {e.problem}", evidence={"shard": shard, "tensors": len(listed)})
+            yield Problem(f"index: {e.problem}", evidence={"shard": shard, "tensors": len(listed)},
+                          location=Location(file=INDEX, logical=min(listed) if listed else "weight_map"))
             continue
         try:
             stored = set(read_header(path).tensors)
         except ModelDirError as e:
-            yield Problem(f"shard {shard} unreadable: {e.problem}", evidence={"shard": shard})
+            yield Problem(f"shard {shard} unreadable: {e.problem}", evidence={"shard": shard},
+                          location=Location(file=INDEX, logical=min(listed) if listed else "weight_map"))
             continue
         yield from _listed_vs_stored(shard, listed, stored, weight_map)
     for orphan in sorted(p.name for p in root.glob("*.safetensors") if p.name not in by_shard):
         yield Problem(f"{orphan} is not named by the index: its tensors are ignored by loaders",
-                      severity="warning", evidence={"shard": orphan})
+                      severity="warning", evidence={"shard": orphan},
+                      location=Location(file=INDEX, logical="weight_map"))
 
 
 def _listed_vs_stored(shard: str, listed: set[str], stored: set[str], weight_map: dict):
@@ -116,7 +120,8 @@ def _listed_vs_stored(shard: str, listed: set[str], stored: set[str], weight_map
     unlisted = sorted(t for t in stored - listed if weight_map.get(t) != shard)
     if absent:
         yield Problem(f"index places {len(absent)} tensor(s) in {shard} that it does not hold, e.g. {absent[0]}",
-                      evidence={"shard": shard, "missing": absent[:10]})
+                      evidence={"shard": shard, "missing": absent[:10]},
+                      location=Location(file=INDEX, logical=absent[0]))
     if unlisted:
         yield Problem(f"{shard} holds {len(unlisted)} tensor(s) the index does not map to it, e.g. {unlisted[0]}",
                       evidence={"shard": shard, "unlisted": unlisted[:10]})

@@ -9,10 +9,14 @@ import torch
 from checks.analysis.probe_runs import ForwardRun, forward_runs, run_forward, run_forwards
 from checks.analysis.prompts import probe_inputs
 from checks.registry import Problem, Skip, check
+from findings import Location
 
 LOW_DTYPES = ("bfloat16", "float16")
 RANGE = {"float16": float(torch.finfo(torch.float16).max), "bfloat16": float(torch.finfo(torch.bfloat16).max),
          "float32": float(torch.finfo(torch.float32).max)}
+
+# numerics findings are about the dtype the model is served in: config.json declares it
+TORCH_DTYPE = Location(file="config.json", logical="torch_dtype")
 
 
 @dataclass
@@ -144,14 +148,14 @@ def dtype_range(ctx):
                if peak > RANGE["float16"] else "float16 run produces non-finite values")
         if first:
             msg += f"; float16 values first go non-finite at layer {first['layer']} {first['module']}"
-        yield Problem(msg, evidence=evidence, severity=severity)
+        yield Problem(msg, evidence=evidence, severity=severity, location=TORCH_DTYPE)
     elif peak > RANGE["float16"] / 2:
         yield Problem(f"peak |activation| {peak:.4g} at {where} is within 2x of the float16 limit 65504",
-                      evidence=evidence, severity="info")
+                      evidence=evidence, severity="info", location=TORCH_DTYPE)
     bf16 = next(r for r in results if r.dtype == "bfloat16")
     if not bf16.finite:
         yield Problem("bfloat16 run produces non-finite values", severity="error",
-                      evidence={"bfloat16_first_nonfinite": bf16.first_nonfinite})
+                      evidence={"bfloat16_first_nonfinite": bf16.first_nonfinite}, location=TORCH_DTYPE)
 
 
 @check("NUM002", category="numerics", severity="warning", needs=("engine", "tokenizer"),
@@ -173,7 +177,7 @@ def dtype_divergence(ctx):
             continue  # NUM001 reports it
         if r.mean_kl > max_kl or r.top1_agreement < min_top1:
             yield Problem(f"{r.dtype} logits diverge from float32: mean KL {r.mean_kl:.3g} nats, top-1 agreement "
-                          f"{r.top1_agreement:.0%}", evidence=vars(r))
+                          f"{r.top1_agreement:.0%}", evidence=vars(r), location=TORCH_DTYPE)
 
 
 def recommend(results: list[DtypeResult], declared: str | None, max_kl: float, min_top1: float) -> str:
@@ -209,4 +213,4 @@ def dtype_summary(ctx):
         evidence={"recommended": choice, "declared": declared, "table": rows},
         data={"plot": {"kind": "bar", "title": "peak |value| per dtype", "x": [r["dtype"] for r in rows],
                        "series": {"peak |activation|": [r["peak"] for r in rows]}, "y_scale": "log",
-                       "hlines": {"float16 max": RANGE["float16"]}}})
+                       "hlines": {"float16 max": RANGE["float16"]}}}, location=TORCH_DTYPE)

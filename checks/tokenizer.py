@@ -5,6 +5,7 @@ checks (TOK007-TOK009) live in checks/chat_template.py."""
 from __future__ import annotations
 
 from checks.registry import Problem, Skip, check
+from findings import Location
 from reference_engine.errors import ModelDirError
 from reference_engine.tokenizer.pre_tokenizers import BYTES_TO_UNICODE
 from checks.analysis.token_table import TokenTable, token_table
@@ -82,7 +83,8 @@ def merges_in_vocab(ctx):
     if bad:
         i, a, b = bad[0]
         yield Problem(f"{len(bad)} merge(s) reference tokens missing from the vocabulary, e.g. merge {i} "
-                      f"{a!r} + {b!r}", evidence={"count": len(bad), "merges": [f"{x} {y}" for _, x, y in bad[:10]]})
+                      f"{a!r} + {b!r}", evidence={"count": len(bad), "merges": [f"{x} {y}" for _, x, y in bad[:10]]},
+                      location=Location(file="tokenizer.json", logical="model.merges"))
 
 
 @check("TOK003", category="tokenizer", severity="error", needs=("files",),
@@ -107,12 +109,14 @@ def ids_unique(ctx):
     if clashes:
         i, a, b = clashes[0]
         yield Problem(f"{len(clashes)} id(s) shared by different tokens, e.g. id {i}: {a!r} and {b!r}",
-                      evidence={"count": len(clashes), "ids": [c[0] for c in clashes[:10]]})
+                      evidence={"count": len(clashes), "ids": [c[0] for c in clashes[:10]]},
+                      location=Location(file="tokenizer.json", logical="model.vocab"))
     gap_count = table.max_id() + 1 - len(owner)
     if gap_count > 0:
         gaps = first_gaps(sorted(owner), 20)
         yield Problem(f"{gap_count} id(s) below the max id {table.max_id()} have no token, e.g. {gaps[0]}",
-                      evidence={"count": gap_count, "ids": gaps}, severity="warning")
+                      evidence={"count": gap_count, "ids": gaps}, severity="warning",
+                      location=Location(file="tokenizer.json", logical="model.vocab"))
 
 
 def first_gaps(ids: list[int], limit: int) -> list[int]:
@@ -229,7 +233,8 @@ def round_trip(ctx):
                       evidence={"changed": prefix[:8]}, severity="info")
     if ctx.tokenizer_config.get("clean_up_tokenization_spaces"):
         yield Problem("clean_up_tokenization_spaces is true: transformers' decode turns 'hello !' into 'hello!' "
-                      "(tokenizers#1543)", evidence={"clean_up_tokenization_spaces": True}, severity="info")
+                      "(tokenizers#1543)", evidence={"clean_up_tokenization_spaces": True}, severity="info",
+                      location=Location(file="tokenizer_config.json", logical="clean_up_tokenization_spaces"))
 
 
 @check("TOK006", category="tokenizer", severity="error", needs=("tokenizer",),
@@ -253,7 +258,8 @@ def special_tokens_atomic(ctx):
         ids = tok.encode(text, add_special_tokens=False)
         if token_id is None or ids != [token_id]:
             yield Problem(f"special token {text!r} encodes to {ids[:8]} instead of [{token_id}]",
-                          evidence={"token": text, "id": token_id, "encoded": ids[:16]})
+                          evidence={"token": text, "id": token_id, "encoded": ids[:16]},
+                          location=Location(file="tokenizer.json", logical="added_tokens"))
 
 
 @check("TOK010", category="tokenizer", severity="info", needs=("tokenizer",),
@@ -270,4 +276,5 @@ def padding_side_noted(ctx):
     """
     if ctx.tokenizer_config.get("padding_side") == "right":
         yield Problem("tokenizer pads on the right: batched generation needs left padding",
-                      evidence={"padding_side": "right"})
+                      evidence={"padding_side": "right"},
+                      location=Location(file="tokenizer_config.json", logical="padding_side"))

@@ -7,10 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checks.registry import Problem, check
+from findings import Location
 from checks.analysis.tensor_layout import embed_name, output_rows_name
 from checks.analysis.token_table import special_strings
 
 NAMES = ("bos", "eos", "pad", "unk")
+VOCAB_SIZE = Location(file="config.json", logical="vocab_size")
+
+
+def special_location(source: str, name: str) -> Location:
+    """Where a special token is declared: `eos_token_id` in config/generation_config, `eos_token` for the tokenizer."""
+    if source == "tokenizer":
+        return Location(file="tokenizer_config.json", logical=f"{name}_token")
+    return Location(file=source, logical=f"{name}_token_id")
 
 
 @dataclass
@@ -53,7 +62,7 @@ def vocab_summary(ctx):
     s = vocab_sizes(ctx)
     yield Problem(f"tokenizer vocab_size {s.tokenizer_vocab_size}, len {s.tokenizer_len}, max id+1 "
                   f"{s.max_token_id + 1}; config.vocab_size {s.config_vocab_size}; embedding rows "
-                  f"{s.embedding_rows}; lm_head rows {s.lm_head_rows}", evidence=s.as_evidence())
+                  f"{s.embedding_rows}; lm_head rows {s.lm_head_rows}", evidence=s.as_evidence(), location=VOCAB_SIZE)
 
 
 @check("VOC002", category="vocab", severity="error", needs=("config", "tokenizer", "weights"),
@@ -77,7 +86,7 @@ def token_ids_beyond_embedding(ctx):
     beyond = sorted(i for i in set(tok.get_vocab().values()) if i >= s.rows)
     yield Problem(f"{len(beyond)} token id(s) the tokenizer can emit are >= {s.rows} rows "
                   f"(max id {s.max_token_id}), e.g. {beyond[0]} {tok.id_to_token(beyond[0])!r}",
-                  evidence={**s.as_evidence(), "ids_beyond": beyond[:20], "count": len(beyond)})
+                  evidence={**s.as_evidence(), "ids_beyond": beyond[:20], "count": len(beyond)}, location=VOCAB_SIZE)
 
 
 @check("VOC003", category="vocab", severity="warning", needs=("config", "tokenizer", "weights"),
@@ -98,7 +107,8 @@ def rows_beyond_tokenizer(ctx):
     if rows is None or rows <= s.max_token_id + 1:
         return
     yield Problem(f"lm_head has {rows - s.max_token_id - 1} row(s) past the tokenizer's last id "
-                  f"{s.max_token_id}: sampling one yields an id no text maps to", evidence=s.as_evidence())
+                  f"{s.max_token_id}: sampling one yields an id no text maps to", evidence=s.as_evidence(),
+                  location=Location(file="model.safetensors", logical="lm_head.weight"))
 
 
 def declared_special_ids(ctx) -> dict[str, dict[str, object]]:
@@ -137,15 +147,18 @@ def special_ids_in_range(ctx):
         for name, value in ids.items():
             for i in _ids(value):
                 if isinstance(i, bool) or not isinstance(i, int) or i < 0:
-                    yield Problem(f"{source} {name}_token_id {i!r} is not a token id", evidence={source: ids})
+                    yield Problem(f"{source} {name}_token_id {i!r} is not a token id", evidence={source: ids},
+                                  location=special_location(source, name))
                 elif i >= s.rows or tok.id_to_token(i) is None:
                     yield Problem(f"{source} {name}_token_id {i} is outside the vocabulary "
                                   f"(tokenizer max id {s.max_token_id}, {s.rows} rows)",
-                                  evidence={source: ids, **s.as_evidence()})
+                                  evidence={source: ids, **s.as_evidence()},
+                                  location=special_location(source, name))
     for name in NAMES:
         text = tok.special_token(f"{name}_token")
         if text is not None and tok.token_to_id(text) is None:
-            yield Problem(f"tokenizer {name}_token {text!r} is not in the vocabulary", evidence={name: text})
+            yield Problem(f"tokenizer {name}_token {text!r} is not in the vocabulary", evidence={name: text},
+                          location=special_location("tokenizer", name))
 
 
 @check("VOC005", category="vocab", severity="warning", needs=("config", "tokenizer"),
@@ -167,12 +180,14 @@ def special_ids_consistent(ctx):
         values = {src: ids[name] for src, ids in declared.items() if name in ids}
         if len({repr(v) for v in values.values()}) > 1:
             yield Problem(f"{name} token ids disagree: " + ", ".join(f"{k} {v}" for k, v in values.items()),
-                          evidence=values)
+                          evidence=values, location=special_location(next(iter(values)), name))
     tok_eos = declared["tokenizer"].get("eos")
     stops = declared.get("generation_config.json", {}).get("eos") or declared["config.json"].get("eos")
     if tok_eos is not None and stops is not None and tok_eos not in _ids(stops):
         yield Problem(f"tokenizer eos id {tok_eos} is not a generation stop id {stops}",
-                      evidence={"tokenizer_eos": tok_eos, "stop_ids": stops})
+                      evidence={"tokenizer_eos": tok_eos, "stop_ids": stops},
+                      location=special_location("generation_config.json" if "generation_config.json" in declared
+                                                else "config.json", "eos"))
     yield from _string_files_agree(ctx)
 
 
@@ -191,7 +206,8 @@ def _string_files_agree(ctx):
         if mapped[key] != configured[key]:
             yield Problem(f"{key} is {configured[key]!r} in tokenizer_config.json but {mapped[key]!r} in "
                           f"special_tokens_map.json", evidence={"tokenizer_config": configured[key],
-                                                                 "special_tokens_map": mapped[key]})
+                                                                 "special_tokens_map": mapped[key]},
+                          location=Location(file="special_tokens_map.json", logical=key))
 
 
 @check("VOC006", category="vocab", severity="error", needs=("config", "tokenizer"),
@@ -208,7 +224,7 @@ def eos_defined(ctx):
     declared = declared_special_ids(ctx)
     if not any("eos" in ids for ids in declared.values()):
         yield Problem("no EOS token id in the tokenizer, config.json or generation_config.json",
-                      evidence=declared)
+                      evidence=declared, location=special_location("tokenizer", "eos"))
 
 
 @check("VOC007", category="vocab", severity="info", needs=("tokenizer",),
@@ -224,7 +240,9 @@ def pad_token_noted(ctx):
     """
     tok = ctx.tokenizer
     if tok.pad_token_id is None:
-        yield Problem("no pad token: batched encoding needs one", evidence={"pad_token": tok.pad_token})
+        yield Problem("no pad token: batched encoding needs one", evidence={"pad_token": tok.pad_token},
+                      location=special_location("tokenizer", "pad"))
     elif tok.pad_token_id == tok.eos_token_id:
         yield Problem(f"pad token is the eos token ({tok.pad_token!r}, id {tok.pad_token_id})",
-                      evidence={"pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id})
+                      evidence={"pad_token_id": tok.pad_token_id, "eos_token_id": tok.eos_token_id},
+                      location=special_location("tokenizer", "pad"))

@@ -6,12 +6,26 @@ from __future__ import annotations
 import statistics
 
 from checks.registry import Problem, Skip, check
+from findings import Location
 from checks.analysis.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
                                           optional_tensors, role_of, tensor_table_known)
 from checks.analysis.tensor_scan import weight_scan
 
 FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float64"}
 FLOAT16_MAX = 65504.0
+
+
+def _tensor(name: str) -> Location:
+    """A tensor: shown at its line of the safetensors index (sharded) or config.json line 1, name kept."""
+    return Location(file="model.safetensors", logical=name)
+
+
+def _shape_location(cfg, name: str, want: tuple, got: tuple) -> Location:
+    """A shape mismatch points at the config key that implies it: vocab_size for the embedding/lm_head rows;
+    otherwise the tensor (the key depends on the family's layout)."""
+    if got and want and got[0] != want[0] == cfg.vocab_size and ".layers." not in name:
+        return Location(file="config.json", logical="vocab_size")
+    return _tensor(name)
 
 
 def _need_table(cfg) -> None:
@@ -37,15 +51,17 @@ def missing_tensors(ctx):
     shortfall = layer_shortfall(cfg, names)    # from the names present: a config may claim a billion layers
     if shortfall is not None:
         yield Problem(shortfall.message, evidence={"num_hidden_layers": shortfall.declared,
-                                                   "layers_in_weights": shortfall.backed})
+                                                   "layers_in_weights": shortfall.backed},
+                      location=Location(file="config.json", logical="num_hidden_layers"))
     missing = [n for n in expected_tensors(cfg, names) if n not in names]
     if LM_HEAD in missing:
         yield Problem("lm_head.weight is missing but tie_word_embeddings is false: the output layer would be "
-                      "random", evidence={"tensor": LM_HEAD, "tie_word_embeddings": cfg.tie_word_embeddings})
+                      "random", evidence={"tensor": LM_HEAD, "tie_word_embeddings": cfg.tie_word_embeddings},
+                      location=Location(file="config.json", logical="tie_word_embeddings"))
         missing.remove(LM_HEAD)
     if missing:
         yield Problem(f"{len(missing)} tensor(s) missing, e.g. {missing[0]}",
-                      evidence={"missing": missing[:20], "count": len(missing)})
+                      evidence={"missing": missing[:20], "count": len(missing)}, location=_tensor(missing[0]))
 
 
 @check("WGT002", category="weights", severity="warning", needs=("config", "weights"),
@@ -68,7 +84,8 @@ def unexpected_tensors(ctx):
     suspicious = [n for n in extra if n not in harmless]
     if suspicious:
         yield Problem(f"{len(suspicious)} tensor(s) the architecture does not use, e.g. {suspicious[0]}",
-                      evidence={"unexpected": suspicious[:20], "count": len(suspicious)})
+                      evidence={"unexpected": suspicious[:20], "count": len(suspicious)},
+                      location=_tensor(suspicious[0]))
     if harmless:
         yield Problem(f"{len(harmless)} leftover buffer(s) such as {harmless[0]} (ignored by loaders)",
                       severity="info", evidence={"ignored": harmless[:20]})
@@ -92,7 +109,8 @@ def tensor_shapes(ctx):
              if n in weights and tuple(weights.info(n).shape) != shape]
     for name, want, got in wrong[:10]:
         yield Problem(f"{name} has shape {list(got)}, config implies {list(want)}",
-                      evidence={"tensor": name, "shape": list(got), "expected": list(want)})
+                      evidence={"tensor": name, "shape": list(got), "expected": list(want)},
+                      location=_shape_location(ctx.config, name, want, got))
     if len(wrong) > 10:
         yield Problem(f"{len(wrong) - 10} more tensors with unexpected shapes", evidence={"count": len(wrong)})
 
@@ -125,12 +143,12 @@ def tensor_dtypes(ctx):
         main = max(floats, key=floats.get)
         odd = sorted(n for n in weights.names if weights.info(n).dtype in floats and weights.info(n).dtype != main)
         yield Problem(f"mixed float dtypes {floats}: {len(odd)} tensor(s) not {main}, e.g. {odd[0]}",
-                      evidence={**ev, "odd": odd[:10]}, severity="warning")
+                      evidence={**ev, "odd": odd[:10]}, severity="warning", location=_tensor(odd[0]))
     declared = ctx.config.torch_dtype
     if declared and len(floats) == 1 and FLOAT_DTYPES[next(iter(floats))] != declared:
         yield Problem(f"config torch_dtype is {declared} but the weights are stored as "
                       f"{FLOAT_DTYPES[next(iter(floats))]}", evidence={**ev, "torch_dtype": declared},
-                      severity="warning")
+                      severity="warning", location=Location(file="config.json", logical="torch_dtype"))
 
 
 @check("WGT005", category="weights", severity="error", needs=("weights",),

@@ -70,6 +70,8 @@ class Finding:
     hint: str = ""             # how to fix it
     data: dict | None = None   # optional plot data, see docs/report-schema.md
     location: Location | None = None   # where it is (file, line, logical name)
+    fingerprint: str | None = None     # stable identity across runs (llmdoctor/locate.py), for --known and CI
+    known: bool = False                # matched in the --known report: shown, but never fails the gate
 
     def __post_init__(self):
         object.__setattr__(self, "severity", Severity.parse(self.severity))
@@ -79,9 +81,9 @@ class Finding:
         object.__setattr__(self, "message", " ".join(str(self.message).split()))
 
     def fails(self, fail_on: str) -> bool:
-        """Whether this finding is at or above the --fail-on level."""
+        """Whether this finding is at or above the --fail-on level (a known finding never fails)."""
         rank = fail_on_rank(fail_on)
-        return rank is not None and self.severity.rank >= rank
+        return rank is not None and not self.known and self.severity.rank >= rank
 
     def as_dict(self) -> dict:
         return {"check": self.check, "category": self.category, "severity": self.severity.value,
@@ -117,6 +119,7 @@ class Report:
     dtype: str = "float32"
     resources: dict[str, float] = field(default_factory=dict)  # seconds to build config/weights/engine/...
     plan: dict | None = None   # the memory plan of an engine run (reference_engine/budget/plan.py), None without one
+    known_report: str | None = None  # the --known report findings were matched against (None: no baseline)
 
     def failing(self, fail_on: str | None = None) -> list[Finding]:
         """Findings at or above fail_on (the report's own level by default)."""

@@ -15,8 +15,10 @@ from llmdoctor.cli_diff import diff_command
 from llmdoctor.cli_fix import fix_command
 from llmdoctor.cli_generate import generate_command
 from llmdoctor.cli_options import (FORMATS, InputError, budget_option, device_option, dtype_option, emit,
-                                   fail_on_option, format_option, memory_budget_option, output_option)
+                                   fail_on_option, format_option, known_option, memory_budget_option,
+                                   output_option)
 from llmdoctor.cli_probe import probe, triage
+from llmdoctor.cli_report import report_command
 
 EXIT_USAGE = 2
 DEMO_MODEL = Path(__file__).parent / "demo_model"
@@ -26,6 +28,7 @@ __all__ = ["cli", "DEMO_MODEL", "EXIT_USAGE", "FORMATS", "InputError", "budget_o
 def input_errors() -> tuple[type[Exception], ...]:
     from checks.context import ResourceError, ThresholdError
     from llmdoctor.config_file import ConfigFileError
+    from llmdoctor.locate import KnownReportError
     from llmdoctor.runner import DeviceError
     from llmdoctor.selection import SelectionError
     from llmdoctor.output_guard import OutputError
@@ -33,7 +36,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     from reference_engine.budget.pipeline import PipelineError
     from reference_engine.budget.plan import PlanError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
-            OutputError, PlanError, PipelineError)
+            OutputError, PlanError, PipelineError, KnownReportError)
 
 
 class DoctorGroup(click.Group):
@@ -84,8 +87,9 @@ def cli():
 @click.option("--no-config", is_flag=True, help="Ignore llmdoctor.toml / [tool.llmdoctor] settings.")
 @memory_budget_option("Memory the engine may use, e.g. 4GiB, 512MiB, 8G (default: available memory minus "
                       "headroom); models that do not fit are streamed one layer at a time (docs/memory.md).")
+@known_option
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
-                  memory_budget):
+                  memory_budget, known):
     """Run the checks on the model directory PATH and print a report."""
     from llmdoctor.config_file import Settings, load_settings
     from llmdoctor.output_guard import refuse_inside_model
@@ -108,7 +112,7 @@ def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, qui
         model_label="demo" if demo else str(path), memory_budget=budget_option(memory_budget, settings),
         plan_stream=sys.stderr if rank == 0 else None)
     if rank == 0:                  # in a torchrun pipeline, rank 0 prints the report
-        emit(report, fmt, output)
+        emit(report, fmt, output, known)
     sys.exit(report.exit_code())
 
 
@@ -172,7 +176,7 @@ def explain_command(query):
 
 
 # the commands defined in their own modules (`llmdoctor --help` lists every command by name)
-for command in (generate_command, fix_command, probe, triage, baseline_command, diff_command):
+for command in (generate_command, fix_command, probe, triage, baseline_command, diff_command, report_command):
     cli.add_command(command)
 
 if __name__ == "__main__":

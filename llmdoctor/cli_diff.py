@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from llmdoctor.cli_options import (InputError, budget_option, device_option, dtype_option, emit, fail_on_option,
-                                   format_option, memory_budget_option, output_option)
+                                   format_option, known_option, memory_budget_option, output_option)
 
 
 @click.command("diff")
@@ -29,8 +29,9 @@ from llmdoctor.cli_options import (InputError, budget_option, device_option, dty
 @dtype_option("Compute dtype of both models (auto = float32 on cpu).")
 @click.option("--quick", is_flag=True, help="Fewer windows, tokens and probes.")
 @memory_budget_option("Memory both engines may use together, e.g. 8GiB (each side gets half; larger models stream).")
+@known_option
 def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device, dtype, quick,
-                 memory_budget):
+                 memory_budget, known):
     """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline
     JSON from `llmdoctor baseline`): config, tokenizer, weights, logit statistics, the first layer where they
     part ways, and greedy generations."""
@@ -52,5 +53,5 @@ def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, out
                       ignore=parse_selectors(ignore), fail_on=fail_on, device=device, dtype=dtype, quick=quick,
                       memory_budget=budget_option(memory_budget, None), ctx_len=ctx_len, chunks=chunks,
                       progress=Progress(0))
-    emit(report, fmt, output)
+    emit(report, fmt, output, known)
     sys.exit(report.exit_code())

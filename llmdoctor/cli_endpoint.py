@@ -28,7 +28,8 @@ def endpoint_options(func):
 @click.option("--max-tokens", type=click.IntRange(8), default=48, show_default=True,
               help="Token limit of the live stop probe (a one-word answer must stop well before it).")
 @report_options
-def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests, max_tokens, fmt, output, fail_on):
+def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests, max_tokens, fmt, output, fail_on,
+                   known):
     """Compare a live OpenAI-compatible server (URL: root or /v1) with the reference engine on MODEL."""
     import sys
 
@@ -43,5 +44,5 @@ def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests
     except EndpointError as e:  # the API key variable is unset: the user's to fix
         raise InputError(str(e)) from None
     report.fail_on = fail_on
-    emit(report, fmt, output)
+    emit(report, fmt, output, known)
     sys.exit(report.exit_code())

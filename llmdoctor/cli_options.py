@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-FORMATS = ("table", "json", "junit", "markdown", "html")
+from reports import FORMATS  # table, json, junit, markdown, html, sarif, github, gitlab
+
 FAIL_ON = ("error", "warning", "never")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -57,8 +58,28 @@ def memory_budget_option(help: str = "Memory the engine may use (e.g. 4GiB); a m
     return click.option("--memory-budget", default=None, metavar="SIZE", help=help)
 
 
+def _readable_report(ctx, param, value: Path | None) -> Path | None:
+    """Refuse a --known file that is not a JSON report before any work is done (exit 2)."""
+    if value is not None:
+        from llmdoctor.locate import KnownReportError, load_known
+        try:
+            load_known(value)
+        except KnownReportError as e:
+            raise click.BadParameter(str(e)) from None
+    return value
+
+
+def known_option(func):
+    """--known REPORT.json: findings of an earlier run are reported as known and do not fail the gate."""
+    return click.option("--known", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        metavar="REPORT.json", callback=_readable_report,
+                        help="A JSON report of an earlier run: findings found in it (by fingerprint) are marked known "
+                             "and do not fail the run; new ones do (docs/ci.md).")(func)
+
+
 def report_options(func):
-    """--format, -o/--output and --fail-on of a command that writes a findings report (the probes)."""
+    """--format, -o/--output, --fail-on and --known of a command that writes a findings report (the probes)."""
+    func = known_option(func)
     func = fail_on_option()(func)
     func = output_option("Write the report to this file instead of stdout (never inside the model).")(func)
     return format_option("Report format (html draws the plots).")(func)
@@ -76,15 +97,20 @@ def budget_option(value: str | None, settings) -> int | None:
         raise InputError(f"--memory-budget: {e}") from None
 
 
-def emit(report, fmt: str, output: Path | None) -> None:
-    """Render to stdout, or to a file (written whole, so a failure leaves no half report behind)."""
+def emit(report, fmt: str, output: Path | None, known: Path | None = None) -> None:
+    """Mark the findings a --known report holds, then render to stdout, or to a file (written whole, so a
+    failure leaves no half report behind)."""
+    from llmdoctor.ci_rules import render_options
+    from llmdoctor.locate import mark_known
     from reports import render
     from reports.common import summary_line
+    mark_known(report, known)
+    options = render_options(report, fmt)     # the SARIF rules: docstrings and explain texts
     if output is None:
-        render(report, fmt, sys.stdout)
+        render(report, fmt, sys.stdout, **options)
         return
     buffer = io.StringIO()
-    render(report, fmt, buffer, **({"colour": False} if fmt == "table" else {}))
+    render(report, fmt, buffer, **options, **({"colour": False} if fmt == "table" else {}))
     try:
         output.write_text(buffer.getvalue(), encoding="utf-8")
     except OSError as e:

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint
-from llmdoctor.cli_options import output_option, report_options
+from llmdoctor.cli_options import known_option, output_option, report_options
 
 
 def _size(ctx, param, value):
@@ -31,10 +31,10 @@ def _block_sizes(ctx, param, value):
     return sizes
 
 
-def finish(recorder, fmt: str, output: Path | None, fail_on: str) -> None:
+def finish(recorder, fmt: str, output: Path | None, fail_on: str, known: Path | None = None) -> None:
     from llmdoctor.cli_options import emit
     report = recorder.report(fail_on=fail_on)
-    emit(report, fmt, output)
+    emit(report, fmt, output, known)
     sys.exit(report.exit_code())
 
 
@@ -80,7 +80,7 @@ def probe():
 @report_options
 def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, output_sigma, seed, save_trace,
              block_sizes, pool_tokens, with_model, memory_budget, kv_dtype, max_len, tick_tokens, step_ms,
-             max_running, fmt, output, fail_on):
+             max_running, fmt, output, fail_on, known):
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
     from probes.kv import ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
@@ -107,7 +107,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     recorder.add(kv_findings(result), time.perf_counter() - started)
     click.echo(f"llmdoctor: probe kv: {len(workload)} requests x {len(result.runs)} allocations simulated in "
                f"{time.perf_counter() - started:.1f} s", err=True)
-    finish(recorder, fmt, output, fail_on)
+    finish(recorder, fmt, output, fail_on, known)
 
 
 @probe.command("bandwidth")
@@ -121,7 +121,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
 @click.option("--dtype", type=click.Choice(("float32", "bfloat16", "float16")), default=None,
               help="Engine dtype for the decode roofline [default: float32 on cpu, bfloat16 on cuda].")
 @report_options
-def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fail_on):
+def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fail_on, known):
     """Measure achieved memory bandwidth vs the NVML peak (or host memory without a GPU)."""
     import torch
 
@@ -144,7 +144,7 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
             dev = "cuda" if result.device.startswith("cuda") else "cpu"
             run_roofline_part(recorder, model_dir, result.best_bytes_per_s, dev,
                               dtype or ("bfloat16" if dev == "cuda" else "float32"))
-    finish(recorder, fmt, output, fail_on)
+    finish(recorder, fmt, output, fail_on, known)
 
 
 probe.add_command(probe_endpoint)
@@ -161,7 +161,12 @@ probe.add_command(probe_endpoint)
 @click.option("--endpoint", metavar="URL", default=None,
               help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks).")
 @endpoint_options
-def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s):
+@click.option("--format", "ci_formats", multiple=True, type=click.Choice(("sarif", "gitlab", "github")),
+              help="Also write report.sarif / gl-code-quality-report.json into the bundle, or print GitHub "
+                   "annotations (repeatable); the bundle always has JSON, Markdown and HTML.")
+@known_option
+def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s,
+           ci_formats, known):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
     from llmdoctor.triage import run_triage
     endpoint_options_ = None
@@ -169,7 +174,7 @@ def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_n
         from llmdoctor.endpoint import EndpointOptions
         endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
     result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
-                        endpoint=endpoint_options_)
+                        endpoint=endpoint_options_, ci_formats=ci_formats, known=known)
     from reports.common import summary_line
     click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
     for path in result.files:

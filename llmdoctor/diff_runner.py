@@ -12,6 +12,7 @@ from checks.diff.pair import PairContext
 from findings import Report, fail_on_rank
 from llmdoctor import __version__
 from llmdoctor.fingerprint import fingerprint
+from llmdoctor.locate import locate_report
 from llmdoctor.progress import Progress
 from llmdoctor.runner import run_all, validate_device
 from llmdoctor.selection import select_checks
@@ -40,6 +41,8 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
     progress = progress or Progress(0, enabled=False)
     started = time.perf_counter()
     run_all(chosen, ctx, report, progress)
+    about = ctx.cand if ctx.cand.kind != "baseline" else ctx.ref   # findings are about the candidate
+    locate_report(report, about.path)
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = ctx.device, ctx.dtype
     report.resources = ctx.build_seconds

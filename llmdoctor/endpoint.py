@@ -17,6 +17,7 @@ from checks.endpoint.context import EndpointContext
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__
+from llmdoctor.locate import locate_report
 from llmdoctor.runner import run_one
 from llmdoctor.selection import select_checks
 from probes.endpoint import Budget, EndpointClient, EndpointError, api_key_from_env, connect
@@ -62,6 +63,7 @@ def run_endpoint(model: str | Path, options: EndpointOptions, *, reference: Refe
     for finding in report.findings_for("EPT001"):
         finding.evidence["requests"] = {"count": len(client.log), "seconds": round(sum(r["seconds"] for r in client.log), 3),
                                         "log": client.log}
+    locate_report(report, model)    # the reference model's files: generation_config.json, the chat template, ...
     report.duration_s = time.perf_counter() - started
     return report
 

@@ -51,7 +51,10 @@ class ProbeRecorder:
         self.runs += report.checks
 
     def report(self, fail_on: str = "error", fingerprint: str | None = None) -> Report:
-        return Report(model=self.model, fingerprint=fingerprint, tool_version=__version__,
-                      generated_at=self.generated_at, checks=list(self.runs), findings=list(self.findings),
-                      fail_on=fail_on, duration_s=time.perf_counter() - self.started,
-                      device=self.device, dtype=self.dtype)
+        from llmdoctor.locate import locate_report
+        report = Report(model=self.model, fingerprint=fingerprint, tool_version=__version__,
+                        generated_at=self.generated_at, checks=list(self.runs), findings=list(self.findings),
+                        fail_on=fail_on, duration_s=time.perf_counter() - self.started,
+                        device=self.device, dtype=self.dtype)
+        locate_report(report, None)   # fingerprints for --known; a probe's findings are about the runtime
+        return report

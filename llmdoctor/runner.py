@@ -19,6 +19,7 @@ from checks.registry import CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
 from llmdoctor.config_file import load_settings
 from llmdoctor.fingerprint import fingerprint
+from llmdoctor.locate import locate_report
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from findings.crash import describe
 from llmdoctor.progress import Progress
@@ -102,6 +103,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
     run_all(chosen, ctx, report, progress)
+    locate_report(report, root)    # each finding's file and line in the model, and its fingerprint
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = _resolved(ctx)
     report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}

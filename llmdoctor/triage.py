@@ -47,7 +47,7 @@ def environment_finding(env: dict) -> Finding:
 
 def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str = "auto", kv_requests: int = 5000,
                bandwidth_bytes: int | None = None, run_checks: bool = True, nvml_backend=None,
-               endpoint=None) -> TriageResult:
+               endpoint=None, ci_formats=(), known=None) -> TriageResult:
     from llmdoctor.triage_probes import run_checks_part, run_probes_part
     root = Path(model_dir) if model_dir is not None else None
     bundle = Path(bundle)
@@ -66,17 +66,28 @@ def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str 
         from llmdoctor.triage_probes import run_endpoint_part
         run_endpoint_part(recorder, root, endpoint)
     report = recorder.report(fail_on="error", fingerprint=fingerprint)
-    files = write_bundle(report, env, bundle)
+    from llmdoctor.locate import mark_known
+    mark_known(report, known)
+    files = write_bundle(report, env, bundle, ci_formats)
     return TriageResult(bundle, report, files)
 
 
-def write_bundle(report: Report, env: dict, bundle: Path) -> list[Path]:
+CI_FILES = {"sarif": "report.sarif", "gitlab": "gl-code-quality-report.json"}   # triage --format
+
+
+def write_bundle(report: Report, env: dict, bundle: Path, ci_formats=()) -> list[Path]:
+    import sys
+
+    from llmdoctor.ci_rules import render_options
     from reports import render
     outputs = {"report.json": "json", "report.md": "markdown", "report.html": "html"}
+    outputs.update({CI_FILES[fmt]: fmt for fmt in ci_formats if fmt in CI_FILES})
+    if "github" in ci_formats:   # annotations belong on stdout, where the runner reads workflow commands
+        render(report, "github", sys.stdout)
     files = []
     for name, fmt in outputs.items():
         buffer = io.StringIO()
-        render(report, fmt, buffer)
+        render(report, fmt, buffer, **render_options(report, fmt))
         (bundle / name).write_text(buffer.getvalue(), encoding="utf-8")
         files.append(bundle / name)
     (bundle / "environment.json").write_text(json.dumps(env, indent=2, sort_keys=True, default=str), encoding="utf-8")

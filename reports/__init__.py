@@ -4,7 +4,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TextIO
 
-FORMATS = ("table", "json", "junit", "markdown", "html")
+FORMATS = ("table", "json", "junit", "markdown", "html", "sarif", "github", "gitlab")
 
 
 def render(report, fmt: str, stream: TextIO, **options) -> None:

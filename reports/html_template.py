@@ -66,7 +66,10 @@ TEMPLATE = """<!DOCTYPE html>
 <div class="finding sev-{{ item.finding.severity.value }}">
 <div><span class="badge {{ item.finding.severity.value }}">{{ item.finding.severity.value }}</span>
 <code>{{ item.finding.check }}</code> <span class="tag">{{ item.finding.category }}</span>
-<span class="msg">{{ item.finding.message }}</span></div>
+<span class="msg">{{ item.finding.message }}</span>
+{%- if item.finding.known %} <span class="tag">known</span>{% endif %}</div>
+{% set loc = item.finding.location %}{% if loc and loc.file %}<div class="hint">at <code>{{ loc.file }}
+{%- if loc.line %}:{{ loc.line }}{% endif %}</code>{% if loc.logical %} ({{ loc.logical }}){% endif %}</div>{% endif %}
 {% if item.finding.hint %}<div class="hint">Fix: {{ item.finding.hint }}</div>{% endif %}
 {% if item.fields %}<dl class="fields">
 {% for field in item.fields %}<div{% if field.wide %} class="wide-field"{% endif %}><dt>{{ field.key }}</dt><dd>{{ field.text }}</dd></div>

@@ -32,8 +32,8 @@ def render(report: Report, stream: TextIO) -> None:
         shown = capped(sorted(report.findings, key=lambda f: (-f.severity.rank, f.category, f.check)))
         w("\n### Findings\n\n| | check | category | message | hint |\n|---|---|---|---|---|\n")
         for f in shown:
-            w(f"| {ICONS[f.severity.value]} {f.severity.value} | `{f.check}` | {f.category} | {cell(f.message)} "
-              f"| {cell(f.hint)} |\n")
+            w(f"| {ICONS[f.severity.value]} {f.severity.value} | `{f.check}` | {f.category} | {cell(f.message)}"
+              f"{place(f)} | {cell(f.hint)} |\n")
         if len(shown) < len(report.findings):
             w(f"\n{len(report.findings) - len(shown)} more findings of the same checks are in the JSON report.\n")
         w("\n<details><summary>Evidence</summary>\n\n")
@@ -46,6 +46,15 @@ def render(report: Report, stream: TextIO) -> None:
         for run in skipped:
             w(f"- `{run.id}` {cell(run.summary)}: {cell(run.reason)}\n")
         w("\n</details>\n")
+
+
+def place(f: Finding) -> str:
+    """' (known) at `models/m/config.json:22`' after a message; nothing for a finding without a file."""
+    known = " (known)" if f.known else ""
+    loc = f.location
+    if loc is None or not loc.file:
+        return known
+    return f"{known} at `{cell(loc.file)}" + (f":{loc.line}" if loc.line else "") + "`"
 
 
 def capped(findings: list[Finding]) -> list[Finding]:

@@ -115,7 +115,9 @@ def check_lines(found: list, paint, width: int, per_check: int, table_rows: int 
     lines = []
     for f in found[:per_check]:
         head = f"  {paint(f.severity.value, f.severity.value.upper().ljust(7))}  {f.check:<6}  "
-        lines.append(head + _wrap(f.message, width, INDENT).lstrip())
+        lines.append(head + _wrap(f.message + ("  [known]" if f.known else ""), width, INDENT).lstrip())
+        if f.location is not None and f.location.file:
+            lines.append(_wrap("at: " + where(f.location), width, INDENT))
         items, tables = split_evidence(f.evidence)
         if items:
             lines.append(_wrap("evidence: " + compact_evidence(dict(items)), width, INDENT))
@@ -125,6 +127,12 @@ def check_lines(found: list, paint, width: int, per_check: int, table_rows: int 
     hints = list(dict.fromkeys(f.hint for f in found[:per_check] if f.hint))
     lines += [_wrap("hint: " + hint, width, INDENT) for hint in hints]
     return lines
+
+
+def where(location) -> str:
+    """'models/m/config.json:22 (vocab_size)'"""
+    text = location.file + (f":{location.line}" if location.line else "")
+    return text + (f" ({location.logical})" if location.logical else "")
 
 
 def table_lines(table: EvidenceTable, limit: int) -> list[str]:

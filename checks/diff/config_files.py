@@ -7,6 +7,7 @@ import math
 from checks.analysis.chat_conversations import BRANCHES, default_system_dropped, label, render_all
 from checks.analysis.diff_text import unified
 from checks.registry import Problem, Skip, check
+from findings import Location
 
 # fields that change what the forward pass computes (compared on the parsed config, defaults filled in)
 COMPUTE_FIELDS = ("architecture", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -63,7 +64,8 @@ def config_fields_differ(ctx):
         a, b = getattr(ref, name, None), getattr(cand, name, None)
         if not (same_rope(ref, cand) if name == "rope_scaling" else _same(a, b)):
             yield Problem(f"config {name}: reference {a!r}, candidate {b!r}",
-                          evidence={"field": name, "reference": a, "candidate": b})
+                          evidence={"field": name, "reference": a, "candidate": b},
+                          location=Location(file="config.json", logical=name))
     raw_a, raw_b = ctx.ref.raw_config, ctx.cand.raw_config
     known = set(COMPUTE_FIELDS) | set(SPECIAL_FIELDS)
     for key in sorted(set(raw_a) | set(raw_b)):
@@ -72,7 +74,8 @@ def config_fields_differ(ctx):
         where = ("only in the reference" if key not in raw_b else "only in the candidate" if key not in raw_a
                  else f"reference {raw_a[key]!r}, candidate {raw_b[key]!r}")
         yield Problem(f"config.json key {key}: {where}", severity="info",
-                      evidence={"key": key, "reference": raw_a.get(key), "candidate": raw_b.get(key)})
+                      evidence={"key": key, "reference": raw_a.get(key), "candidate": raw_b.get(key)},
+                      location=Location(file="config.json", logical=key))
 
 
 def _special_ids(side) -> dict:
@@ -97,7 +100,8 @@ def special_ids_differ(ctx):
     for key in a:
         if key in b and not _same(a[key], b[key]):
             yield Problem(f"{key}: reference {a[key]!r}, candidate {b[key]!r}",
-                          evidence={"field": key, "reference": a[key], "candidate": b[key]})
+                          evidence={"field": key, "reference": a[key], "candidate": b[key]},
+                          location=_special_location(key))
 
 
 @check("DIF003", category="diff", severity="warning", needs=("pair",),
@@ -113,7 +117,7 @@ def generation_config_differs(ctx):
     if a is None or b is None:
         missing = "reference" if a is None else "candidate"
         yield Problem(f"generation_config.json only on one side (missing in the {missing})", severity="info",
-                      evidence={"missing_in": missing})
+                      evidence={"missing_in": missing}, location=Location(file="generation_config.json"))
         return
     raw_a, raw_b = a.raw, b.raw
     for key in sorted(set(raw_a) | set(raw_b)):
@@ -121,7 +125,17 @@ def generation_config_differs(ctx):
             continue
         yield Problem(f"generation_config {key}: reference {raw_a.get(key)!r}, candidate {raw_b.get(key)!r}",
                       severity="warning" if key in GENERATION_BEHAVIOUR else "info",
-                      evidence={"key": key, "reference": raw_a.get(key), "candidate": raw_b.get(key)})
+                      evidence={"key": key, "reference": raw_a.get(key), "candidate": raw_b.get(key)},
+                      location=Location(file="generation_config.json", logical=key))
+
+
+def _special_location(key: str) -> Location:
+    """'config.eos_token_id' -> config.json's eos_token_id; 'tokenizer.eos_token_id' -> tokenizer_config.json's
+    eos_token."""
+    source, _, name = key.partition(".")
+    if source == "tokenizer":
+        return Location(file="tokenizer_config.json", logical=name.removesuffix("_id"))
+    return Location(file="config.json", logical=name)
 
 
 @check("DIF004", category="diff", severity="warning", needs=("pair",),
@@ -173,7 +187,8 @@ def chat_template_differs(ctx):
                             "first_differing_id": first,
                             "reference_ids": ids_a[max(first - 4, 0):first + 12],
                             "candidate_ids": ids_b[max(first - 4, 0):first + 12],
-                            "reference_text": text_a, "candidate_text": text_b})
+                            "reference_text": text_a, "candidate_text": text_b},
+                  location=Location(file="tokenizer_config.json", logical="chat_template"))
 
 
 @check("DIF005", category="diff", severity="warning", needs=("pair",),
@@ -187,13 +202,16 @@ def added_tokens_differ(ctx):
     b = {t.content: t for t in ctx.cand.tokenizer.added_tokens}
     for content in [c for c in a if c not in b][:20]:
         yield Problem(f"added token {content!r} (id {a[content].id}) only in the reference",
-                      evidence={"token": content, "reference_id": a[content].id})
+                      evidence={"token": content, "reference_id": a[content].id},
+                      location=Location(file="tokenizer.json", logical="added_tokens"))
     for content in [c for c in b if c not in a][:20]:
         yield Problem(f"added token {content!r} (id {b[content].id}) only in the candidate",
-                      evidence={"token": content, "candidate_id": b[content].id})
+                      evidence={"token": content, "candidate_id": b[content].id},
+                      location=Location(file="tokenizer.json", logical="added_tokens"))
     for content in [c for c in a if c in b][:2000]:
         x, y = a[content], b[content]
         if x.id != y.id or x.special != y.special:
             yield Problem(f"added token {content!r}: reference id {x.id} special={x.special}, candidate id {y.id} "
                           f"special={y.special}", evidence={"token": content, "reference": [x.id, x.special],
-                                                             "candidate": [y.id, y.special]})
+                                                             "candidate": [y.id, y.special]},
+                          location=Location(file="tokenizer.json", logical="added_tokens"))

@@ -5,6 +5,7 @@ from checks.analysis.chat_conversations import default_system_dropped
 from checks.endpoint.context import CONVERSATIONS, RAW_TEXTS, EndpointContext, asks_server
 from checks.endpoint.textdiff import first_difference, rendered_diff, split_spans
 from checks.registry import Problem, Skip, check
+from findings import Location
 
 NEEDS = ("endpoint", "tokenizer")
 
@@ -28,6 +29,10 @@ def strip_specials(ctx: EndpointContext, server: list[int], text: str) -> list[i
     return out
 
 
+ADD_BOS = Location(file="tokenizer_config.json", logical="add_bos_token")   # the add-BOS policy
+TEMPLATE = Location(file="tokenizer_config.json", logical="chat_template")
+
+
 def bos_verdict(ref_ids: list[int], server_ids: list[int], bos: int | None, bos_text: str, where: str):
     r, s = leading(ref_ids, bos), leading(server_ids, bos)
     if s == r:
@@ -36,16 +41,16 @@ def bos_verdict(ref_ids: list[int], server_ids: list[int], bos: int | None, bos_
                 "reference_ids_head": ref_ids[:8], "server_ids_head": server_ids[:8]}
     if s >= 2:
         return Problem(f"double BOS on {where}: the server's prompt starts with {s} x {bos_text!r} (id {bos}), the "
-                       f"reference with {r}", evidence=evidence,
+                       f"reference with {r}", evidence=evidence, location=ADD_BOS,
                        hint="the template already writes BOS: stop the server adding one (add_bos_token false in the "
                             "GGUF, add_special_tokens=False for rendered chat prompts)")
     if s > r:
         return Problem(f"extra BOS on {where}: the server adds {bos_text!r} (id {bos}) the reference does not have",
-                       severity="warning", evidence=evidence,
+                       severity="warning", evidence=evidence, location=ADD_BOS,
                        hint="make the server's add-BOS policy match the tokenizer's (tokenizer.ggml.add_bos_token / "
                             "tokenizer_config add_bos_token)")
     return Problem(f"missing BOS on {where}: the reference starts with {bos_text!r} (id {bos}), the server does not",
-                   evidence=evidence, hint="the server drops BOS: enable add_bos_token or render it in the template")
+                   evidence=evidence, location=ADD_BOS, hint="the server drops BOS: enable add_bos_token or render it in the template")
 
 
 @check("EPT011", category="endpoint", severity="error", needs=NEEDS,
@@ -69,7 +74,8 @@ def bos_handling(ctx: EndpointContext):
         if count is not None and count == expected + 1:
             yield Problem(f"the server counts {count} prompt tokens for a plain text the reference encodes in "
                           f"{expected}: one extra token, consistent with an extra BOS", severity="warning",
-                          evidence={"text": text, "server_prompt_tokens": count, "reference_tokens": expected})
+                          evidence={"text": text, "server_prompt_tokens": count, "reference_tokens": expected},
+                          location=ADD_BOS)
         return
     found = bos_verdict(ref.prompt_ids(text), ctx.tokenize(text), ref.bos_id, bos_text, "a completion prompt")
     if found:
@@ -134,7 +140,7 @@ def template_drift(ctx: EndpointContext):
         first = diffs[0]
         yield Problem(f"the server renders a different chat prompt on {len(diffs)} of {len(CONVERSATIONS)} "
                       f"conversations; first difference at character {first['first_difference']['offset']} "
-                      f"({first['conversation']})", evidence={"diffs": diffs})
+                      f"({first['conversation']})", evidence={"diffs": diffs}, location=TEMPLATE)
         return
     bad = [r for r in rows if r["server_prompt_tokens"] is not None and r["server_prompt_tokens"] not in
            (r["reference_template_tokens"], r["with_the_servers_bos"], r["reference_rendering_as_server_tokenizes"])]
@@ -142,7 +148,7 @@ def template_drift(ctx: EndpointContext):
         yield Problem(f"the server's chat prompt differs from the model's template: {count_summary(bad)}"
                       f"{default_system_note(ctx, rows, bad)}",
                       evidence={"conversations": rows, "note": "the server does not return its rendering; "
-                                "compared prompt token counts (usage.prompt_tokens)"})
+                                "compared prompt token counts (usage.prompt_tokens)"}, location=TEMPLATE)
 
 
 def count_summary(bad: list[dict]) -> str:
@@ -195,7 +201,8 @@ def pretokenizer_splits(ctx: EndpointContext):
     rare = all(r.get("spans") for r in results) and all(not s["text"].isascii() for s in spans)
     yield Problem(f"the server tokenizes {len(results)} of {len(RAW_TEXTS)} plain texts differently"
                   + (" (only on non-ASCII characters)" if rare else "") + (f"; e.g. {shown}" if shown else ""),
-                  severity="warning" if rare else None, evidence={"texts": results})
+                  severity="warning" if rare else None, evidence={"texts": results},
+                  location=Location(file="tokenizer.json"))
 
 
 @check("EPT014", category="endpoint", severity="error", needs=NEEDS,
@@ -218,4 +225,4 @@ def special_tokens(ctx: EndpointContext):
     if bad:
         names = ", ".join(f"{b['token']} -> {b['server_ids']}" for b in bad[:4])
         yield Problem(f"the server does not map {len(bad)} special token(s) to the model's ids: {names}",
-                      evidence={"tokens": bad})
+                      evidence={"tokens": bad}, location=Location(file="tokenizer.json", logical="added_tokens"))

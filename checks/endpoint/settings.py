@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from checks.endpoint.context import EndpointContext, asks_server
 from checks.registry import Problem, Skip, check
+from findings import Location
 
 # transformers' GenerationConfig defaults: what "the model's defaults" are when generation_config.json is silent
 HF_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 50.0, "min_p": 0.0, "repetition_penalty": 1.0}
@@ -39,10 +40,12 @@ def sampling_defaults(ctx: EndpointContext):
     overrides = [k for k, d in diffs.items() if d["explicit_in_generation_config"]]
     if overrides:
         yield Problem("the server's defaults override generation_config.json: " + ", ".join(
-            f"{k} {diffs[k]['server']:g} (model {diffs[k]['model']:g})" for k in overrides), evidence=evidence)
+            f"{k} {diffs[k]['server']:g} (model {diffs[k]['model']:g})" for k in overrides), evidence=evidence,
+            location=Location(file="generation_config.json", logical=overrides[0]))
     elif diffs:
         yield Problem("server sampling defaults (generation_config.json sets none of these): " + ", ".join(
-            f"{k} {d['server']:g}" for k, d in diffs.items()), severity="info", evidence=evidence)
+            f"{k} {d['server']:g}" for k, d in diffs.items()), severity="info", evidence=evidence,
+            location=Location(file="generation_config.json"))
 
 
 @check("EPT051", category="endpoint", severity="error", needs=("endpoint", "config"),
@@ -64,16 +67,19 @@ def context_window(ctx: EndpointContext):
     theta = server.rope.get("freq_base")
     if theta is not None and abs(theta - ref.config.rope_theta) > 1e-6 * ref.config.rope_theta:
         yield Problem(f"the server's rope base {theta:g} differs from the model's rope_theta "
-                      f"{ref.config.rope_theta:g}", severity="error", evidence=evidence)
+                      f"{ref.config.rope_theta:g}", severity="error", evidence=evidence,
+                      location=Location(file="config.json", logical="rope_theta"))
     scaled = bool(ref.config.rope_scaling) or "scaling.factor" in server.rope
     longest = server.max_context or server.accepted_prompt
     if longest is not None and longest > model_max and not scaled:
         yield Problem(f"the server accepts {longest} tokens, past the model's trained context of {model_max} "
-                      f"without rope scaling", severity="warning", evidence=evidence)
+                      f"without rope scaling", severity="warning", evidence=evidence,
+                      location=Location(file="config.json", logical="max_position_embeddings"))
     elif server.max_context is not None:
         relation = "the same as" if server.max_context == model_max else (
             "smaller than" if server.max_context < model_max else "larger than (rope scaling)")
         yield Problem(f"server context window {server.max_context} tokens, {relation} the model's {model_max}",
-                      severity="info", evidence=evidence)
+                      severity="info", evidence=evidence,
+                      location=Location(file="config.json", logical="max_position_embeddings"))
     elif longest is None:
         raise Skip(f"the server does not report its context window ({server.source})")

@@ -4,7 +4,10 @@ from __future__ import annotations
 from checks.endpoint.context import CONVERSATIONS, STOP_CONVERSATION, EndpointContext, asks_server
 from checks.endpoint.teacher import teacher_force
 from checks.registry import Problem, Skip, check
+from findings import Location
 
+# the model's stop ids: what a server stopping too late or never should be configured from
+EOS = Location(file="generation_config.json", logical="eos_token_id")
 ROLE_MARKERS = ("user\n", "assistant\n", "system\n", "\nuser:", "\nassistant:", "\nUser:", "\nAssistant:")
 
 
@@ -26,12 +29,14 @@ def stop_set(ctx: EndpointContext):
                 "end_of_turn": None if turn_end is None else {"id": turn_end[0], "piece": turn_end[1]}}
     if turn_end is not None and turn_end[0] not in eos:
         yield Problem(f"the chat template ends a turn with {turn_end[1]!r} (id {turn_end[0]}), which is not an EOS id "
-                      f"(EOS: {eos}): a server stopping on EOS will not stop after the answer", evidence=evidence)
+                      f"(EOS: {eos}): a server stopping on EOS will not stop after the answer", evidence=evidence,
+                      location=EOS)
     if ref.generation is not None:
         only_gen = sorted(set(ref.generation.eos_token_ids) - set(ref.config.eos_token_ids))
         if only_gen:
             yield Problem(f"EOS ids {only_gen} are listed only in generation_config.json: servers that read "
-                          f"config.json alone do not stop on them", severity="warning", evidence=evidence)
+                          f"config.json alone do not stop on them", severity="warning", evidence=evidence,
+                          location=Location(file="config.json", logical="eos_token_id"))
     declared = ctx.ask("stop_set", lambda: ctx.surface.stop_set())
     if declared is not None and (declared.token_ids or declared.strings):
         ends = {ref.piece(i) for i in eos} | ({turn_end[1]} if turn_end else set())
@@ -39,7 +44,7 @@ def stop_set(ctx: EndpointContext):
             yield Problem(f"the server's declared stop set {declared.strings or declared.token_ids} "
                           f"({declared.source}) holds none of the model's end tokens {sorted(ends)}",
                           evidence={**evidence, "server": {"strings": declared.strings, "ids": declared.token_ids,
-                                                            "source": declared.source}})
+                                                            "source": declared.source}}, location=EOS)
 
 
 @check("EPT022", category="endpoint", severity="error", needs=("endpoint", "tokenizer"),
@@ -65,16 +70,16 @@ def live_stop(ctx: EndpointContext):
             yield Problem(f"the server did not stop where the model ended its turn: after {step} tokens the model "
                           f"emits {piece!r} (an end id), the server went on to max_tokens={ctx.max_tokens} "
                           f"(finish_reason=length)", evidence={**evidence, "model_end_at_token": step,
-                                                               "leaked_markers": leaks})
+                                                               "leaked_markers": leaks}, location=EOS)
             return
         yield Problem(f"a one-word answer ran to max_tokens={ctx.max_tokens} (finish_reason=length)",
-                      severity="warning", evidence={**evidence, "leaked_markers": leaks})
+                      severity="warning", evidence={**evidence, "leaked_markers": leaks}, location=EOS)
         return
     if leaks:
-        yield Problem(f"role markers leak into the answer: {leaks}", evidence=evidence)
+        yield Problem(f"role markers leak into the answer: {leaks}", evidence=evidence, location=EOS)
     elif answer.finish_reason not in ("stop", "eos", "eos_token", "stop_sequence"):
         yield Problem(f"unexpected finish_reason {answer.finish_reason!r} for a short answer", severity="warning",
-                      evidence=evidence)
+                      evidence=evidence, location=EOS)
 
 
 def end_position(ctx: EndpointContext, answer) -> tuple[int, str] | None:

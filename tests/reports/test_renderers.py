@@ -33,7 +33,8 @@ def test_json_matches_schema_and_keeps_field_names(sample_report):
                                "error": 2, "warning": 2, "info": 2}
     assert data["exit_code"] == 1 and data["fingerprint"] == "sha256:" + "ab" * 32
     first = data["findings"][0]
-    assert set(first) == {"check", "category", "severity", "message", "evidence", "hint", "data"}
+    assert set(first) == {"check", "category", "severity", "message", "evidence", "hint", "data", "location",
+                          "fingerprint", "known"}
     assert [c["id"] for c in data["checks"]][:2] == ["FIL001", "CFG002"]
     assert data["checks"][4]["reason"] == "needs gpu: no CUDA device"
 
