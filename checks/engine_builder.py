@@ -49,13 +49,16 @@ def make_engine_plan(spec: EngineSpec):
                      workload=spec.workload, ranks=ranks, rank=rank, force=force)
 
 
-def fallback_reason(spec: EngineSpec, error: Exception) -> str:
-    """The planner could not read this model (a broken config, a format it does not size): the one line the
-    report states and the run warns with before the engine is built resident without a budget (its own
-    errors then say what is wrong with the model). A run that must stream (LLMDOCTOR_STREAMING=1, a torchrun
-    pipeline) cannot fall back: PlanError (exit 2)."""
+def fallback_reason(spec: EngineSpec, error: Exception) -> str | None:
+    """The planner could not size this model (a format or layout it does not know): the one line the report
+    states and the run warns with before the engine is built resident without a budget. None for a model whose
+    files are broken (a plain ModelDirError): no fallback, the engine build raises the same one-line error. A
+    run that must stream (LLMDOCTOR_STREAMING=1, a torchrun pipeline) cannot fall back: PlanError (exit 2)."""
     from reference_engine.budget.pipeline import world
     from reference_engine.budget.plan import PlanError
+    from reference_engine.errors import ModelDirError
+    if type(error) is ModelDirError:
+        return None
     reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
     if spec.distributed and (force_streaming() or world()[0] > 1):
         raise PlanError(f"{spec.model_dir}: cannot plan the memory of a streamed run ({reason})") from None
@@ -79,8 +82,9 @@ def plan_or_none(spec: EngineSpec, warn: Callable[[str], None] | None = None):
     except (PlanError, PipelineError):
         raise
     except Exception as e:     # any planner failure: stated, never silent
-        line = fallback_warning(fallback_reason(spec, e))
-        (warn or (lambda text: print(text, file=sys.stderr, flush=True)))(line)
+        reason = fallback_reason(spec, e)
+        if reason is not None:
+            (warn or (lambda text: print(text, file=sys.stderr, flush=True)))(fallback_warning(reason))
         return None
 
 
