@@ -1,4 +1,4 @@
-"""Peak memory and wall time of `llmdoctor check` under a hard memory cap (issue 13).
+"""Peak memory and wall time of `llmdoctor check` under a hard memory cap.
 
     python benchmarks/memory.py MODEL_DIR --cap 3 [--quick] [--budget 2.5GiB] [--streaming] [-- CHECK ARGS]
 
@@ -53,8 +53,8 @@ def main(argv=None) -> int:
         started = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - started
-        line = next((l for l in run.stderr.splitlines() if l.startswith("memcap:")), "")
-        plan_line = next((l for l in run.stderr.splitlines() if l.startswith("plan:")), "")
+        line = next((text for text in run.stderr.splitlines() if text.startswith("memcap:")), "")
+        plan_line = next((text for text in run.stderr.splitlines() if text.startswith("plan:")), "")
         peak = float(re.search(r"peak ([0-9.]+) GiB", line).group(1)) if "peak" in line else float("nan")
         kills = re.search(r"oom kills (\S+)", line)
         data = json.loads(report.read_text()) if report.exists() else None

@@ -98,8 +98,8 @@ def _inspect_blocks(gguf, t) -> tuple[int, float | None]:
     """(NaN/Inf count, share of all-zero quantization blocks or None where not judged) of one tensor, read a
     block of rows at a time."""
     from reference_engine.budget.gguf_reader import row_blocks
-    from reference_engine.files.gguf_file import GGML_TYPES
-    block = GGML_TYPES[t.ggml_type][1]
+    from reference_engine.files.gguf_file import ggml_types
+    block = ggml_types()[t.ggml_type][1]
     judge_zero = block > 1 and len(t.dims) == 2 and t.name not in ("token_embd.weight", "output.weight")
     nonfinite, zero_blocks, blocks = 0, 0, 0
     fd = os.open(gguf.path, os.O_RDONLY)
@@ -139,8 +139,8 @@ def gguf_file_type_matches(ctx):
     if name == "GUESSED":
         raise Skip("general.file_type is GUESSED")
     main = FILE_TYPE_MAIN.get(name) or name.removeprefix("MOSTLY_")
-    from reference_engine.files.gguf_file import GGML_TYPES
-    known = {v[0] for v in GGML_TYPES.values()}
+    from reference_engine.files.gguf_file import ggml_types
+    known = {v[0] for v in ggml_types().values()}
     if main not in known:
         main = main.rsplit("_", 1)[0]
     weights = Counter(t.type_name for t in gguf.tensors.values()
