@@ -123,14 +123,33 @@ def fmt_seconds(s: float) -> str:
 
 
 def default_budget(device: str = "cpu") -> tuple[int, str]:
-    """Available memory (GPU memory on cuda) minus headroom: 10%, at least 512 MiB."""
+    """What this process may use in all, minus headroom. On a CPU: the memory still left (MemAvailable, ulimit -v,
+    the cgroup limit) plus the part of what the process already holds that the plan counts in its base term
+    (the interpreter and torch: without it they would be counted twice, once as used and once as base). The
+    headroom is 10%, and at least 512 MiB when the bound is the machine's available memory (the OS and other
+    processes share it); a cgroup or ulimit bounds this process alone, so 64 MiB is enough there. On CUDA the
+    free GPU memory minus 10% (at least 512 MiB)."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info()
-        avail, source = free, "free GPU memory"
-    else:
-        avail, source = memory_left()      # MemAvailable, ulimit -v and the cgroup limit, the least of them
-        avail = 8 * GiB if avail is None else avail
-    return max(avail - max(int(avail * HEADROOM_FRACTION), HEADROOM_MIN), 0), source + " minus headroom"
+        return max(free - max(int(free * HEADROOM_FRACTION), HEADROOM_MIN), 0), "free GPU memory minus headroom"
+    avail, source = memory_left()      # MemAvailable, ulimit -v and the cgroup limit, the least of them
+    if avail is None:
+        avail, source = 8 * GiB, "assumed 8 GiB (memory left unknown)"
+    total = avail + min(current_rss(), BASE_BYTES)
+    floor = HEADROOM_MIN if source == "available memory" else 64 * MiB
+    return max(total - max(int(total * HEADROOM_FRACTION), floor), 0), source + " minus headroom"
+
+
+def current_rss() -> int:
+    """This process's resident set now (VmRSS), 0 when it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def local_ranks() -> int:
