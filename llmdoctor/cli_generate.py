@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -81,10 +82,10 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
                           ignore_eos=ignore_eos, logprobs=as_json)
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
     device, dtype = resolve_device_dtype(device, dtype, model_dir)
-    # a single process that keeps the default KV cache (a reply may run longer than the plan's tokens)
-    spec = EngineSpec(Path(model_dir), workload=GENERATE, device=device, dtype=dtype,
-                      memory_budget=budget_option(memory_budget, None), distributed=False, kv_from_plan=False,
-                      adapter=target.adapter)
+    # one process; its KV cache holds what this request can need at most, and the plan counts exactly that
+    workload = replace(GENERATE, kv_tokens=kv_tokens_bound(messages if chat else prompt, params))
+    spec = EngineSpec(Path(model_dir), workload=workload, device=device, dtype=dtype,
+                      memory_budget=budget_option(memory_budget, None), distributed=False, adapter=target.adapter)
     engine = build_engine(spec, generation_plan(spec)).engine
     request = messages if chat else prompt
     started = time.perf_counter()
@@ -98,6 +99,18 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
     rate = len(output.token_ids) / elapsed if elapsed > 0 else 0.0
     click.echo(f"[finish_reason={output.finish_reason}, {len(output.token_ids)} new tokens, "
                f"{len(output.prompt_token_ids)} prompt tokens, {rate:.1f} tokens/s]", err=True)
+
+
+# special tokens and a chat template's role markers: generous, the rendered template is not known before loading
+TEMPLATE_SLACK_TOKENS = 512
+
+
+def kv_tokens_bound(request, params) -> int:
+    """An upper bound on the KV slots one request takes: every token of a byte-level or byte-fallback BPE covers
+    at least one UTF-8 byte of the text, plus the template's and special tokens, plus the reply, per beam."""
+    texts = [m["content"] for m in request] if isinstance(request, list) else [request]
+    prompt_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    return (prompt_bytes + TEMPLATE_SLACK_TOKENS + params.max_new_tokens) * max(1, params.num_beams)
 
 
 def generation_plan(spec):

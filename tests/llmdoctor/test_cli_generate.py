@@ -57,3 +57,14 @@ def test_bad_settings_are_one_line_errors(runner, args, message):
 def test_missing_model_dir(runner, tmp_path):
     result = runner.invoke(cli, ["generate", str(tmp_path / "nope"), "x"])
     assert result.exit_code == 2 and "no such directory" in result.stderr
+
+
+def test_generate_kv_cache_bound():
+    """generate's KV cache is sized to what the request can need (prompt bytes + template slack + reply, per
+    beam), and the plan counts those tokens: no default 1 GiB cache beside the plan."""
+    from llmdoctor.cli_generate import TEMPLATE_SLACK_TOKENS, kv_tokens_bound
+    from reference_engine.generate.sampling_params import SamplingParams
+    assert kv_tokens_bound("héllo", SamplingParams(max_new_tokens=10)) == 6 + TEMPLATE_SLACK_TOKENS + 10
+    chat = [{"role": "system", "content": "ab"}, {"role": "user", "content": "cd"}]
+    assert kv_tokens_bound(chat, SamplingParams(max_new_tokens=4, num_beams=3, temperature=0)) == \
+        3 * (4 + TEMPLATE_SLACK_TOKENS + 4)
