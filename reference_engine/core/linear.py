@@ -84,7 +84,8 @@ PACK_BATCH_HINT = 16    # rows oneDNN tunes the layout for; measured faster than
 
 def pack_for_decode(weights: ModelWeights) -> ModelWeights:
     """The weights with every projection reordered into oneDNN's blocked layout (~25% faster decode matmuls
-    on 4..16 rows, float32 or bfloat16), or `weights` itself where that does not apply (other device/dtype, over budget)."""
+    on 4..16 rows, float32 or bfloat16), or `weights` itself where that does not apply (other device/dtype,
+    over budget)."""
     projections = [weights.lm_head] + [t for w in weights.layers for t in (w.qkv, w.o, w.gate_up, w.down)
                                        if t is not None]   # a MoE layer has experts instead (left plain)
     size = sum(t.numel() * t.element_size() for t in projections)
