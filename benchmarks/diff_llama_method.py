@@ -48,7 +48,8 @@ def llama_accumulate(sums: dict, base: tuple, cand_logits: torch.Tensor, targets
     p_log_base = scale[:, None] * q + min_log_prob[:, None]              # float32 as in C
     nll_base = -(p_log_base[rows, t]).double()
     keep = p_log_base > -16
-    terms = torch.where(keep, torch.exp(p_log_base) * (p_log_base - x + (max_logit + lse)[:, None]), torch.zeros_like(x))
+    terms = torch.where(keep, torch.exp(p_log_base) * (p_log_base - x + (max_logit + lse)[:, None]),
+                        torch.zeros_like(x))
     kld = terms.double().sum(-1)
     same = (x.argmax(-1) == p_log_base.argmax(-1))
     dp = torch.exp(-nll) - torch.exp(-nll_base)

@@ -1,8 +1,9 @@
-"""Peak memory and wall time of `llmdoctor check` under a hard memory cap (issue 13).
+"""Peak memory and wall time of `llmdoctor check` under a hard memory cap.
 
     python benchmarks/memory.py MODEL_DIR --cap 3 [--quick] [--budget 2.5GiB] [--streaming] [-- CHECK ARGS]
 
-Runs the check inside ../shared/tools/memcap (beside the repository) (a cgroup memory limit; page cache counts but is reclaimable)
+Runs the check inside ../shared/tools/memcap (beside the repository) (a cgroup memory limit; page cache counts but
+is reclaimable)
 and prints: completed or killed, the cgroup's peak against the weight file size (the "x file" ratio), wall
 time, the plan's mode and the passes and GB the engine actually read (from the JSON report's `plan.actual`).
 Build large shape-faithful models with scripts/make_synthetic_model.py.
@@ -45,8 +46,8 @@ def main(argv=None) -> int:
         started = time.perf_counter()
         run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - started
-        line = next((l for l in run.stderr.splitlines() if l.startswith("memcap:")), "")
-        plan_line = next((l for l in run.stderr.splitlines() if l.startswith("plan:")), "")
+        line = next((text for text in run.stderr.splitlines() if text.startswith("memcap:")), "")
+        plan_line = next((text for text in run.stderr.splitlines() if text.startswith("plan:")), "")
         peak = float(re.search(r"peak ([0-9.]+) GiB", line).group(1)) if "peak" in line else float("nan")
         kills = re.search(r"oom kills (\S+)", line)
         data = json.loads(report.read_text()) if report.exists() else None

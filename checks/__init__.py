@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from checks.registry import REGISTRY, CheckSpec, Problem, RegistryError, Skip, check, specs
 
-MACHINERY = {"registry", "context", "analysis"}
+MACHINERY = {"registry", "context", "engine_builder", "analysis"}
 
 __all__ = ["REGISTRY", "CheckSpec", "Problem", "RegistryError", "Skip", "check", "specs", "load_all",
            "LoadError", "load_errors"]

@@ -93,29 +93,32 @@ def _rendered_or_skip(tok) -> str:
     raise Skip("the chat template does not render (TOK008)")
 
 
-@check("TOK007", category="tokenizer", severity="info", needs=("tokenizer",),
+@check("TOK007", category="tokenizer", severity="warning", needs=("tokenizer",),
        hint="Encode rendered prompts with add_special_tokens=False, or drop bos_token from the template.")
 def double_bos(ctx):
     """A rendered chat prompt encoded with add_special_tokens=True does not start with BOS twice.
 
     Templates such as Llama-3's write `{{ bos_token }}` themselves, while the tokenizer also adds BOS
-    (add_bos_token / its post-processor). Whoever renders to text and then encodes normally — a very
-    common pattern, and what several servers did — feeds <BOS><BOS>, which measurably degrades
-    output; llama.cpp warns "the final prompt starts with 2 BOS tokens" when it happens. The model is
-    fine (Llama-3 ships exactly this pairing) and transformers avoids it inside
-    apply_chat_template(tokenize=True), so this is a note about how to encode prompts, not a defect.
+    (add_bos_token / its post-processor). Whoever renders to text and then encodes normally — raw completions
+    endpoints, user code, several servers — feeds <BOS><BOS>, which measurably degrades output; llama.cpp
+    warns "the final prompt starts with 2 BOS tokens" at run time (llama.cpp PR #7332). transformers avoids it
+    inside apply_chat_template(tokenize=True), which is why the pairing survives in released models, but every
+    other path sends two.
 
-    Remedy: encode rendered prompts with add_special_tokens=False, or remove bos_token from the template.
+    Remedy: remove bos_token from the template (the tokenizer adds it), or encode rendered prompts with
+    add_special_tokens=False everywhere.
     """
     tok = _template_or_skip(ctx)
     bos = tok.bos_token_id
     if bos is None:
         raise Skip("no BOS token")
-    ids = tok.encode(_rendered_or_skip(tok), add_special_tokens=True)
+    rendered = _rendered_or_skip(tok)
+    ids = tok.encode(rendered, add_special_tokens=True)
     if ids[:2] == [bos, bos]:
-        yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds it again: prompts start "
-                      f"with BOS twice", evidence={"first_ids": ids[:4], "bos_token_id": bos,
-                                                  "add_bos_token": tok.add_bos_token},
+        yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds it again: the rendered prompt "
+                      f"{rendered[:40]!r} encodes to {ids[:4]}... (BOS twice)",
+                      evidence={"input": rendered[:200], "first_ids": ids[:4], "bos_token_id": bos,
+                                "add_bos_token": tok.add_bos_token},
                       location=template_location(ctx, "bos_token"))
 
 

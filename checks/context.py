@@ -108,8 +108,20 @@ class CheckContext:
     def raw_config(self) -> dict:
         if self.is_gguf:   # the config.json a Hugging Face export would hold, from the {arch}.* metadata
             from reference_engine.files.gguf_config import gguf_raw_config
-            return self._get("raw_config", lambda: gguf_raw_config(self.gguf))
-        return self._get("raw_config", lambda: read_json(self.model_dir / "config.json"))
+            return self._get("raw_config", lambda: self._adapted_raw(gguf_raw_config(self.gguf)))
+        return self._get("raw_config", lambda: self._adapted_raw(read_json(self.model_dir / "config.json")))
+
+    def _adapted_raw(self, raw: dict) -> dict:
+        """With an adapter that resized the embeddings, the adapted model's vocabulary is the adapter's."""
+        if self.adapter_dir is None:
+            return raw
+        from reference_engine.adapter import adapted_vocab
+        try:
+            vocab, untie = adapted_vocab(self.weights), self.weights.unties
+        except ResourceError:
+            return raw
+        raw = raw if vocab is None else {**raw, "vocab_size": vocab}
+        return {**raw, "tie_word_embeddings": False} if untie and raw.get("tie_word_embeddings") else raw
 
     @property
     def config_path(self) -> Path:
@@ -130,23 +142,58 @@ class CheckContext:
         if self.is_gguf:   # what tokenizer_config.json would say, from tokenizer.ggml.*
             return self._get("tokenizer_config", lambda: {**self.tokenizer.config,
                                                           "chat_template": self.tokenizer.chat_template})
-        return self._get("tokenizer_config", lambda: load_tokenizer_config(self.model_dir))
+        return self._get("tokenizer_config", lambda: load_tokenizer_config(self.tokenizer_dir))
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        """Where the tokenizer comes from: an adapter that ships one (it added tokens) overrides the base's."""
+        if self.adapter_dir is not None and (self.adapter_dir / "tokenizer.json").is_file():
+            return self.adapter_dir
+        return self.model_dir
 
     @property
     def tokenizer(self):
         def build():
             from reference_engine.tokenizer.tokenizer import Tokenizer
-            return Tokenizer.from_pretrained(self.model_dir)
+            return Tokenizer.from_pretrained(self.tokenizer_dir)
         return self._get("tokenizer", build)
 
     @property
-    def weights(self):
+    def adapter(self):
+        """The LoRA adapter (reference_engine.adapter.Adapter) of an adapter run; ResourceError otherwise."""
         def build():
-            if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
-                from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
-                return GGUFWeights(self.gguf, gguf_arch(self.gguf))
-            from reference_engine.files.weights import Weights
-            return Weights.open(self.model_dir)
+            if self.adapter_dir is None:
+                raise ResourceError("adapter", "not an adapter run (check ADAPTER_DIR --base BASE)")
+            from reference_engine.adapter import read_adapter
+            return read_adapter(self.adapter_dir)
+        return self._get("adapter", build)
+
+    def _open_base(self):
+        if self.is_gguf:   # dequantized tensor by tensor, under Hugging Face names
+            from reference_engine.files.gguf_weights import GGUFWeights, gguf_arch
+            return GGUFWeights(self.gguf, gguf_arch(self.gguf))
+        from reference_engine.files.weights import Weights
+        qconfig = self.quantization_config
+        if qconfig is not None:   # logical float32 weights; the stored tensors are its .raw (files/quant/)
+            from reference_engine.files.quant import QuantizedWeights
+            return QuantizedWeights.open(self.model_dir, qconfig, self.config_path)
+        return Weights.open(self.model_dir)
+
+    @property
+    def base_weights(self):
+        """The base model's own tensor table (the weights without the adapter; = weights without one)."""
+        if self.adapter_dir is None:
+            return self.weights
+        return self._get("base_weights", self._open_base)
+
+    @property
+    def weights(self):
+        """The model's tensor table; with an adapter, the base's with the adapter merged in (AdaptedWeights)."""
+        def build():
+            if self.adapter_dir is None:
+                return self._open_base()
+            from reference_engine.adapter import AdaptedWeights
+            return AdaptedWeights(self.base_weights, self.adapter)
         return self._get("weights", build)
 
     def engine_spec(self):
@@ -154,6 +201,17 @@ class CheckContext:
         from checks.engine_builder import EngineSpec
         return EngineSpec(self.model_dir, workload=self.workload, device=self.device, dtype=self.dtype,
                           memory_budget=self.memory_budget, adapter=self.adapter_dir)
+
+    @property
+    def quantization_config(self) -> dict | None:
+        """config.json's quantization_config (None: none, a GGUF, or a config.json that cannot be read)."""
+        if self.is_gguf:
+            return None
+        try:
+            raw = self.raw_config
+        except ResourceError:
+            return None
+        return raw.get("quantization_config") if isinstance(raw, dict) else None
 
     @property
     def plan(self):
@@ -224,6 +282,10 @@ class CheckContext:
                     raise ResourceError("files", "a GGUF file has no Hugging Face files (config.json, tokenizer.json, "
                                                  "safetensors); the GGF checks validate it")
                 continue  # the runner validated the directory before any check ran
+            if need == "adapter":
+                if self.adapter_dir is None:
+                    raise ResourceError("adapter", "not an adapter run (check ADAPTER_DIR --base BASE)")
+                continue  # LRA001 reports an unreadable adapter; the other LRA checks skip on it
             getattr(self, need)
 
     def threshold(self, check_id: str, name: str, default: Any) -> Any:

@@ -127,7 +127,8 @@ def logit_drift(ctx):
     if div is not None:
         evidence["first_diverging_token"] = {
             "probe": worst["label"], "index": div,
-            "baseline": _decode(tok, worst["greedy_then"][:div + 1]), "now": _decode(tok, worst["greedy_now"][:div + 1])}
+            "baseline": _decode(tok, worst["greedy_then"][:div + 1]),
+            "now": _decode(tok, worst["greedy_now"][:div + 1])}
     yield Problem(f"logits drifted from the baseline on {len(bad)} of {len(results)} probes: max KL "
                   f"{max(worst['kl']):.3g} nats at {worst['label']} position {pos}, top-1 agreement "
                   f"{worst['top1']:.0%}" + (f", greedy output departs at token {div}" if div is not None else ""),
@@ -158,7 +159,8 @@ def token_drift(ctx):
             at = min(len(then), len(now)) if at is None else at
             yield Problem(f"{probe.get('label', '?')}: token ids differ from the baseline at index {at} "
                           f"({len(then)} then, {len(now)} now)",
-                          evidence={"text": probe["text"][:200], "baseline_ids": then[:at + 8], "ids_now": now[:at + 8]})
+                          evidence={"text": probe["text"][:200], "baseline_ids": then[:at + 8],
+                                    "ids_now": now[:at + 8]})
 
 
 @check("DRF003", category="golden", severity="info", needs=("engine", "tokenizer"),

@@ -46,7 +46,7 @@ def make_engine_plan(spec: EngineSpec):
     ranks, rank = world() if spec.distributed else (1, 0)
     force = "streaming" if spec.distributed and (ranks > 1 or force_streaming()) else None
     return make_plan(spec.model_dir, spec.memory_budget, dtype=resolve_dtype(spec.dtype), device=spec.device,
-                     workload=spec.workload, ranks=ranks, rank=rank, force=force)
+                     workload=spec.workload, ranks=ranks, rank=rank, force=force, adapter=spec.adapter)
 
 
 def plan_or_none(spec: EngineSpec):

@@ -22,9 +22,10 @@ def required_files(ctx):
     """The directory has config.json, safetensors weights and tokenizer.json, and its JSON files parse.
 
     A model directory needs config.json (architecture and sizes), weights, and the tokenizer files.
-    A missing tokenizer.json is a warning (some models ship only a SentencePiece tokenizer.model, which
-    this tool does not read); a JSON side file that exists but does not parse (generation_config.json,
-    tokenizer_config.json, special_tokens_map.json) is an error because transformers and vLLM refuse it.
+    A missing tokenizer.json is a warning, or a note when a SentencePiece tokenizer.model is there (the
+    reference tokenizer reads it, and transformers converts it at load time); a JSON side file that exists
+    but does not parse (generation_config.json, tokenizer_config.json, special_tokens_map.json) is an error
+    because transformers and vLLM refuse it.
 
     Remedy: re-download or copy the named file from the original checkpoint.
     """
@@ -33,7 +34,10 @@ def required_files(ctx):
         yield Problem("config.json is missing", evidence={"file": "config.json"})
     if not any(root.glob("*.safetensors")) and not (root / INDEX).is_file():
         yield Problem("no safetensors weights (model.safetensors or an index)", evidence={"dir": str(root)})
-    if not (root / "tokenizer.json").is_file():
+    if not (root / "tokenizer.json").is_file() and (root / "tokenizer.model").is_file():
+        yield Problem("tokenizer.json is missing: the tokenizer is read from tokenizer.model", severity="info",
+                      evidence={"file": "tokenizer.json"})
+    elif not (root / "tokenizer.json").is_file():
         yield Problem("tokenizer.json is missing: tokenizer checks cannot run", severity="warning",
                       evidence={"file": "tokenizer.json"})
     for name in SIDE_JSON:

@@ -6,6 +6,7 @@ GGUF checks live in checks/gguf_tensors.py.
 """
 from __future__ import annotations
 
+from checks.analysis.end_of_turn import end_of_turn
 from checks.context import ResourceError
 from checks.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
@@ -117,17 +118,6 @@ def _template_tokens(ctx):
     return tok
 
 
-def end_of_turn_token(tok) -> tuple[str | None, str]:
-    """The special token the chat template writes right after an assistant message, and the rendered text."""
-    text = tok.apply_chat_template(END_OF_TURN_PROBE, add_generation_prompt=False)
-    at = text.rfind("Hello there")
-    if at < 0:
-        return None, text
-    tail = text[at + len("Hello there"):].lstrip(" \n")
-    specials = sorted((t.content for t in tok.added_tokens if t.content), key=len, reverse=True)
-    return next((s for s in specials if tail.startswith(s)), None), text
-
-
 @check("GGF004", category="tokenizer", severity="error", needs=("gguf", "tokenizer"),
        hint="Set tokenizer.ggml.eos_token_id (or eot_token_id) to the template's end-of-turn token id.")
 def gguf_eos_matches_template(ctx):
@@ -141,15 +131,16 @@ def gguf_eos_matches_template(ctx):
     """
     gguf = _gguf_or_skip(ctx)
     tok = _template_tokens(ctx)
-    token, _ = end_of_turn_token(tok)
-    if token is None:
+    found = end_of_turn(tok)
+    if found is None:
         raise Skip("the chat template writes no special token after an assistant message")
-    token_id = tok.token_to_id(token)
+    token_id, token = found
     eog = {k: gguf.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")}
     if token_id not in eog.values():
         yield Problem(f"the chat template ends turns with {token!r} (id {token_id}) but EOS is "
                       f"{_describe(tok, eog['eos'])} and no EOT id names it: generation may never stop",
-                      evidence={"end_of_turn": token, "end_of_turn_id": token_id, **{f"{k}_id": v for k, v in eog.items()}})
+                      evidence={"end_of_turn": token, "end_of_turn_id": token_id,
+                                **{f"{k}_id": v for k, v in eog.items()}})
 
 
 def _describe(tok, token_id) -> str:

@@ -67,7 +67,7 @@ def gguf_quantization_census(ctx):
     evidence carries the census: tensors and bytes per quantization type.
     """
     gguf = _gguf_or_skip(ctx)
-    from reference_engine.files.gguf_file import GGML_TYPES
+    from reference_engine.files.gguf_file import ggml_types
     from reference_engine.files.gguf_weights import dequantize
     limit = ctx.threshold("GGF008", "zero_block_fraction", 0.01)
     census: Counter = Counter()
@@ -83,7 +83,7 @@ def gguf_quantization_census(ctx):
         nonfinite = int((~values.isfinite()).sum())
         if nonfinite:
             bad.append((t.name, t.type_name, nonfinite))
-        block = GGML_TYPES[t.ggml_type][1]
+        block = ggml_types()[t.ggml_type][1]
         if block > 1 and len(t.dims) == 2 and t.name not in ("token_embd.weight", "output.weight"):
             blocks = values.reshape(-1, block)                          # [n_blocks, block]
             fraction = float((blocks == 0).all(dim=1).float().mean())
@@ -123,8 +123,8 @@ def gguf_file_type_matches(ctx):
     if name == "GUESSED":
         raise Skip("general.file_type is GUESSED")
     main = FILE_TYPE_MAIN.get(name) or name.removeprefix("MOSTLY_")
-    from reference_engine.files.gguf_file import GGML_TYPES
-    known = {v[0] for v in GGML_TYPES.values()}
+    from reference_engine.files.gguf_file import ggml_types
+    known = {v[0] for v in ggml_types().values()}
     if main not in known:
         main = main.rsplit("_", 1)[0]
     weights = Counter(t.type_name for t in gguf.tensors.values()

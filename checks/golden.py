@@ -5,7 +5,7 @@ the report names the first broken stage instead of piling up consequences.
 from __future__ import annotations
 
 from checks.analysis.probe_runs import forward_runs, probe_traces
-from checks.analysis.prompts import CHAT_PROBE, probe_inputs, probe_texts, render_chat
+from checks.analysis.prompts import CHAT_PROBE, probe_texts, render_chat
 from checks.registry import Problem, Skip, check
 from reference_engine.tokenizer import validate as tokenizer_validate
 

@@ -25,7 +25,8 @@ def nvml_state_of(device, backend=None):
        hint="Fix the device before tuning the model: cooling/power for throttling, a GPU reset or RMA for "
             "ECC/row-remap failures, reseat or re-slot for a degraded PCIe link.")
 def gpu_device_state(ctx):
-    """The GPU is not throttled, has no uncorrected ECC errors or pending row remaps, and its PCIe link is at full speed.
+    """The GPU is not throttled, has no uncorrected ECC errors or pending row remaps, and its PCIe link is at full
+    speed.
 
     Reads NVML (nvidia-ml-py) for the device the engine runs on: clock throttle reasons (power cap,
     thermal or hardware slowdown), volatile ECC counters, row-remapper state, and PCIe generation/width

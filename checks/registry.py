@@ -22,14 +22,16 @@ from findings import CATEGORIES, Location, Severity
 
 ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
+         "adapter",  # adapter: a LoRA adapter run on its base (`check ADAPTER_DIR --base BASE`; checks/adapter.py)
          "pair",  # pair: two models, `llmdoctor diff` only (checks/diff/pair.py)
          "endpoint")  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
-# id family prefix -> the category it belongs to (a family never changes category)
+# id family prefix -> the category it belongs to (a family never changes category); None: a family that spans
+# categories, each check in the category of what it checks (GGF: GGUF-format checks; DRF: drift, any engine category)
 FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",
             "TOK": "tokenizer", "GLD": "golden", "ACT": "activations", "KVC": "kv_cache", "NUM": "numerics",
             "GEN": "generation", "DRF": None, "GPU": "gpu", "ENV": "environment",
             "ENG": "selftest", "GGF": None, "MOE": None, "CNV": None, "DIF": "diff", "EPT": "endpoint",
-            "QNT": "quantization", "LRA": "adapter"}  # GGF: GGUF-format checks, in the category of what they check  # DRF: any engine category
+            "QNT": "quantization", "LRA": "adapter"}
 # Ids are never reused. A check that moved keeps resolving under its old id (--select/--ignore, explain):
 # retired id -> (the id that replaced it, why it moved)
 RETIRED = {

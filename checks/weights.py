@@ -29,7 +29,8 @@ def _shape_location(cfg, name: str, want: tuple, got: tuple) -> Location:
 
 
 def _need_table(cfg) -> None:
-    """The expected tensor table exists only for the architectures the engine families know (issue 14)."""
+    """The expected tensor table exists only for the architectures the engine families know: for any other decoder
+    the names and shapes would be guesses, and a guessed table raises false findings."""
     if not tensor_table_known(cfg):
         raise Skip(f"no tensor table for architecture {cfg.architecture!r} (not an engine family)")
 
@@ -131,7 +132,7 @@ def tensor_dtypes(ctx):
     """
     weights = ctx.weights
     counts: dict[str, int] = {}
-    for name in weights.names:
+    for name in stored_float_names(weights):
         counts[weights.info(name).dtype] = counts.get(weights.info(name).dtype, 0) + 1
     ev = {"dtypes": counts}
     non_float = sorted(d for d in counts if d not in FLOAT_DTYPES)
@@ -141,7 +142,8 @@ def tensor_dtypes(ctx):
     floats = {d: c for d, c in counts.items() if d in FLOAT_DTYPES}
     if len(floats) > 1:
         main = max(floats, key=floats.get)
-        odd = sorted(n for n in weights.names if weights.info(n).dtype in floats and weights.info(n).dtype != main)
+        odd = sorted(n for n in stored_float_names(weights)
+                     if weights.info(n).dtype in floats and weights.info(n).dtype != main)
         yield Problem(f"mixed float dtypes {floats}: {len(odd)} tensor(s) not {main}, e.g. {odd[0]}",
                       evidence={**ev, "odd": odd[:10]}, severity="warning", location=_tensor(odd[0]))
     declared = ctx.config.torch_dtype
@@ -149,6 +151,16 @@ def tensor_dtypes(ctx):
         yield Problem(f"config torch_dtype is {declared} but the weights are stored as "
                       f"{FLOAT_DTYPES[next(iter(floats))]}", evidence={**ev, "torch_dtype": declared},
                       severity="warning", location=Location(file="config.json", logical="torch_dtype"))
+
+
+def stored_float_names(weights) -> list[str]:
+    """The tensors stored as they are: a quantized table's dequantized weights (float32 by construction) and
+    its scales (float32 beside bfloat16 weights by design) say nothing about the checkpoint's float dtype."""
+    from checks.analysis.quant_modules import quant_side
+    is_quantized = getattr(weights, "is_quantized", None)
+    if is_quantized is None:
+        return list(weights.names)
+    return [n for n in weights.names if not is_quantized(n) and not quant_side(n)]
 
 
 @check("WGT005", category="weights", severity="error", needs=("weights",),

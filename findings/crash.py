@@ -2,7 +2,7 @@
 
 A check that exhausts memory raises MemoryError; one that recurses without end raises RecursionError. The
 usual crash report (`traceback.format_exc()`) formats every frame with its source line, which needs memory
-and stack of its own, so the handler failed and the error escaped the runner (issue 18). Here the reason is
+and stack of its own, so the handler failed and the error escaped the runner. Here the reason is
 built from the exception's type, a truncated message and the innermost frame's location only, with a
 constant fallback, and the traceback (which keeps the failing frames and everything they allocated alive) is
 released before anything else is built. Used by the runner (llmdoctor/runner.py) and the check context

@@ -17,7 +17,8 @@ from llmdoctor.output_guard import refuse_inside_model
 
 
 def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
-           top_k: int = DEFAULT_TOP_K, memory_budget: int | None = None, plan_stream=None) -> dict:
+           top_k: int = DEFAULT_TOP_K, memory_budget: int | None = None, plan_stream=None,
+           adapter: str | Path | None = None) -> dict:
     """Run the probes on the model and return the baseline document (the engine planned against
     memory_budget like a check run, reference_engine/budget/plan.py; the plan printed to plan_stream)."""
     from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
@@ -31,7 +32,7 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
         raise BaselineError(f"--top-k must be at least 1, found {top_k}")
     from llmdoctor.workloads import BASELINE
     ctx = CheckContext(model_dir, device=device, dtype=dtype, quick=quick, memory_budget=memory_budget,
-                       workload=BASELINE)
+                       workload=BASELINE, adapter_dir=adapter)
     plan = ctx._plan_or_none()          # PlanError (exit 2) before anything is loaded
     from llmdoctor.runner import announce_plan
     announce_plan(plan, plan_stream)
@@ -45,7 +46,8 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
                        "greedy_text": ctx.tokenizer.decode(trace.tokens, skip_special_tokens=True)})
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "tool_version": __version__,
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "model": str(model_dir), "fingerprint": fingerprint(Path(model_dir)), "device": ctx.device,
+            "model": str(model_dir), **({"adapter": str(adapter)} if adapter else {}),
+            "fingerprint": fingerprint(Path(model_dir)), "device": ctx.device,
             "dtype": ctx.dtype, "quick": quick, "top_k": top_k, "new_tokens": new_tokens(quick),
             "probes": probes, "activations": clean(activation_table(runs))}
 

@@ -32,11 +32,12 @@ def input_errors() -> tuple[type[Exception], ...]:
     from llmdoctor.runner import DeviceError
     from llmdoctor.selection import SelectionError
     from llmdoctor.output_guard import OutputError
+    from llmdoctor.adapter_target import AdapterUsageError
     from reference_engine.errors import ModelDirError
     from reference_engine.budget.pipeline import PipelineError
     from reference_engine.budget.plan import PlanError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
-            OutputError, PlanError, PipelineError, KnownReportError)
+            OutputError, PlanError, PipelineError, KnownReportError, AdapterUsageError)
 
 
 class DoctorGroup(click.Group):
@@ -53,7 +54,8 @@ class DoctorGroup(click.Group):
             ctx.exit(130)
         except (MemoryError, RecursionError) as e:   # outside any check (those are contained by the runner)
             from findings.crash import describe
-            reason, _ = describe(e)                  # brief, the failing frames released first (issue 18)
+            reason, _ = describe(e)                  # brief, the failing frames released first
+                                                     # (formatting them could need the memory that ran out)
             click.echo(f"llmdoctor: error: ran out of {'memory' if isinstance(e, MemoryError) else 'stack'} "
                        f"({reason})", err=True)
             ctx.exit(EXIT_USAGE)
@@ -88,18 +90,24 @@ def cli():
 @memory_budget_option("Memory the engine may use, e.g. 4GiB, 512MiB, 8G (default: available memory minus "
                       "headroom); models that do not fit are streamed one layer at a time (docs/memory.md).")
 @known_option
+@click.option("--base", default=None, metavar="BASE", type=click.Path(path_type=Path),
+              help="With PATH a LoRA adapter directory: its base model (default: the adapter's "
+                   "base_model_name_or_path when that is a local directory or GGUF file).")
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
-                  memory_budget, known):
-    """Run the checks on the model directory PATH and print a report."""
+                  memory_budget, known, base):
+    """Run the checks on the model directory PATH (or a LoRA adapter on --base) and print a report."""
     from llmdoctor.config_file import Settings, load_settings
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.progress import Progress
     from llmdoctor.runner import run_checks, validate_model_dir
     from llmdoctor.selection import parse_selectors
 
-    root = validate_model_dir(model_path(path, demo))
+    from llmdoctor.adapter_target import resolve
+    target = resolve(model_path(path, demo), base)
+    root = validate_model_dir(target.base)
     if output is not None:
         refuse_inside_model(output, root, "report")
+        target.refuse_output(output, "report")
     if baseline is not None and not baseline.is_file():
         raise InputError(f"{baseline}: baseline file not found")
     settings = Settings() if no_config else load_settings(root)
@@ -109,8 +117,9 @@ def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, qui
         fail_on=fail_on or settings.fail_on or "error", device=device or settings.device or "auto",
         dtype=dtype or settings.dtype or "auto", quick=_first(quick, settings.quick, False),
         thresholds=settings.thresholds, baseline=baseline, progress=Progress(0, enabled=None if rank == 0 else False),
-        model_label="demo" if demo else str(path), memory_budget=budget_option(memory_budget, settings),
-        plan_stream=sys.stderr if rank == 0 else None)
+        model_label="demo" if demo else str(path) if target.adapter is None else target.label,
+        memory_budget=budget_option(memory_budget, settings), plan_stream=sys.stderr if rank == 0 else None,
+        adapter=target.adapter)
     if rank == 0:                  # in a torchrun pipeline, rank 0 prints the report
         emit(report, fmt, output, known)
     sys.exit(report.exit_code())

@@ -18,19 +18,27 @@ from llmdoctor.cli_options import device_option, dtype_option, memory_budget_opt
 @click.option("--top-k", type=click.IntRange(1, 1000), default=20, show_default=True,
               help="Log-probabilities recorded per position.")
 @memory_budget_option()
-def baseline_command(model_dir, output, device, dtype, quick, top_k, memory_budget):
-    """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes."""
+@click.option("--base", default=None, metavar="BASE", type=click.Path(path_type=Path),
+              help="With MODEL_DIR a LoRA adapter directory: its base model (default: base_model_name_or_path "
+                   "when local).")
+def baseline_command(model_dir, output, device, dtype, quick, top_k, memory_budget, base):
+    """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes
+    (MODEL_DIR may be a LoRA adapter, run on --base)."""
+    from llmdoctor.adapter_target import resolve
     from llmdoctor.baseline import BaselineError, record, save
     from llmdoctor.cli_options import InputError, budget_option
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.runner import validate_device, validate_model_dir
 
-    root = validate_model_dir(model_dir)
+    target = resolve(model_dir, base)
+    root = validate_model_dir(target.base)
     validate_device(device)
     try:
         refuse_inside_model(output, root, "baseline")
+        target.refuse_output(output, "baseline")
         document = record(root, device=device, dtype=dtype, quick=quick, top_k=top_k,
-                          memory_budget=budget_option(memory_budget, None), plan_stream=sys.stderr)
+                          memory_budget=budget_option(memory_budget, None), plan_stream=sys.stderr,
+                          adapter=target.adapter)
         save(document, output, root)
     except BaselineError as e:
         raise InputError(str(e)) from None

@@ -17,7 +17,8 @@ from llmdoctor.cli_options import (InputError, budget_option, device_option, dty
               help="Text for the logit statistics, the layer trace and the tokenizer corpus "
                    "[default: a built-in multilingual corpus].")
 @click.option("--ctx", "ctx_len", type=click.IntRange(4, None), default=None,
-              help="Window length for the logit statistics (llama-perplexity's -c) [default: 512, capped by the models].")
+              help="Window length for the logit statistics (llama-perplexity's -c) "
+                   "[default: 512, capped by the models].")
 @click.option("--chunks", type=click.IntRange(1, None), default=None,
               help="Score at most this many windows (llama-perplexity's --chunks).")
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these DIF checks (ids or prefixes).")
@@ -30,8 +31,11 @@ from llmdoctor.cli_options import (InputError, budget_option, device_option, dty
 @click.option("--quick", is_flag=True, help="Fewer windows, tokens and probes.")
 @memory_budget_option("Memory both engines may use together, e.g. 8GiB (each side gets half; larger models stream).")
 @known_option
+@click.option("--base", default=None, metavar="BASE", type=click.Path(path_type=Path),
+              help="Base model of the side that is a LoRA adapter directory (default: the adapter's "
+                   "base_model_name_or_path when local).")
 def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device, dtype, quick,
-                 memory_budget, known):
+                 memory_budget, known, base):
     """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline
     JSON from `llmdoctor baseline`): config, tokenizer, weights, logit statistics, the first layer where they
     part ways, and greedy generations."""
@@ -43,6 +47,9 @@ def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, out
     if output is not None:
         for path in (ref, cand):          # a directory, or the GGUF/baseline file itself
             refuse_inside_model(output, Path(path), "report")
+        from llmdoctor.diff_runner import adapter_sides
+        for target in adapter_sides(ref, cand, base):   # and the base an adapter side runs on
+            target.refuse_output(output, "report")
     text = None
     if text_file is not None:
         try:
@@ -52,6 +59,6 @@ def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, out
     report = run_diff(ref, cand, text=text, select=parse_selectors(select) or None,
                       ignore=parse_selectors(ignore), fail_on=fail_on, device=device, dtype=dtype, quick=quick,
                       memory_budget=budget_option(memory_budget, None), ctx_len=ctx_len, chunks=chunks,
-                      progress=Progress(0))
+                      progress=Progress(0), base=base)
     emit(report, fmt, output, known)
     sys.exit(report.exit_code())

@@ -59,13 +59,21 @@ def build_params(**values):
 @device_option()
 @dtype_option()
 @memory_budget_option()
+@click.option("--base", default=None, metavar="BASE", type=click.Path(path_type=Path),
+              help="With MODEL_DIR a LoRA adapter directory: its base model (default: base_model_name_or_path "
+                   "when local).")
 def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p, min_p, repetition_penalty,
                      max_new_tokens, seed, num_beams, length_penalty, stop, ignore_eos, stream, as_json,
-                     device, dtype, memory_budget):
-    """Generate a reply to PROMPT with the reference engine and show why it stopped."""
+                     device, dtype, memory_budget, base):
+    """Generate a reply to PROMPT with the reference engine (MODEL_DIR, or a LoRA adapter on --base) and show
+    why it stopped."""
     from checks.engine_builder import EngineSpec, build_engine
+    from llmdoctor.adapter_target import resolve
     from llmdoctor.cli_options import budget_option
     from llmdoctor.workloads import GENERATE
+
+    target = resolve(model_dir, base)
+    model_dir = target.base
 
     params = build_params(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                           repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens, seed=seed,
@@ -75,7 +83,8 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
     device, dtype = resolve_device_dtype(device, dtype, model_dir)
     # a single process that keeps the default KV cache (a reply may run longer than the plan's tokens)
     spec = EngineSpec(Path(model_dir), workload=GENERATE, device=device, dtype=dtype,
-                      memory_budget=budget_option(memory_budget, None), distributed=False, kv_from_plan=False)
+                      memory_budget=budget_option(memory_budget, None), distributed=False, kv_from_plan=False,
+                      adapter=target.adapter)
     engine = build_engine(spec, generation_plan(spec)).engine
     request = messages if chat else prompt
     started = time.perf_counter()

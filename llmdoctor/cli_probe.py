@@ -14,7 +14,7 @@ from llmdoctor.cli_options import known_option, output_option, report_options
 def _size(ctx, param, value):
     if value is None:
         return None
-    from probes.kv import parse_size
+    from reference_engine.budget.plan import parse_size
     try:
         return parse_size(value)
     except ValueError as exc:
@@ -45,7 +45,8 @@ def probe():
 
 @probe.command("kv")
 @click.option("--trace", type=click.Path(dir_okay=False, exists=True, path_type=Path), default=None,
-              help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) instead of a synthetic load.")
+              help="Replay a JSONL trace (arrival_s, prompt_tokens, output_tokens per line) "
+                   "instead of a synthetic load.")
 @click.option("--requests", type=click.IntRange(1), default=10000, show_default=True, help="Synthetic: requests.")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="Synthetic: Poisson arrival rate, requests/s.")
@@ -66,7 +67,9 @@ def probe():
               help="KV pool size in tokens [default: 262144, or --memory-budget / the model's KV bytes per token].")
 @click.option("--with-model", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="Size the pool from this model's KV bytes per token (config.json only; weights are not read).")
-@click.option("--memory-budget", callback=_size, default=None, help="KV memory budget with --with-model, e.g. 16GiB [default: 4GiB].")
+@click.option("--memory-budget", callback=_size, default=None,
+              help="KV memory to simulate, e.g. 16GiB (4G = 4 GiB, as in every command): the pool is this over "
+                   "the model's KV bytes per token, so it needs --with-model [default: 4GiB].")
 @click.option("--kv-dtype", type=click.Choice(("float32", "bfloat16", "float16")), default=None,
               help="KV cache dtype with --with-model [default: the config's torch_dtype, else bfloat16].")
 @click.option("--max-len", type=click.IntRange(2), default=None,
@@ -82,10 +85,14 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
              block_sizes, pool_tokens, with_model, memory_budget, kv_dtype, max_len, tick_tokens, step_ms,
              max_running, fmt, output, fail_on, known):
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
-    from probes.kv import ModelKv, kv_findings, run_kv_probe
+    from probes.kv import DEFAULT_KV_BUDGET, DEFAULT_POOL_TOKENS, ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.probe_report import ProbeRecorder
+    if memory_budget is not None and with_model is None:
+        # without a model a token has no size, so a byte budget cannot size the pool; refusing beats ignoring it
+        raise click.UsageError("--memory-budget sizes the KV pool from a model's bytes per token: add "
+                               "--with-model MODEL_DIR, or give the pool in tokens with --pool-tokens")
     refuse_inside_model(output, with_model, "report")
     refuse_inside_model(save_trace, with_model, "trace")
     started = time.perf_counter()
@@ -100,7 +107,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     if save_trace:
         write_trace(workload, save_trace)
     if pool_tokens is None:
-        pool_tokens = (memory_budget or 4 * 2**30) // kv.bytes_per_token if kv else 262144
+        pool_tokens = (memory_budget or DEFAULT_KV_BUDGET) // kv.bytes_per_token if kv else DEFAULT_POOL_TOKENS
     result = run_kv_probe(workload, label, pool_tokens=max(pool_tokens, 1), max_len=max_len, block_sizes=block_sizes,
                           bytes_per_token=kv.bytes_per_token if kv else None, tick_tokens=tick_tokens,
                           step_s=step_ms / 1e3, max_running=max_running)

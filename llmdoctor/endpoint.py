@@ -61,7 +61,8 @@ def run_endpoint(model: str | Path, options: EndpointOptions, *, reference: Refe
     finally:
         client.close()
     for finding in report.findings_for("EPT001"):
-        finding.evidence["requests"] = {"count": len(client.log), "seconds": round(sum(r["seconds"] for r in client.log), 3),
+        finding.evidence["requests"] = {"count": len(client.log),
+                                        "seconds": round(sum(r["seconds"] for r in client.log), 3),
                                         "log": client.log}
     locate_report(report, model)    # the reference model's files: generation_config.json, the chat template, ...
     report.duration_s = time.perf_counter() - started

@@ -1,5 +1,6 @@
 """One rule for every writer (`check -o`, `baseline -o`, `triage -o`, `fix -o`, the probes' `-o` and `--save-trace`):
-llmdoctor never writes into the model directory it examines. Symlinks are resolved first, so a link pointing into the model is refused too."""
+llmdoctor never writes into the model directory it examines. Symlinks are resolved first, so a link pointing into
+the model is refused too."""
 from __future__ import annotations
 
 from pathlib import Path

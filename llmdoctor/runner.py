@@ -64,36 +64,51 @@ def validate_model_dir(path: str | Path) -> Path:
 def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: str | None = None,
           device: str | None = None, dtype: str | None = None, quick: bool | None = None,
           baseline: str | Path | None = None, use_config: bool = True, progress: bool = False,
-          memory_budget: int | str | None = None) -> Report:
-    """Python API with the CLI's semantics: config file settings, overridden by the arguments given."""
-    root = validate_model_dir(path)
+          memory_budget: int | str | None = None, base: str | Path | None = None) -> Report:
+    """Python API with the CLI's semantics: config file settings, overridden by the arguments given.
+    path may be a LoRA adapter directory: base is its base model (default: base_model_name_or_path when local)."""
+    from llmdoctor.adapter_target import resolve
+    target = resolve(path, base)
+    root = validate_model_dir(target.base)
     settings = load_settings(root) if use_config else None
-    pick = (lambda arg, key, default: arg if arg is not None
-            else (getattr(settings, key) if settings and getattr(settings, key) is not None else default))
+
+    def pick(arg, key, default):
+        if arg is not None:
+            return arg
+        configured = getattr(settings, key) if settings else None
+        return default if configured is None else configured
+
     return run_checks(root, select=parse_selectors(pick(select, "select", None)) or None,
                       ignore=parse_selectors(pick(ignore, "ignore", None)),
                       fail_on=pick(fail_on, "fail_on", "error"), device=pick(device, "device", "auto"),
                       dtype=pick(dtype, "dtype", "auto"), quick=pick(quick, "quick", False),
                       thresholds=settings.thresholds if settings else {}, baseline=baseline,
-                      progress=Progress(0, enabled=None if progress else False), model_label=str(path),
-                      memory_budget=pick(memory_budget, "memory_budget", None))
+                      progress=Progress(0, enabled=None if progress else False),
+                      model_label=str(path) if target.adapter is None else target.label,
+                      memory_budget=pick(memory_budget, "memory_budget", None), adapter=target.adapter)
 
 
 def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
                fail_on: str = "error", device: str = "auto", dtype: str = "auto", quick: bool = False,
                thresholds: dict | None = None, baseline: str | Path | None = None,
                progress: Progress | None = None, model_label: str | None = None,
-               memory_budget: int | str | None = None, plan_stream=None) -> Report:
+               memory_budget: int | str | None = None, plan_stream=None, adapter: str | Path | None = None) -> Report:
     """memory_budget: bytes or '4GiB' (None: available memory minus headroom); the plan is made before any
-    engine is loaded and raises plan.PlanError (exit 2) when not even one layer fits; plan_stream gets it."""
+    engine is loaded and raises plan.PlanError (exit 2) when not even one layer fits; plan_stream gets it.
+    adapter: a LoRA adapter directory run on model_dir (its base): the LRA checks, then every model check on
+    the adapted model."""
     fail_on_rank(fail_on)  # reject a bad level before doing any work
     root = validate_model_dir(model_dir)
     validate_device(device)
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
-    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not {"pair", "endpoint"} & set(s.needs)]
+    # LRA checks look at an adapter: they run when one is given
+    elsewhere = {"pair", "endpoint"} | (set() if adapter else {"adapter"})
+    chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not elsewhere & set(s.needs)]
+    if adapter:      # the adapter's own checks first: they say why the engine checks after them may fail
+        chosen.sort(key=lambda s: "adapter" not in s.needs)
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget),
-                       workload=check_workload(quick))
+                       workload=check_workload(quick), adapter_dir=adapter)
     progress = progress or Progress(0, enabled=False)
     plan = plan_engine(ctx, chosen, plan_stream)
     ctx.on_layer = progress.layer
@@ -102,12 +117,24 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
     run_all(chosen, ctx, report, progress)
+    if adapter:
+        locate_adapter_findings(report, adapter)
     locate_report(report, root)    # each finding's file and line in the model, and its fingerprint
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = _resolved(ctx)
     report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}
     report.plan = plan_with_actuals(ctx, plan, report.duration_s)
     return report
+
+
+def locate_adapter_findings(report: Report, adapter: str | Path) -> None:
+    """The LRA findings point into the adapter directory (adapter_config.json keys, adapter tensors), not the
+    base's; located first, so locate_report leaves them as they are."""
+    everything = report.findings
+    report.findings = [f for f in everything if f.category == "adapter"]
+    locate_report(report, adapter)
+    located = iter(report.findings)
+    report.findings = [next(located) if f.category == "adapter" else f for f in everything]
 
 
 def run_all(chosen: list[CheckSpec], ctx, report: Report, progress) -> None:

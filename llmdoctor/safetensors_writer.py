@@ -10,8 +10,11 @@ from pathlib import Path
 
 import torch
 
+from reference_engine.files.reads import SAFETENSORS_DTYPES
+
 COPY_CHUNK = 64 << 20
-DTYPE_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.float64: "F64"}
+# torch dtype -> safetensors dtype name: the reader's table, inverted
+DTYPE_NAMES = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
                "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
 

@@ -65,7 +65,8 @@ SIGNATURES: tuple[Signature, ...] = (
         checks=("VOC003", "VOC002", "VOC001"), references=("vllm#13175", "vllm PR#16529", "vllm PR#11980")),
     Signature(
         "index-out-of-range", "IndexError: index out of range in self",
-        (r"index out of range in self", r"index (?P<index>-?\d+) is out of bounds for dimension \d+ with size (?P<size>\d+)",
+        (r"index out of range in self",
+         r"index (?P<index>-?\d+) is out of bounds for dimension \d+ with size (?P<size>\d+)",
          r"index out of bounds"),
         ("a token id >= the embedding rows: tokens were added to the tokenizer without resizing the embedding "
          "(len(tokenizer) 32004 vs vocab 32000, transformers #26714)",
@@ -80,14 +81,16 @@ SIGNATURES: tuple[Signature, ...] = (
         ("an embedding lookup with a token id >= the embedding rows (the GPU form of 'index out of range in self')",
          "labels outside [0, vocab) in a loss, e.g. pad id -100 handled wrongly or a resized vocabulary",
          "torch.multinomial on probabilities with NaN/Inf (see 'probability tensor contains inf, nan')"),
-        checks=("VOC002", "VOC004", "numerics"), immediate=_CUDA_SYNC, references=("inseq PR#306", "transformers#26714")),
+        checks=("VOC002", "VOC004", "numerics"), immediate=_CUDA_SYNC,
+        references=("inseq PR#306", "transformers#26714")),
     Signature(
         "illegal-memory-access", "CUDA error: an illegal memory access was encountered",
         (r"illegal memory access", r"cudaErrorIllegalAddress", r"misaligned address"),
         ("an out-of-range index inside a kernel: a KV-cache block table pointing past the pool, or a token id past "
          "the embedding", "a custom/fused kernel given a non-contiguous tensor or a wrong stride",
          "faulty GPU memory (check ECC/remapped rows)"),
-        checks=("kv_cache", "VOC002", "GPU101"), probes=("llmdoctor probe bandwidth", "llmdoctor triage MODEL_DIR -o bundle/"),
+        checks=("kv_cache", "VOC002", "GPU101"),
+        probes=("llmdoctor probe bandwidth", "llmdoctor triage MODEL_DIR -o bundle/"),
         immediate=_CUDA_SYNC),
     Signature(
         "kv-cache-too-small", "KV cache cannot hold the max sequence length / no memory for cache blocks",

@@ -20,7 +20,6 @@ from findings import Finding, Report
 from llmdoctor.output_guard import OutputError, refuse_inside_model
 from probes.environment import collect_environment, environment_problems
 from llmdoctor.probe_report import ProbeRecorder
-from reference_engine.errors import ModelDirError
 
 BUNDLE_FILES = ("report.json", "report.md", "report.html", "environment.json")
 
@@ -37,7 +36,8 @@ def environment_finding(env: dict) -> Finding:
     t = env["torch"]
     gpus = env["nvml"].get("status", "")
     message = (f"Python {env['python']['version']}, torch {t['version']} (CUDA build {t['cuda_build'] or 'none'}), "
-               f"{env['cpu']['logical_cores']} CPU cores, {env['memory'].get('MemTotal', 0) / 2**30:.1f} GiB RAM; {gpus}")
+               f"{env['cpu']['logical_cores']} CPU cores, "
+               f"{env['memory'].get('MemTotal', 0) / 2**30:.1f} GiB RAM; {gpus}")
     if problems:
         message += f"; {problems[0]}"
     return Finding("ENV101", "environment", "warning" if problems else "info", message,

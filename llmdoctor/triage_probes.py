@@ -51,10 +51,10 @@ def run_roofline_part(recorder: ProbeRecorder, model_dir: Path, measured_bytes_p
 
 def run_kv_part(recorder: ProbeRecorder, model_dir: Path | None, requests: int, memory_budget: int | None = None,
                 block_sizes=(1, 16, 256)) -> None:
-    from probes.kv import ModelKv, kv_findings, run_kv_probe
+    from probes.kv import DEFAULT_KV_BUDGET, DEFAULT_POOL_TOKENS, ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, synthetic
     started = time.perf_counter()
-    pool_tokens, max_len, per_token = 262144, 4096, None
+    pool_tokens, max_len, per_token = DEFAULT_POOL_TOKENS, 4096, None
     if model_dir is not None:
         try:
             kv = ModelKv.from_dir(model_dir)
@@ -63,7 +63,7 @@ def run_kv_part(recorder: ProbeRecorder, model_dir: Path | None, requests: int, 
             kv = None
         if kv is not None:
             per_token, max_len = kv.bytes_per_token, min(kv.max_position_embeddings, 32768)
-            pool_tokens = (memory_budget or 4 * 2**30) // per_token
+            pool_tokens = (memory_budget or DEFAULT_KV_BUDGET) // per_token
     spec = SyntheticSpec(requests=requests, max_total=max_len)
     try:
         result = run_kv_probe(synthetic(spec), spec.describe(), pool_tokens=max(pool_tokens, 1), max_len=max_len,

@@ -208,7 +208,8 @@ def achieved_finding(result: BandwidthResult) -> Finding:
     rows = [m.as_dict() for m in result.measurements]
     best = result.best_bytes_per_s
     peak = result.peak_bytes_per_s
-    plot = {"kind": "bar", "title": f"achieved bandwidth, {result.device_name}", "x": [m.kind for m in result.measurements],
+    plot = {"kind": "bar", "title": f"achieved bandwidth, {result.device_name}",
+            "x": [m.kind for m in result.measurements],
             "series": {"GB/s": [round(m.bytes_per_s / 1e9, 2) for m in result.measurements]},
             "x_label": "kernel", "y_label": "GB/s"}
     evidence = {"device": result.device, "device_name": result.device_name, "measurements": rows,

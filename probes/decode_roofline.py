@@ -80,7 +80,8 @@ def weights_read_per_step(engine) -> tuple[int, float]:
 
 def kv_bytes_read(engine, context: int) -> int:
     c = engine.config
-    return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * context * engine.cache.k_pools[0].element_size()
+    element = engine.cache.k_pools[0].element_size()
+    return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * context * element
 
 
 def measure_matmul_flops(device: torch.device, dtype: torch.dtype, n: int | None = None, runs: int = 5) -> float:
@@ -124,10 +125,12 @@ def measure_decode(engine, measured_bytes_per_s: float, model: str = "", prompt_
 def roofline_finding(r: RooflineResult) -> Finding:
     plot = {"kind": "bar", "title": f"decode step vs measured ceilings ({r.device}, {r.dtype})",
             "x": ["bandwidth", "compute"],
-            "series": {"% of measured ceiling": [round(100 * r.bandwidth_fraction, 2), round(100 * r.compute_fraction, 2)]},
+            "series": {"% of measured ceiling": [round(100 * r.bandwidth_fraction, 2),
+                                                 round(100 * r.compute_fraction, 2)]},
             "x_label": "resource", "y_label": "% used by batch-1 decode",
             "hlines": {"bound threshold": 100 * BOUND_FRACTION}}
-    evidence = {"model": r.model, "device": r.device, "dtype": r.dtype, "weight_bytes_per_step": r.weight_bytes_per_step,
+    evidence = {"model": r.model, "device": r.device, "dtype": r.dtype,
+                "weight_bytes_per_step": r.weight_bytes_per_step,
                 "kv_bytes_per_step": r.kv_bytes_per_step, "flops_per_step": r.flops_per_step,
                 "step_ms_median": round(1e3 * r.step_s, 4), "tokens_per_s": round(1 / r.step_s, 2),
                 "achieved_gb_s": round(r.achieved_bytes_per_s / 1e9, 3),

@@ -1,13 +1,13 @@
 """`llmdoctor probe kv`: KV-cache fragmentation of a workload, per block size, vs a contiguous reservation.
 
 Runs the same workload through kv_sim for each block size (default 1, 16, 256: one token per block up to
-large pages) and for a contiguous max-length reservation, on a pool of the same size, and turns the comparison into findings
+large pages) and for a contiguous max-length reservation, on a pool of the same size, and turns the comparison into
+findings
 (category kv_cache) with an occupancy-over-time plot. `--with-model` sizes the pool from the model's KV
 bytes per token and a memory budget, so the numbers are bytes of this model, not abstract slots.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,17 +21,8 @@ from probes.kv_workload import Request
 DEFAULT_BLOCK_SIZES = (1, 16, 256)
 ENGINE_BLOCK_SIZE = 16           # Engine.from_pretrained's default
 MAX_POOL_TOKENS = 1 << 20        # bookkeeping cost grows with the pool: 1M token slots is plenty
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 2**10, "m": 1e6, "mb": 1e6, "mib": 2**20, "g": 1e9,
-          "gb": 1e9, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """'16GiB', '500MB', '1e9' -> bytes; ValueError with the accepted forms otherwise."""
-    m = _SIZE.match(str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"cannot read memory size {text!r} (examples: 16GiB, 500MB, 2e9)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+DEFAULT_KV_BUDGET = 4 << 30      # bytes of KV memory simulated with --with-model and no --memory-budget
+DEFAULT_POOL_TOKENS = 262144     # pool of a run without a model (token slots; a token has no size there)
 
 
 @dataclass(frozen=True)
@@ -143,7 +134,8 @@ def occupancy_finding(result: KvProbeResult) -> Finding:
               "x_label": "time (s)", "y_label": "requests"}]
     s, line = engine.summary, engine.timeline
     return Finding("KVC901", "kv_cache", "info",
-                   f"{result.workload.split(':')[0]} workload of {s['requests']} requests: peak {s['peak_reserved_tokens']} "
+                   f"{result.workload.split(':')[0]} workload of {s['requests']} requests: "
+                   f"peak {s['peak_reserved_tokens']} "
                    f"of {result.pool_tokens} pool tokens reserved with {engine.config.label} "
                    f"({s['waste_ratio']:.1%} of reserved slots unused)",
                    evidence={"workload": result.workload, "pool_tokens": result.pool_tokens, "max_len": result.max_len,
@@ -167,7 +159,8 @@ def comparison_finding(result: KvProbeResult) -> Finding:
             "series": {"waste %": [round(100 * r["waste_ratio"], 2) for r in rows.values()]},
             "x_label": "allocation", "y_label": "% of reserved slots unused"}
     return Finding("KVC902", "kv_cache", severity,
-                   f"paging ({best.config.label}) reserves {saving:.0%} less KV memory per live token than a contiguous "
+                   f"paging ({best.config.label}) reserves {saving:.0%} less KV memory per live token than a "
+                   "contiguous "
                    f"{result.max_len}-token reservation for this workload; {best.config.label} wastes least "
                    f"({best.summary['waste_ratio']:.1%}), " + (
                        f"contiguous wastes {c['waste_ratio']:.1%} and, on the same pool, refused "
@@ -175,7 +168,8 @@ def comparison_finding(result: KvProbeResult) -> Finding:
                        if c["completed"] else f"and not one {result.max_len}-token reservation fits the pool"),
                    evidence={"saving_vs_contiguous": round(saving, 4), "best": best.config.label, "runs": rows},
                    hint="" if severity == "info" else f"use block size {best.config.block_size}: the engine "
-                        f"default {ENGINE_BLOCK_SIZE} wastes {engine.summary['waste_ratio']:.0%} of reserved slots here",
+                        f"default {ENGINE_BLOCK_SIZE} wastes {engine.summary['waste_ratio']:.0%} of reserved slots "
+                        "here",
                    data={"plot": plot})
 
 
@@ -237,7 +231,8 @@ def compaction_finding(result: KvProbeResult) -> Finding:
         moved = sum(e["moved_blocks"] for e in events)
         per_run[run.config.label] = {
             "compactions": len(events), "moved_blocks": moved,
-            **({"moved_bytes": moved * run.config.block_size * result.bytes_per_token} if result.bytes_per_token else {}),
+            **({"moved_bytes": moved * run.config.block_size * result.bytes_per_token}
+               if result.bytes_per_token else {}),
             "span_recovered_blocks": sum(e["pool_span_before"] - e["pool_span_after"] for e in events),
             "scatter_before_mean": round(sum(e["scatter_before"] for e in events) / len(events), 4) if events else 0.0,
             "first": events[0] if events else None, "validation": run.validation[:5]}

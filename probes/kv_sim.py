@@ -226,7 +226,8 @@ class _Sim:
             t_s=round(now, 3), reason=reason, moved_blocks=sum(1 for o, n in mapping.items() if o != n),
             live_blocks=len(mapping), scatter_before=round(scatter_before, 4), scatter_after=round(scatter_after, 4),
             pool_span_before=span_before, pool_span_after=span_after,
-            largest_free_run_before=run_before, largest_free_run_after=largest_free_run(self.cache.allocator.ref_counts, self.hidden_tail)))
+            largest_free_run_before=run_before,
+            largest_free_run_after=largest_free_run(self.cache.allocator.ref_counts, self.hidden_tail)))
 
     def _finish(self, started: float, ticks: int) -> None:
         cfg, line = self.cfg, self.result.timeline
@@ -246,7 +247,8 @@ class _Sim:
             peak_fragmentation_ratio=max(line["fragmentation_ratio"], default=0.0),
             wait_p50_s=_pct(waits, 50), wait_p99_s=_pct(waits, 99),
             blocks_per_request_p50=_pct(blocks, 50), blocks_per_request_p90=_pct(blocks, 90),
-            blocks_per_request_max=blocks[-1] if blocks else 0, blocks_per_request_histogram=histogram(blocks), compaction_triggers=len(self.compaction_triggers),
+            blocks_per_request_max=blocks[-1] if blocks else 0, blocks_per_request_histogram=histogram(blocks),
+            compaction_triggers=len(self.compaction_triggers),
             first_compaction_triggers_s=self.compaction_triggers[:10], compactions=len(self.result.compactions),
             moved_blocks=sum(c["moved_blocks"] for c in self.result.compactions))
 
@@ -271,7 +273,8 @@ def largest_free_run(ref_counts: list[int], free_tail: int = 0) -> int:
     free = torch.tensor(ref_counts, dtype=torch.int32) == 0
     if not bool(free.any()):
         return free_tail
-    edges = torch.diff(torch.cat([torch.zeros(1, dtype=torch.int8), free.to(torch.int8), torch.zeros(1, dtype=torch.int8)]))
+    edges = torch.diff(torch.cat([torch.zeros(1, dtype=torch.int8), free.to(torch.int8),
+                                  torch.zeros(1, dtype=torch.int8)]))
     starts, ends = torch.nonzero(edges == 1).flatten(), torch.nonzero(edges == -1).flatten()
     lengths = ends - starts
     if bool(free[-1]):

@@ -17,24 +17,30 @@ from reference_engine.errors import ModelDirError
 
 
 class Engine:
-    def __init__(self, core: CoreEngine, tokenizer=None):
+    def __init__(self, core: CoreEngine, tokenizer=None, adapter_dir: Path | None = None):
         self.core = core
         self._tokenizer = tokenizer
+        self.adapter_dir = adapter_dir   # a LoRA adapter merged into the weights; its tokenizer, when it has one
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
-                        block_size: int = 16, prefix_caching: bool = False, streaming: bool = False) -> "Engine":
-        """streaming=True: one decoder layer in memory at a time (budget/streaming.py; budget/plan.py decides)."""
+                        block_size: int = 16, prefix_caching: bool = False, streaming: bool = False,
+                        adapter=None) -> "Engine":
+        """streaming=True: one decoder layer in memory at a time (budget/streaming.py; budget/plan.py decides).
+        adapter: a PEFT LoRA adapter directory merged into the weights at load (reference_engine/adapter/)."""
+        kw = dict(device=device, dtype=dtype, num_blocks=num_blocks, block_size=block_size,
+                  prefix_caching=prefix_caching, adapter=adapter)
         if streaming:
             from reference_engine.budget.streaming import StreamingCore
-            return cls(StreamingCore.from_pretrained(model_dir, device=device, dtype=dtype, num_blocks=num_blocks,
-                                                     block_size=block_size, prefix_caching=prefix_caching))
-        return cls(CoreEngine.from_pretrained(model_dir, device=device, dtype=dtype, num_blocks=num_blocks,
-                                              block_size=block_size, prefix_caching=prefix_caching))
+            return cls(StreamingCore.from_pretrained(model_dir, **kw), adapter_dir=_path(adapter))
+        return cls(CoreEngine.from_pretrained(model_dir, **kw), adapter_dir=_path(adapter))
 
     # ---- stage 1: the tokenizer, loaded on first use -------------------------------------------------
     @property
     def tokenizer(self):
+        if self._tokenizer is None and self.adapter_dir is not None and (self.adapter_dir / "tokenizer.json").exists():
+            from reference_engine.tokenizer import Tokenizer
+            self._tokenizer = Tokenizer.from_pretrained(self.adapter_dir)   # an adapter that added tokens
         if self._tokenizer is None:
             model_dir: Path | None = self.core.model_dir
             if model_dir is None or not ((model_dir / "tokenizer.json").exists() or model_dir.is_file()):  # a GGUF file
@@ -106,4 +112,11 @@ class Engine:
         return stream(self, prompt, sampling_params, **kw)
 
     def __repr__(self) -> str:
+        if self.adapter_dir is not None:
+            return (f"Engine({str(self.core.model_dir)!r}, adapter={str(self.adapter_dir)!r}, "
+                    f"device={self.core.device}, dtype={self.core.dtype})")
         return f"Engine({str(self.core.model_dir)!r}, device={self.core.device}, dtype={self.core.dtype})"
+
+
+def _path(value) -> Path | None:
+    return None if value is None else Path(value)

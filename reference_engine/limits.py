@@ -138,12 +138,24 @@ def check_layers_present(declared: int, names: Iterable[str], path: str | Path) 
 
 
 # ---- memory -----------------------------------------------------------------------------------------------
+def memory_left() -> tuple[int | None, str]:
+    """Memory this process can still take, and what bounds it: the least of MemAvailable ("available memory"),
+    the address-space limit (RLIMIT_AS, `ulimit -v`) minus what is mapped, and the cgroup limit minus what it
+    holds that cannot be reclaimed. (None, "unknown") when nothing can be read. The one place that answers
+    "how much is left": the planner's default budget and the engine's allocation guard both ask here."""
+    candidates = [(meminfo_available(), "available memory"),
+                  (_address_space_left(), "address-space limit (ulimit -v)"),
+                  (cgroup_left(), "cgroup memory limit")]
+    known = [(left, source) for left, source in candidates if left is not None]
+    if not known:
+        return None, "unknown"
+    left, source = min(known, key=lambda c: c[0])
+    return max(left, 0), source
+
+
 def available_bytes() -> int | None:
-    """Memory this process can still take: the least of MemAvailable, the address-space limit (RLIMIT_AS)
-    minus what is mapped, and the cgroup limit minus its usage. None when nothing can be read."""
-    candidates = [meminfo_available(), _address_space_left(), cgroup_left()]
-    known = [c for c in candidates if c is not None]
-    return max(min(known), 0) if known else None
+    """memory_left() without the reason."""
+    return memory_left()[0]
 
 
 def meminfo_available() -> int | None:

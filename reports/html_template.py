@@ -1,7 +1,8 @@
 """The HTML report's Jinja2 template (autoescaped; kept in a .py file so it ships without package-data)."""
 
 STYLE = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #111827; background: #f9fafb; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #111827; \
+background: #f9fafb; }
 header, main { max-width: 1080px; margin: 0 auto; padding: 16px 24px; }
 header { border-bottom: 1px solid #e5e7eb; background: #fff; max-width: none; }
 header .inner { max-width: 1032px; margin: 0 auto; }
@@ -72,17 +73,21 @@ TEMPLATE = """<!DOCTYPE html>
 {%- if loc.line %}:{{ loc.line }}{% endif %}</code>{% if loc.logical %} ({{ loc.logical }}){% endif %}</div>{% endif %}
 {% if item.finding.hint %}<div class="hint">Fix: {{ item.finding.hint }}</div>{% endif %}
 {% if item.fields %}<dl class="fields">
-{% for field in item.fields %}<div{% if field.wide %} class="wide-field"{% endif %}><dt>{{ field.key }}</dt><dd>{{ field.text }}</dd></div>
+{% for field in item.fields %}<div{% if field.wide %} class="wide-field"{% endif %}><dt>{{ field.key }}</dt>\
+<dd>{{ field.text }}</dd></div>
 {% endfor %}</dl>{% endif %}
 {% for svg in item.plots %}<figure>{{ svg|safe }}</figure>{% endfor %}
 {% for problem in item.plot_errors %}<div class="meta">plot not drawn: {{ problem }}</div>{% endfor %}
-{% for text in item.texts %}<details class="text"{% if not text.long %} open{% endif %}><summary><code>{{ text.key }}</code></summary><pre>{{ text.text }}</pre></details>
+{% for text in item.texts %}<details class="text"{% if not text.long %} open{% endif %}><summary>\
+<code>{{ text.key }}</code></summary><pre>{{ text.text }}</pre></details>
 {% endfor %}
 {% for entry in item.tables %}{% set t = entry.table %}<div class="evidence-table">
 <div class="caption"><code>{{ t.key }}</code>: {{ t.rows|length }} rows</div>
 <div class="{{ 'scroll' if entry.scroll else 'wide' }}"><table>
-<thead><tr>{% for column in t.columns %}<th{% if t.numeric[loop.index0] %} class="num"{% endif %}>{{ column }}</th>{% endfor %}</tr></thead>
-<tbody>{% for row in t.rows %}<tr>{% for value in row %}<td{% if t.numeric[loop.index0] %} class="num"{% endif %}>{{ value }}</td>{% endfor %}</tr>
+<thead><tr>{% for column in t.columns %}<th{% if t.numeric[loop.index0] %} class="num"{% endif %}>{{ column }}\
+</th>{% endfor %}</tr></thead>
+<tbody>{% for row in t.rows %}<tr>{% for value in row %}\
+<td{% if t.numeric[loop.index0] %} class="num"{% endif %}>{{ value }}</td>{% endfor %}</tr>
 {% endfor %}</tbody></table></div></div>
 {% endfor %}
 </div>
@@ -90,17 +95,21 @@ TEMPLATE = """<!DOCTYPE html>
 <header><div class="inner">
 <h1>llmdoctor report</h1>
 <div class="meta">model <code>{{ report.model }}</code> · fingerprint <code>{{ report.fingerprint or "-" }}</code></div>
-<div class="meta">llmdoctor {{ report.tool_version }} · {{ report.device }}/{{ report.dtype }} · fail-on {{ report.fail_on }} · {{ report.generated_at }}</div>
+<div class="meta">llmdoctor {{ report.tool_version }} · {{ report.device }}/{{ report.dtype }} · \
+fail-on {{ report.fail_on }} · {{ report.generated_at }}</div>
 <div class="verdict {{ 'fail' if failing else 'pass' }}">{{ verdict }}</div>
 </div></header>
 <main>
 <div class="cards">
 <div class="card"><b>{{ report.checks|length }}</b><span>checks</span></div>
-{% for name, n in statuses.items() %}<div class="card"><b>{{ n }}</b><span class="badge {{ name }}">{{ name }}</span></div>
-{% endfor %}{% for name, n in severities.items() %}<div class="card"><b>{{ n }}</b><span class="badge {{ name }}">{{ name }}</span></div>
+{% for name, n in statuses.items() %}<div class="card"><b>{{ n }}</b><span class="badge {{ name }}">{{ name }}</span>\
+</div>
+{% endfor %}{% for name, n in severities.items() %}<div class="card"><b>{{ n }}</b>\
+<span class="badge {{ name }}">{{ name }}</span></div>
 {% endfor %}<div class="card"><b>{{ "%.2f"|format(report.duration_s) }} s</b><span>total time</span></div>
 </div>
-<nav><a href="#problems">problems</a><a href="#notes">notes</a><a href="#passed">passed checks</a><a href="#skipped">skipped checks</a></nav>
+<nav><a href="#problems">problems</a><a href="#notes">notes</a><a href="#passed">passed checks</a>\
+<a href="#skipped">skipped checks</a></nav>
 <section id="problems">
 <h2>Errors and warnings <span class="count">({{ problems|length }})</span></h2>
 {% for item in problems %}{{ finding_card(item) }}{% else %}<div class="none">No errors or warnings.</div>{% endfor %}
@@ -112,11 +121,13 @@ TEMPLATE = """<!DOCTYPE html>
 <details class="group" id="passed"><summary>Passed checks ({{ passed|length }})</summary>
 <table class="runs">
 <thead><tr><th>check</th><th>category</th><th>what it checks</th><th class="num">time s</th></tr></thead>
-<tbody>{% for run in passed %}<tr><td><code>{{ run.id }}</code></td><td>{{ run.category }}</td><td>{{ run.summary }}</td><td class="num">{{ "%.3f"|format(run.duration_s) }}</td></tr>
+<tbody>{% for run in passed %}<tr><td><code>{{ run.id }}</code></td><td>{{ run.category }}</td>\
+<td>{{ run.summary }}</td><td class="num">{{ "%.3f"|format(run.duration_s) }}</td></tr>
 {% endfor %}</tbody></table>
 </details>
 <details class="group" id="skipped"><summary>Skipped checks ({{ statuses.skipped }})</summary>
-<ul class="skips">{% for reason, ids in skipped.items() %}<li>{% for id in ids %}<code>{{ id }}</code>{{ ", " if not loop.last }}{% endfor %}: {{ reason }}</li>
+<ul class="skips">{% for reason, ids in skipped.items() %}<li>{% for id in ids %}\
+<code>{{ id }}</code>{{ ", " if not loop.last }}{% endfor %}: {{ reason }}</li>
 {% endfor %}</ul>
 </details>
 <p class="meta">{{ summary }}{% if loaded %} · {{ loaded }}{% endif %}</p>

@@ -123,7 +123,8 @@ def check_lines(found: list, paint, width: int, per_check: int, table_rows: int 
             lines.append(_wrap("evidence: " + compact_evidence(dict(items)), width, INDENT))
         lines += [line for table in tables for line in table_lines(table, table_rows)]
     if len(found) > per_check:
-        lines.append(f"{INDENT}... and {len(found) - per_check} more {found[0].check} findings (--format json lists all)")
+        more = len(found) - per_check
+        lines.append(f"{INDENT}... and {more} more {found[0].check} findings (--format json lists all)")
     hints = list(dict.fromkeys(f.hint for f in found[:per_check] if f.hint))
     lines += [_wrap("hint: " + hint, width, INDENT) for hint in hints]
     return lines

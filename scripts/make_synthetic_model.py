@@ -1,4 +1,5 @@
-"""Write a shape-faithful random-weight Llama-3 checkpoint for memory and speed measurements (issue 13).
+"""Write a shape-faithful random-weight Llama-3 checkpoint for memory and speed measurements
+(benchmarks/memory.py): real shapes, so the planner's sizes are a 7B's, without downloading one.
 
     python scripts/make_synthetic_model.py --shape llama-1b --dtype bfloat16 -o /tmp/llama-1b
 
@@ -65,7 +66,7 @@ def tensor_shapes(cfg: dict) -> list[tuple[str, tuple[int, ...], float]]:
 
 def write_weights(path: Path, tensors, dtype: torch.dtype, code: str, seed: int) -> int:
     size = torch.finfo(dtype).bits // 8
-    header, offset = {"__metadata__": {"format": "pt", "synthetic": "llmdoctor issue 13"}}, 0
+    header, offset = {"__metadata__": {"format": "pt", "synthetic": "llmdoctor scripts/make_synthetic_model.py"}}, 0
     for name, shape, _ in tensors:
         nbytes = size
         for s in shape:

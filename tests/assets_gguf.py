@@ -1,4 +1,4 @@
-"""GGUF test assets (issue 15), cached like every asset in tests/assets.py:
+"""GGUF test assets, cached like every asset in tests/assets.py:
 
 - `llamacpp_sdist()`: from the `llama-cpp-python` sdist, vendor/llama.cpp's converter (convert_hf_to_gguf.py with
   its `conversion/` package and its own `gguf-py`) and every `models/ggml-vocab-*` GGUF with its .inp/.out.
@@ -24,7 +24,8 @@ from tests.assets import (LLAMACPP_PACKAGE, VOCAB_TEST_SEPARATOR, AssetError, Ll
 LLAMACPP_ROOT = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
 SDIST_PARTS = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/", "models/ggml-vocab-")
 # vocabularies of the sdist with vectors whose tokenizer is BPE (gpt2) or SentencePiece (llama); the others
-# (bert-bge: WordPiece, gemma-4: llama.cpp's own "gemma4" model) are outside issue 15
+# (bert-bge: WordPiece, gemma-4: llama.cpp's own "gemma4" model) are tokenizers the GGUF
+# reader does not implement
 GGUF_VOCABS = ("command-r", "deepseek-coder", "deepseek-llm", "falcon", "gpt-2", "llama-bpe", "llama-spm", "mpt",
                "phi-3", "qwen2", "qwen35", "refact", "starcoder")
 CONVERT_TIMEOUT_S = 900

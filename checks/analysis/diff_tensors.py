@@ -8,17 +8,11 @@ from dataclasses import dataclass
 
 import torch
 
+from reference_engine.files.gguf_arch import SHARED_NAMES, GGUFArch, hf_tensor_name
+
 ROWS_PER_STEP = 4096          # rows compared at a time: a 150k x 8k embedding never needs a float64 copy
 
-# GGUF tensor names -> the Hugging Face part they hold (used only when a weights object exposes GGUF names)
-GGUF_PARTS = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-              "attn_output": "self_attn.o_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-              "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
-              "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
-GGUF_GLOBAL = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight",
-               "output.weight": "lm_head.weight"}
 _HF_LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
-_GGUF_LAYER = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias)$")
 
 
 @dataclass(frozen=True)
@@ -29,6 +23,12 @@ class TensorDiff:
     nmse: float                # sum (b - a)^2 / sum a^2; inf when a is all zero and b is not
     max_abs: float
     cosine: float
+    stored: str = ""           # how the candidate stores it when quantized ("gptq 4-bit g128"), else ""
+
+    @property
+    def part(self) -> str:
+        """The role without its layer: "self_attn.v_proj.weight" (what quantization error is summarised by)."""
+        return self.role.split(".", 2)[2] if self.layer is not None else self.role
 
     @property
     def nmse_db(self) -> float:
@@ -42,33 +42,59 @@ def to_db(nmse: float) -> float:
     return 10 * math.log10(nmse) if math.isfinite(nmse) else float("inf")
 
 
-def role_of(name: str) -> tuple[str, int | None]:
-    """(role, layer) of a tensor name in either scheme; the role is the HF name without the `model.` prefix."""
-    m = _GGUF_LAYER.match(name)
-    if m and m.group(2) in GGUF_PARTS:
-        layer = int(m.group(1))
-        return f"layers.{layer}.{GGUF_PARTS[m.group(2)]}.{m.group(3)}", layer
-    if name in GGUF_GLOBAL:
-        return GGUF_GLOBAL[name], None
+def role_of(name: str, arch: GGUFArch | None = None) -> tuple[str, int | None]:
+    """(role, layer) of a tensor name in either scheme; the role is the HF name without the `model.` prefix.
+    A llama.cpp name is translated by the engine's own map (gguf_arch.hf_tensor_name) for `arch`, since a name
+    can mean different tensors per architecture (Gemma 3's ffn_norm is pre_feedforward_layernorm); without an
+    arch, the names every architecture shares."""
+    name = hf_tensor_name(name, arch or SHARED_NAMES) or name
     m = _HF_LAYER.match(name)
     if m:
         return f"layers.{m.group(1)}.{m.group(2)}", int(m.group(1))
     return (name[len("model."):] if name.startswith("model.") else name), None
 
 
-def match_roles(ref_names, cand_names) -> tuple[list[tuple[str, str, str]], list[str], list[str]]:
-    """([(role, ref_name, cand_name)], ref-only names, cand-only names), in the reference's order."""
-    cand_by_role = {role_of(n)[0]: n for n in cand_names}
-    ref_roles = {role_of(n)[0] for n in ref_names}
+def match_roles(ref_names, cand_names, ref_arch: GGUFArch | None = None,
+                cand_arch: GGUFArch | None = None) -> tuple[list[tuple[str, str, str]], list[str], list[str]]:
+    """([(role, ref_name, cand_name)], ref-only names, cand-only names), in the reference's order; the archs
+    translate the GGUF names of a side that has them (see role_of)."""
+    cand_by_role = {role_of(n, cand_arch)[0]: n for n in cand_names}
+    ref_roles = {role_of(n, ref_arch)[0] for n in ref_names}
     pairs, ref_only = [], []
     for name in ref_names:
-        role = role_of(name)[0]
+        role = role_of(name, ref_arch)[0]
         if role in cand_by_role:
             pairs.append((role, name, cand_by_role[role]))
         else:
             ref_only.append(name)
-    cand_only = [n for n in cand_names if role_of(n)[0] not in ref_roles]
+    cand_only = [n for n in cand_names if role_of(n, cand_arch)[0] not in ref_roles]
     return pairs, ref_only, cand_only
+
+
+def stored_as(weights, name: str) -> str:
+    """How a tensor table stores `name` when it dequantizes it (QuantizedWeights.modules), else ""."""
+    module = getattr(weights, "modules", {}).get(name) if isinstance(getattr(weights, "modules", None), dict) \
+        else None
+    return (getattr(module, "scheme", "") or "quantized") if module is not None else ""
+
+
+def by_part(diffs: list[TensorDiff]) -> list[dict]:
+    """Per part (q_proj, down_proj, ...): tensors, mean and worst NMSE in dB, worst first."""
+    parts: dict[str, list[TensorDiff]] = {}
+    for d in diffs:
+        parts.setdefault(d.part, []).append(d)
+    rows = []
+    for part, items in parts.items():
+        mean = sum(d.nmse for d in items) / len(items)
+        worst = max(items, key=lambda d: d.nmse)
+        rows.append({"part": part, "tensors": len(items), "mean_nmse_db": _rounded(to_db(mean)),
+                     "worst_nmse_db": _rounded(worst.nmse_db), "worst": worst.role,
+                     "stored": sorted({d.stored for d in items if d.stored})})
+    return sorted(rows, key=lambda r: -(r["mean_nmse_db"] if r["mean_nmse_db"] is not None else -1e9))
+
+
+def _rounded(x: float):
+    return round(x, 2) if math.isfinite(x) else None
 
 
 def compare(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float, float]:

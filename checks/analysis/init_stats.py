@@ -108,7 +108,8 @@ def initializer_range(raw_config: dict) -> float:
 
 
 def norm_init(ctx) -> float:
-    """0 for the families whose norm weights are offsets from 1 (Gemma), else 1 (issue 14)."""
+    """0 for the families whose norm weights are offsets from 1 (Gemma: the
+    stored weight w scales by 1 + w), else 1."""
     from reference_engine.core.families import is_supported, settings
     try:
         cfg = ctx.config

@@ -3,7 +3,8 @@ bounded by the tensors the files actually hold. Shared by the weights checks and
 
 The config is believed only as far as the files back it: the expected table covers the decoder layers up to
 the last layer index a tensor carries (never more than declared), so a config claiming a billion layers costs
-nothing; `layer_shortfall` reports the claim instead (issue 18).
+nothing; `layer_shortfall` reports the claim instead, so a hostile config
+cannot make the check allocate what it declares.
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def output_rows_name(cfg, weights=None) -> str:
     return embed if cfg.tie_word_embeddings else (lm_head_name(weights) or LM_HEAD)
 
 
-# ---- tensors by role, for any causal decoder (issue 14) ---------------------------------------------------
+# ---- tensors by role, for any causal decoder (names differ by family) ---------------------------------------
 # the input embedding and LM head under the names the common Hugging Face classes give them: Llama-style,
 # multimodal wrappers (Gemma 3, LLaVA), GPT-2/BLOOM/Falcon, GPT-NeoX, OPT, ChatGLM, raw Meta checkpoints
 EMBED_NAMES = (EMBED, "model.language_model.embed_tokens.weight", "language_model.model.embed_tokens.weight",

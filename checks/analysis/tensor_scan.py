@@ -61,7 +61,7 @@ class WeightScan:
 def weight_scan(ctx) -> WeightScan:
     """The cached scan of ctx.weights (built on first use)."""
     if "weight_scan" not in ctx.state:
-        roles = (embed_name(ctx.weights), lm_head_name(ctx.weights))     # any decoder's names (issue 14)
+        roles = (embed_name(ctx.weights), lm_head_name(ctx.weights))     # any decoder's names, not only Llama's
         ctx.state["weight_scan"] = scan_weights(ctx.weights, tuple(n for n in roles if n is not None))
     return ctx.state["weight_scan"]
 

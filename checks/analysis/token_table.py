@@ -75,8 +75,11 @@ def table_from_spec(raw: dict) -> TokenTable:
 def token_table(ctx) -> TokenTable:
     """Cached per run in ctx.state."""
     if "token_table" not in ctx.state:
-        gguf_spec = getattr(ctx.tokenizer, "gguf_spec", None) if ctx.is_gguf else None
-        ctx.state["token_table"] = table_from_spec(gguf_spec) if gguf_spec else load_token_table(ctx.model_dir)
+        spec = getattr(ctx.tokenizer, "gguf_spec", None) if ctx.is_gguf else None
+        if spec is None and not (ctx.model_dir / "tokenizer.json").is_file() \
+                and (ctx.model_dir / "tokenizer.model").is_file():   # SentencePiece only: its tokenizer.json equivalent
+            spec = getattr(ctx.tokenizer, "sentencepiece_spec", None)
+        ctx.state["token_table"] = table_from_spec(spec) if spec else load_token_table(ctx.model_dir)
     return ctx.state["token_table"]
 
 

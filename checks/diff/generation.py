@@ -92,7 +92,8 @@ def _against_baseline(ctx):
             continue
         diverged += 1
         yield Problem(f"{probe.get('label', 'probe')}: the reference's continuation leaves the baseline's at token "
-                      f"{at + 1}", evidence={"step": at, "reference": tok.decode(trace.tokens, skip_special_tokens=True),
+                      f"{at + 1}",
+                      evidence={"step": at, "reference": tok.decode(trace.tokens, skip_special_tokens=True),
                                              "candidate": probe.get("greedy_text", ""),
                                              "reference_top5": top5(ref, tok, list(probe["ids"]) + trace.tokens[:at]),
                                              "candidate_top5": "not recorded in a baseline file"})

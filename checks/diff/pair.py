@@ -38,11 +38,14 @@ class Side:
     """One model of the pair. `.ctx` is its CheckContext (None for a baseline), `.baseline` the document."""
 
     def __init__(self, path: str | Path, role: str, kind: str, *, device: str, dtype: str, quick: bool,
-                 memory_budget: int | None, workload=None):
+                 memory_budget: int | None, workload=None, adapter: str | Path | None = None):
         self.path, self.role, self.kind = Path(path), role, kind
-        self.label = f"{role} ({self.path.name or self.path})"
+        self.adapter = Path(adapter) if adapter else None       # a LoRA adapter run on `path` (its base)
+        name = self.path.name or self.path
+        self.label = f"{role} ({name})" if self.adapter is None else f"{role} ({self.adapter.name} on {name})"
         self.ctx = None if kind == "baseline" else CheckContext(self.path, device=device, dtype=dtype, quick=quick,
-                                                               memory_budget=memory_budget, workload=workload)
+                                                               memory_budget=memory_budget, workload=workload,
+                                                               adapter_dir=self.adapter)
         self._baseline = None
 
     @property
@@ -102,7 +105,11 @@ class Side:
             def build():
                 from reference_engine.files.gguf_file import find_gguf
                 from reference_engine.files.gguf_weights import GGUFWeights
-                return GGUFWeights.open(find_gguf(self.path))
+                weights = GGUFWeights.open(find_gguf(self.path))
+                if self.adapter is None:
+                    return weights
+                from reference_engine.adapter import AdaptedWeights
+                return AdaptedWeights(weights, ctx.adapter)
             return ctx._get("gguf_weights", build)
         return ctx.weights
 
@@ -117,12 +124,13 @@ class PairContext:
     def __init__(self, ref: str | Path, cand: str | Path, *, device: str = "auto", dtype: str = "auto",
                  quick: bool = False, thresholds: dict[str, dict[str, Any]] | None = None,
                  text: str | None = None, memory_budget: int | None = None, ctx_len: int | None = None,
-                 chunks: int | None = None, workload=None):
+                 chunks: int | None = None, workload=None, ref_adapter: str | Path | None = None,
+                 cand_adapter: str | Path | None = None):
         half = None if memory_budget is None else memory_budget // 2   # both models may be held at once
         self.ref = Side(ref, "reference", input_kind(ref, False), device=device, dtype=dtype, quick=quick,
-                        memory_budget=half, workload=workload)
+                        memory_budget=half, workload=workload, adapter=ref_adapter)
         self.cand = Side(cand, "candidate", input_kind(cand, True), device=device, dtype=dtype, quick=quick,
-                         memory_budget=half, workload=workload)
+                         memory_budget=half, workload=workload, adapter=cand_adapter)
         self.quick = quick
         self.thresholds = thresholds or {}
         self.text = text                     # --text FILE contents (None: built-in corpus only)

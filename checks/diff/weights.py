@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from checks.analysis.diff_tensors import TensorDiff, compare, match_roles, role_of, to_db
+from checks.analysis.diff_tensors import TensorDiff, by_part, compare, match_roles, role_of, stored_as, to_db
+from checks.analysis.quant_modules import quant_side
 from checks.registry import Problem, check
 
 SHOWN = 15
@@ -16,7 +17,12 @@ def tensor_diffs(ctx) -> tuple[list[TensorDiff], list[str], list[str], list[dict
     """(diffs of matched tensors, ref-only, cand-only, shape mismatches), computed once per run."""
     if "diff_weights" not in ctx.state:
         wa, wb = ctx.ref.weights, ctx.cand.weights
-        pairs, ref_only, cand_only = match_roles(list(wa.names), list(wb.names))
+        # GGUFWeights carries its architecture: llama.cpp names mean different tensors per architecture
+        pairs, ref_only, cand_only = match_roles(list(wa.names), list(wb.names), getattr(wa, "arch", None),
+                                                 getattr(wb, "arch", None))
+        # a quantized side's scales that its table leaves visible (kv k_scale/v_scale, activation scales)
+        # belong to the quantization, not to the model: not "only on one side"
+        ref_only, cand_only = [n for n in ref_only if not quant_side(n)], [n for n in cand_only if not quant_side(n)]
         diffs, shapes = [], []
         for role, name_a, name_b in pairs:
             a, b = wa.get(name_a), wb.get(name_b)
@@ -24,7 +30,8 @@ def tensor_diffs(ctx) -> tuple[list[TensorDiff], list[str], list[str], list[dict
                 shapes.append({"tensor": role, "reference": list(a.shape), "candidate": list(b.shape)})
                 continue
             nmse, max_abs, cos = compare(a, b)
-            diffs.append(TensorDiff(role, role_of(name_a)[1], tuple(a.shape), nmse, max_abs, cos))
+            diffs.append(TensorDiff(role, role_of(name_a, getattr(wa, "arch", None))[1], tuple(a.shape), nmse,
+                                    max_abs, cos, stored_as(wb, name_b) or stored_as(wa, name_a)))
             del a, b
         ctx.state["diff_weights"] = (diffs, ref_only, cand_only, shapes)
     return ctx.state["diff_weights"]
@@ -54,7 +61,10 @@ def per_layer_plot(diffs: list[TensorDiff]) -> dict:
 def weights_differ(ctx):
     """Per-tensor NMSE, max |Δ| and cosine of the two checkpoints, ranked; a plot per layer.
 
-    Tensors are matched by role (layer + part), so an HF directory and a GGUF file compare tensor by tensor.
+    Tensors are matched by role (layer + part), so an HF directory and a GGUF file compare tensor by tensor;
+    a quantized safetensors side (GPTQ, AWQ, compressed-tensors, FP8, bitsandbytes) is compared through its
+    dequantized weights, one module at a time, and the info finding sums the error per part (q_proj,
+    down_proj, ...) so the parts the quantizer hurt most stand out.
     Info: the ranked table. Warning: a tensor whose NMSE is above -10 dB (threshold nmse_warn_db) — not a
     rounding but another tensor (a wrong transpose, a missing q/k permutation, a different checkpoint).
     Error: a tensor of another shape."""
@@ -67,8 +77,8 @@ def weights_differ(ctx):
     warn_db = ctx.threshold("DIF020", "nmse_warn_db", NMSE_WARN_DB)
     ranked = sorted(diffs, key=lambda d: -d.nmse)
     changed = [d for d in diffs if d.nmse > 0]
-    table = [{"tensor": d.role, "nmse_db": _finite(d.nmse_db), "max_abs": d.max_abs, "cosine": round(d.cosine, 8)}
-             for d in ranked[:SHOWN]]
+    table = [{"tensor": d.role, "nmse_db": _finite(d.nmse_db), "max_abs": d.max_abs, "cosine": round(d.cosine, 8),
+              **({"stored": d.stored} if d.stored else {})} for d in ranked[:SHOWN]]
     for d in ranked:
         if d.nmse_db > warn_db:
             yield Problem(f"{d.role}: NMSE {d.nmse_db:.1f} dB (cosine {d.cosine:.4f}): not a rounding difference",
@@ -79,8 +89,12 @@ def weights_differ(ctx):
     summary = (f"{len(changed)} of {len(diffs)} matched tensors differ; worst {worst.role} NMSE "
                f"{worst.nmse_db:.1f} dB, max |Δ| {worst.max_abs:.3g}, cosine {worst.cosine:.6f}") if changed else \
         f"all {len(diffs)} matched tensors are bit-identical (NMSE 0, max |Δ| 0, cosine 1)"
+    quantized = sum(1 for d in diffs if d.stored)
+    if quantized:
+        summary += f"; {quantized} dequantized from the candidate's quantized storage"
     yield Problem(summary, severity="info", evidence={"matched": len(diffs), "differing": len(changed),
-                                                      "ranked": table},
+                                                      "ranked": table, "by_part": by_part(changed),
+                                                      "quantized": quantized},
                   data={"plot": per_layer_plot(diffs)} if changed else None)
 
 

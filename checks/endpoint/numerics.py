@@ -90,7 +90,8 @@ def logprob_agreement(ctx: EndpointContext):
     processed = server_mass > 0.995 and ref_mass < 0.95
     caveat = ("; the server's logprobs look processed (top-k mass 1.00 where the reference has "
               f"{ref_mass:.2f}): compared renormalised on the returned tokens") if processed else ""
-    evidence = {"positions": len(scored), "mean_kl_topk": round(mean_kl, 6), "max_kl_topk": round(max(s.kl for s in scored), 6),
+    evidence = {"positions": len(scored), "mean_kl_topk": round(mean_kl, 6),
+                "max_kl_topk": round(max(s.kl for s in scored), 6),
                 "same_top1_rate": round(same, 4), "server_topk_mass": round(server_mass, 4),
                 "reference_mass_on_server_topk": round(ref_mass, 4), "processed_logprobs": processed,
                 "per_position_kl": [round(s.kl, 6) for s in scored]}

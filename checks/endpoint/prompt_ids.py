@@ -49,7 +49,8 @@ def bos_verdict(ref_ids: list[int], server_ids: list[int], bos: int | None, bos_
                        hint="make the server's add-BOS policy match the tokenizer's (tokenizer.ggml.add_bos_token / "
                             "tokenizer_config add_bos_token)")
     return Problem(f"missing BOS on {where}: the reference starts with {bos_text!r} (id {bos}), the server does not",
-                   evidence=evidence, location=ADD_BOS, hint="the server drops BOS: enable add_bos_token or render it in the template")
+                   evidence=evidence, location=ADD_BOS,
+                   hint="the server drops BOS: enable add_bos_token or render it in the template")
 
 
 @check("EPT011", category="endpoint", severity="error", needs=NEEDS,

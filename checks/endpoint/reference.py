@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from checks.analysis.end_of_turn import PROBE_TURN, end_of_turn
 from reference_engine.config import (GenerationConfig, load_config, load_generation_config, model_dir_path)
 from reference_engine.errors import ModelDirError
 
 GGUF_EOS_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
-PROBE_USER, PROBE_ANSWER = "Qx7 probe question", "Zy9 probe answer"
 
 
 def is_gguf(path: Path) -> bool:
@@ -108,21 +108,13 @@ class Reference:
 
     def _turn_render(self) -> str:
         try:
-            return self.render([{"role": "user", "content": PROBE_USER},
-                                {"role": "assistant", "content": PROBE_ANSWER}], add_generation_prompt=False)
+            return self.render(PROBE_TURN, add_generation_prompt=False)
         except Exception:  # no template, or one that refuses this shape
             return ""
 
     def end_of_turn(self) -> tuple[int, str] | None:
         """The special token the template writes right after an assistant answer (e.g. <|im_end|>, <|eot_id|>)."""
-        text = self._turn_render()
-        at = text.find(PROBE_ANSWER)
-        if at < 0:
-            return None
-        for token_id in self.tokenizer.encode(text[at + len(PROBE_ANSWER):], add_special_tokens=False)[:4]:
-            if self.is_special(token_id) or token_id in self.tokenizer.added_by_id:
-                return token_id, self.piece(token_id)
-        return None
+        return end_of_turn(self.tokenizer)
 
     # -- settings -------------------------------------------------------------------------------------
     @property
@@ -141,7 +133,7 @@ class Reference:
 
 
 def _gguf_side(path: Path):
-    """GGUF: config from its metadata (issue 15's reader), no generation_config; eot/eom ids as extra EOS."""
+    """GGUF: config from its metadata (reference_engine.files.gguf), no generation_config; eot/eom ids as extra EOS."""
     try:
         from reference_engine.files.gguf_config import load_gguf_config
         from reference_engine.files.gguf_file import GGUFFile, find_gguf

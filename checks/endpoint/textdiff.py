@@ -37,9 +37,8 @@ def split_spans(text: str, decode, reference_ids: list[int], server_ids: list[in
 
 
 def _pieces_between(decode, ids, ends, start, end) -> list[str]:
-    out, previous = [], 0
+    out = []
     for token_id, stop in zip(ids, ends):
         if start < stop <= end or (start == stop == end):
             out.append(decode([token_id]))
-        previous = stop
     return out

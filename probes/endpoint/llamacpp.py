@@ -46,7 +46,9 @@ class LlamaCppSurface(Surface):
 
     def context(self) -> ServerContext | None:
         n_ctx = generation_settings(self.info).get("n_ctx")
-        return ServerContext(int(n_ctx), "GET /props default_generation_settings.n_ctx") if isinstance(n_ctx, int) else None
+        if not isinstance(n_ctx, int):
+            return None
+        return ServerContext(int(n_ctx), "GET /props default_generation_settings.n_ctx")
 
 
 def parse_tokens(body) -> list[int]:

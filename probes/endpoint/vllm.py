@@ -1,5 +1,6 @@
 """vLLM's OpenAI server: `POST /tokenize` {model, prompt | messages, add_special_tokens, add_generation_prompt,
-return_token_strs} -> {count, max_model_len, tokens, token_strs}; `/detokenize` {tokens} -> {prompt}; `/v1/models` carries max_model_len. A chat
+return_token_strs} -> {count, max_model_len, tokens, token_strs}; `/detokenize` {tokens} -> {prompt}; `/v1/models`
+carries max_model_len. A chat
 request's ids are what /tokenize gives for the same messages (chat defaults add_special_tokens=False). vLLM does
 not publish the sampling defaults it takes from generation_config.json (it only logs them)."""
 from __future__ import annotations

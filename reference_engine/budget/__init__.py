@@ -5,7 +5,8 @@
     streaming.py     StreamingCore: the core holding one decoder layer's weights at a time
     layer_reader.py  ChunkedWeights: safetensors byte ranges read in chunks, page cache let go after
     gguf_reader.py   GGUFChunkedWeights: GGUF tensors read and dequantized a few rows at a time
-    readers.py       chunked_reader: which of the two readers a model's weights take
+    quant_reader.py  QuantChunkedWeights: quantized safetensors (files/quant/) read part by part and dequantized
+    readers.py       chunked_reader: which of the readers a model's weights take
     sweep.py         one pass over the layers carrying several independent steps ("lanes")
     scripted.py      scripted steps: chunked prefills and teacher-forced decode steps run as lanes
     pipeline.py      a pipeline over torch.distributed ranks, each streaming a range of layers

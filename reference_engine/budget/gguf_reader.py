@@ -1,4 +1,4 @@
-"""Stream a GGUF file's weights (issue 13 x issue 15): read one tensor's quantized bytes, dequantize, let go.
+"""Stream a GGUF file's weights under a memory budget: read one tensor's quantized bytes, dequantize, let go.
 
 The streaming core (streaming.py) asks its reader for a layer's tensors by Hugging Face name (`in`, `info`,
 `get`), for the embedding rows of a step (`gather_rows`) and for the LM head block by block (`rows`). Over a
@@ -20,7 +20,7 @@ import torch
 from reference_engine.budget.layer_reader import ChunkedWeights
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import is_norm
-from reference_engine.files.gguf_file import GGUFTensor
+from reference_engine.files.gguf_file import GGUFTensor, ggml_types
 from reference_engine.files.reads import drop_cached
 from reference_engine.files.gguf_weights import TORCH_TYPES, GGUFWeights
 
@@ -29,8 +29,7 @@ DEQUANT_CHUNK_BYTES = 16 << 20     # float32 output per call of gguf's numpy ker
 
 def row_bytes(tensor: GGUFTensor) -> int:
     """Bytes of one row (dims[0] values): whole blocks of the tensor's quantization type."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(tensor.ggml_type)]
+    _, block, type_size = ggml_types()[tensor.ggml_type]
     return tensor.dims[0] // block * type_size
 
 

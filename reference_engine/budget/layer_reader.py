@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 
 from reference_engine.errors import ModelDirError
-from reference_engine.files.reads import FileHandles, drop_cached, read_range
+from reference_engine.files.reads import SAFETENSORS_DTYPES, FileHandles, drop_cached, read_range
 from reference_engine.files.weights import TensorInfo, Weights
 
-FILE_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}
+# the float dtypes a layer can be streamed from (cast to the run's dtype after the read)
+FILE_DTYPES = {name: SAFETENSORS_DTYPES[name] for name in ("F32", "BF16", "F16", "F64")}
 
 
 class ChunkedWeights:
@@ -82,4 +83,3 @@ class ChunkedWeights:
 
     def close(self) -> None:
         self._files.close()
-

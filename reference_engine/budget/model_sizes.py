@@ -4,7 +4,9 @@ Two measures per decoder layer, because they differ for a quantized file: its el
 compute copy holds, in the compute dtype) and its file bytes (what a streaming pass reads: the safetensors
 bytes, or a GGUF file's quantized bytes). A Hugging Face directory and a GGUF file (reference_engine/files/
 source.py) give the same fields; a GGUF is dequantized to float32 tensor by tensor before the cast, which
-costs one float32 copy of the tensor being loaded and gguf's kernel scratch (budget/gguf_reader.py).
+costs one float32 copy of the tensor being loaded and gguf's kernel scratch (budget/gguf_reader.py). A quantized
+safetensors directory (files/quant/) counts each weight's stored parts as its file bytes, its logical shape as
+its elements, and its dequantization's scratch per element (measured, files/quant/formats.py).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class ModelSizes:
     head_file_bytes: int         # the LM head's bytes in the file (the embedding when tied)
     largest_elems: int           # the largest tensor of the model (embedding or head, usually)
     gguf: bool = False
+    quant_scratch: int = 0       # quantized safetensors: peak bytes per element while dequantizing a tensor
 
     def head_bytes_per_elem(self) -> float:
         """File bytes per LM-head element (quantized: a fraction of a byte)."""
@@ -40,6 +43,8 @@ class ModelSizes:
         """Transient of loading one GGUF tensor of `largest` elements (budget/gguf_reader.py, resident and
         streaming): its float32 copy before the cast to a narrower compute dtype (in float32 it is the compute
         copy itself) and gguf's kernel scratch (~1x its float32 output, a few rows at a time)."""
+        if self.quant_scratch:
+            return largest * self.quant_scratch      # the float32 result included
         if not self.gguf:
             return 0
         from reference_engine.budget.gguf_reader import DEQUANT_CHUNK_BYTES
@@ -50,9 +55,10 @@ def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
-def model_sizes(model_dir) -> ModelSizes:
-    """Sizes of a Hugging Face directory (safetensors headers) or a GGUF file (its validated tensor infos)."""
-    source = model_source(model_dir)
+def model_sizes(model_dir, adapter=None) -> ModelSizes:
+    """Sizes of a Hugging Face directory (safetensors headers) or a GGUF file (its validated tensor infos);
+    with a LoRA adapter, of the adapted model (a resized vocabulary is the adapter's)."""
+    source = model_source(model_dir, adapter)
     config, weights = source.config, source.open_weights()
     n = config.num_hidden_layers
     elems, files, largest = [0] * n, [0] * n, [0] * n
@@ -68,8 +74,13 @@ def model_sizes(model_dir) -> ModelSizes:
     head_bytes = weights.info(head).nbytes if head in weights else 0
     biggest = max((_numel(weights.info(name).shape) for name in weights.names), default=0)
     if source.gguf is not None:      # every tensor, the llama.cpp-only ones (rope_freqs, ...) included
-        total = sum(t.nbytes for t in weights.gguf.tensors.values())
+        total = sum(t.nbytes for t in getattr(weights, "base", weights).gguf.tensors.values())
     else:
         total = sum(weights.info(name).nbytes for name in weights.names)
+    scratch = 0
+    if source.quantization is not None:
+        from reference_engine.files.quant.formats import scratch_bytes_per_elem
+        scratch = scratch_bytes_per_elem(weights)
+        biggest = max((_numel(weights.info(name).shape) for name in weights.modules), default=0)
     return ModelSizes(source.root, config, elems, files, largest, total, head_bytes, biggest,
-                      source.gguf is not None)
+                      source.gguf is not None, scratch)

@@ -1,4 +1,5 @@
-"""A pipeline over torch.distributed ranks: each rank streams a contiguous range of layers (issue 13).
+"""A pipeline over torch.distributed ranks: each rank streams a contiguous range of layers, so
+several processes (or hosts) share a model none of them could hold.
 
 Launched the standard way (`torchrun --nproc-per-node N PROGRAM`): every rank runs the same program (the
 same engine calls in the same order); inside each pass rank r receives the

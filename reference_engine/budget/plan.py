@@ -23,14 +23,14 @@ from reference_engine.config import ModelConfig
 from reference_engine.core.linear import PACKABLE
 from reference_engine.budget.model_sizes import ModelSizes, model_sizes
 from reference_engine.budget.sweep import HEAD_BLOCK_BYTES
-from reference_engine.limits import cgroup_left, meminfo_available
+from reference_engine.limits import memory_left
 
 GiB, MiB = 1 << 30, 1 << 20
 # python + torch + the checks' own state (measured 174 MB after imports), and the tokenizer (SmolLM2's 49152
 # ids: +50 MB, so ~1 KiB per id with its merges and caches)
 BASE_BYTES, TOKENIZER_BYTES_PER_ID = 192 * MiB, 1 << 10
 HEADROOM_FRACTION, HEADROOM_MIN = 0.10, 512 * MiB
-DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine (issue 13)
+DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine
 CPU_FLOPS = 20e9                 # float32 matmul throughput of a small CPU box, for the rough time only
 DEQUANT_ELEMS_PER_S = 60e6       # gguf's numpy kernels (Q4_1, one core), measured on SmolLM2 Q4_1
 PACK_LIMIT_BYTES = 1 << 30       # linear.PACK_LIMIT_BYTES: decode keeps a packed copy below this
@@ -98,7 +98,9 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3, "m": MiB, 
 
 
 def parse_size(text) -> int:
-    """'512MiB', '4GiB', '4G' (binary), '4GB' (decimal), '1.5g', 123456 -> bytes; ValueError otherwise."""
+    """'512MiB', '4GiB', '4G' (binary), '4GB' (decimal), '1.5g', 123456 -> bytes; ValueError otherwise.
+    The one reader of a memory size on the command line and in the config file: `4G` is 4 GiB wherever it is
+    typed (check, diff, generate, baseline, probe kv, probe bandwidth), as in `free -g` and ulimit."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value, unit = float(text), ""
     else:
@@ -120,23 +122,14 @@ def fmt_seconds(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
 
 
-def available_memory() -> tuple[int, str]:
-    """What this process may use: MemAvailable, or the room left under its cgroup limit when that is lower
-    (clean page cache counted as room: limits.py)."""
-    avail, source = meminfo_available(), "available memory"
-    room = cgroup_left()
-    if room is not None and (avail is None or room < avail):
-        avail, source = max(room, 0), "cgroup memory limit"
-    return (8 * GiB if avail is None else avail), source
-
-
 def default_budget(device: str = "cpu") -> tuple[int, str]:
     """Available memory (GPU memory on cuda) minus headroom: 10%, at least 512 MiB."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info()
         avail, source = free, "free GPU memory"
     else:
-        avail, source = available_memory()
+        avail, source = memory_left()      # MemAvailable, ulimit -v and the cgroup limit, the least of them
+        avail = 8 * GiB if avail is None else avail
     return max(avail - max(int(avail * HEADROOM_FRACTION), HEADROOM_MIN), 0), source + " minus headroom"
 
 
@@ -144,9 +137,10 @@ def default_budget(device: str = "cpu") -> tuple[int, str]:
 
 def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, device="cpu",
               workload: Workload, budget_source: str | None = None, ranks: int = 1,
-              rank: int = 0, force: str | None = None) -> Plan:
-    """Decide resident or streaming for this model, budget and workload; PlanError when nothing fits."""
-    sizes = model_sizes(model_dir)        # a safetensors directory or a GGUF file (model_sizes.py)
+              rank: int = 0, force: str | None = None, adapter=None) -> Plan:
+    """Decide resident or streaming for this model (with a LoRA adapter merged: adapter), budget and workload;
+    PlanError when nothing fits."""
+    sizes = model_sizes(model_dir, adapter)   # a safetensors directory or a GGUF file (model_sizes.py)
     root, config = sizes.root, sizes.config
     if budget is None:
         budget, budget_source = default_budget(device)

@@ -1,4 +1,5 @@
-"""StreamingCore: the transformer core holding one decoder layer's weights at a time (issue 13).
+"""StreamingCore: the transformer core holding one decoder layer's weights at a time, so a
+model larger than the memory budget still runs.
 
 Same API as CoreEngine (prefill/decode/logits/scratch/fork/free/validate over the paged KV cache) and the same
 per-layer code: each layer is loaded just in time by `model_weights.load_layer_weights` (the function the
@@ -62,8 +63,8 @@ class StreamingCore(CoreEngine):
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
                         block_size: int = 16, prefix_caching: bool = False,
-                        head_block_bytes: int = HEAD_BLOCK_BYTES) -> "StreamingCore":
-        source = model_source(model_dir)                 # a Hugging Face directory or a GGUF file
+                        head_block_bytes: int = HEAD_BLOCK_BYTES, adapter=None) -> "StreamingCore":
+        source = model_source(model_dir, adapter)        # a Hugging Face directory or a GGUF file (+ a LoRA)
         root, config = source.root, source.config
         check_supported(config, source.config_path)
         device, torch_dtype = resolve_device(device), resolve_dtype(dtype)

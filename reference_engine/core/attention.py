@@ -101,7 +101,8 @@ def _context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: StepMetadata,
                     window: int | None = None, scale: float | None = None,
                     softcap: float | None = None) -> torch.Tensor:
-    """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written) -> [num_tokens, heads * head_dim].
+    """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written)
+    -> [num_tokens, heads * head_dim].
     scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask."""
     num_tokens, heads, head_dim = q.shape
     k = _context(cache.flat_k(layer), meta)

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 
 from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
-from reference_engine.errors import ModelDirError
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
 from reference_engine.budget.readers import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode, single_row_plain
@@ -73,8 +72,8 @@ class CoreEngine:
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
-                        block_size: int = 16, prefix_caching: bool = False) -> "CoreEngine":
-        source = model_source(model_dir)   # a Hugging Face directory or a GGUF file
+                        block_size: int = 16, prefix_caching: bool = False, adapter=None) -> "CoreEngine":
+        source = model_source(model_dir, adapter)   # a Hugging Face directory or a GGUF file (+ a LoRA adapter)
         root, config = source.root, source.config
         check_supported(config, source.config_path)
         device, torch_dtype = resolve_device(device), resolve_dtype(dtype)

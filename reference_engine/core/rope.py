@@ -139,7 +139,8 @@ def _longrope(params: dict, dim: int, config: ModelConfig, path: str) -> tuple[t
     if attention is None:
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
     shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
-    short, long = (torch.tensor(_need(params, key, path), dtype=torch.float32) for key in ("short_factor", "long_factor"))
+    short, long = (torch.tensor(_need(params, key, path), dtype=torch.float32)
+                   for key in ("short_factor", "long_factor"))
     if short.numel() != dim // 2 or long.numel() != dim // 2:
         raise ModelDirError(path, f"longrope short_factor/long_factor need {dim // 2} values each "
                                   f"(found {short.numel()} and {long.numel()})")

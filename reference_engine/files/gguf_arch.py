@@ -64,6 +64,10 @@ ARCHS: dict[str, GGUFArch] = {
 }
 
 
+# the names every architecture shares (no overrides), for a llama.cpp name whose architecture is not known
+SHARED_NAMES = GGUFArch("", "")
+
+
 def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
     """The Hugging Face name of a llama.cpp tensor, or None when it has none."""
     stem, dot, suffix = gguf_name.rpartition(".")

@@ -10,6 +10,7 @@ the header, ours does not.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 from dataclasses import dataclass, field
@@ -31,17 +32,22 @@ STRING, ARRAY = 8, 9
 TYPE_NAMES = {0: "UINT8", 1: "INT8", 2: "UINT16", 3: "INT16", 4: "UINT32", 5: "INT32", 6: "FLOAT32",
               7: "BOOL", 8: "STRING", 9: "ARRAY", 10: "UINT64", 11: "INT64", 12: "FLOAT64"}
 
-# ggml type id -> (name, block size in elements, block size in bytes); mirrors gguf.constants.GGML_QUANT_SIZES
-GGML_TYPES = {
-    0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22),
-    7: ("Q5_1", 32, 24), 8: ("Q8_0", 32, 34), 9: ("Q8_1", 32, 36), 10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110),
-    12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
-    16: ("IQ2_XXS", 256, 66), 17: ("IQ2_XS", 256, 74), 18: ("IQ3_XXS", 256, 98), 19: ("IQ1_S", 256, 50),
-    20: ("IQ4_NL", 32, 18), 21: ("IQ3_S", 256, 110), 22: ("IQ2_S", 256, 82), 23: ("IQ4_XS", 256, 136),
-    24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8),
-    29: ("IQ1_M", 256, 56), 30: ("BF16", 1, 2), 34: ("TQ1_0", 256, 54), 35: ("TQ2_0", 256, 66),
-    39: ("MXFP4", 32, 17),
-}
+@functools.cache
+def ggml_types() -> dict[int, tuple[str, int, int]]:
+    """ggml type id -> (name, block size in elements, block size in bytes), from gguf's own GGML_QUANT_SIZES: the
+    table llama.cpp's Python package keeps beside the kernels that dequantize those blocks, so a size here can never
+    disagree with the bytes the kernel reads. Imported on first use: the gguf package loads numpy, which a
+    safetensors run never needs."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    return {int(kind): (kind.name, *GGML_QUANT_SIZES[kind]) for kind in GGMLQuantizationType
+            if kind in GGML_QUANT_SIZES}
+
+
+def __getattr__(name: str):
+    # GGML_TYPES as a module attribute, built only when someone asks for it (see ggml_types)
+    if name == "GGML_TYPES":
+        return ggml_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,7 @@ class GGUFTensor:
 
     @property
     def type_name(self) -> str:
-        return GGML_TYPES[self.ggml_type][0]
+        return ggml_types()[self.ggml_type][0]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -226,9 +232,9 @@ class _Parser:
         for name, dims, ggml_type, offset in infos:
             if name in tensors:
                 raise self.fail(f"duplicate tensor name {name!r}")
-            if ggml_type not in GGML_TYPES:
+            if ggml_type not in ggml_types():
                 raise UnsupportedError(self.path, f"tensor {name!r} has unknown ggml type {ggml_type}")
-            type_name, block, block_bytes = GGML_TYPES[ggml_type]
+            type_name, block, block_bytes = ggml_types()[ggml_type]
             numel = 1
             for d in dims:
                 numel *= d

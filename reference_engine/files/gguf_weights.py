@@ -18,10 +18,11 @@ import torch
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import ARCHS, EXTRA_TENSORS, GGUFArch, hf_tensor_name, is_norm
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
+from reference_engine.files.reads import SAFETENSORS_DTYPES
 from reference_engine.files.weights import TensorInfo, TensorTable
 
-TORCH_TYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
-               "I8": torch.int8, "I16": torch.int16, "I32": torch.int32, "I64": torch.int64}
+# ggml's unquantized types: viewed as torch dtypes, not dequantized; they share safetensors' dtype names
+TORCH_TYPES = {name: SAFETENSORS_DTYPES[name] for name in ("F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64")}
 
 
 @dataclass(frozen=True)

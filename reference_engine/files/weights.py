@@ -2,7 +2,8 @@
 
 Opening a directory reads and validates only the headers (reference_engine.files.safetensors_io); a tensor's
 bytes are read when `get` asks for that tensor (plain reads at the validated offsets, page cache let go
-after: files/reads.py), so a 7B model can be inspected tensor by tensor without holding 14 GB in RAM. Never writes, never unpickles: pickle checkpoints are only listed by find_pickle_files.
+after: files/reads.py), so a 7B model can be inspected tensor by tensor without holding 14 GB in RAM. Never writes,
+never unpickles: pickle checkpoints are only listed by find_pickle_files.
 """
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ from typing import Callable, Iterator
 import torch
 
 from reference_engine.generate.beam import beam_search
-from reference_engine.generate.validate import validate  # noqa: F401  (the stage's validate() hook lives here for callers)
+# the stage's validate() hook is imported here for callers (`from reference_engine.generate.loop import validate`)
+from reference_engine.generate.validate import validate  # noqa: F401
 from reference_engine.config import load_generation_config
 from reference_engine.generate.detokenizer import IncrementalDetokenizer
 from reference_engine.errors import ModelDirError

@@ -21,12 +21,13 @@ BOS, EOS, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|pad|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (BOS, EOS, PAD, IM_START, IM_END)
 TOKENIZER_VOCAB = 512
+# the tokenizer adds BOS (post-processor), so the template must not write it too (TOK007)
 CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
+    "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
 
 _COMMON = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, hidden_act="silu", max_position_embeddings=256, rms_norm_eps=1e-5,
@@ -41,7 +42,7 @@ PRESETS = {
     "qwen3": dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=32, attention_bias=False,
                   use_sliding_window=False, sliding_window=None, max_window_layers=2, rope_theta=1000000.0,
                   rms_norm_eps=1e-6),
-    # engine families beyond Llama (issue 14); their tensor tables come from the engine's family plans
+    # engine families beyond Llama; their tensor tables come from the engine's family plans
     "gemma3": dict(architectures=["Gemma3ForCausalLM"], model_type="gemma3_text", head_dim=32,
                    num_key_value_heads=1, hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32,
                    sliding_window=32, layer_types=["sliding_attention", "full_attention"], rms_norm_eps=1e-6,
@@ -156,6 +157,7 @@ def random_weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
     notices when a norm weight is ignored). Deterministic: same config and seed, same bytes."""
     gen = torch.Generator().manual_seed(seed)
     std = config.get("initializer_range", 0.02)
+    from reference_engine.core.engine import DTYPES
     dtype = DTYPES[config.get("torch_dtype") or "float32"]
     out = {}
     for name, shape in weight_shapes(config).items():

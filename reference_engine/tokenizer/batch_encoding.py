@@ -58,7 +58,8 @@ def _truncation_limit(tok, truncation, max_length) -> int | None:
         preset = tok.truncation_preset or {}
         max_length = preset.get("max_length", tok.config.get("model_max_length"))
         if not isinstance(max_length, int) or max_length > 10**9:
-            raise ValueError("truncation=True needs max_length (no usable preset in tokenizer.json or model_max_length)")
+            raise ValueError("truncation=True needs max_length "
+                             "(no usable preset in tokenizer.json or model_max_length)")
     return max_length
 
 

@@ -198,5 +198,6 @@ def parse_merges(raw: list, vocab: dict, prefix: str | None, path: str) -> dict:
         for token in (left, right, merged):
             if token not in vocab:
                 raise ModelDirError(path, f"merge #{rank} {merge!r} uses {token!r}, which is not in the vocab")
-        merges[(vocab[left], vocab[right])] = (rank, vocab[merged])  # a repeated pair keeps its last rank, as in tokenizers
+        # a repeated pair keeps its last rank, as in tokenizers
+        merges[(vocab[left], vocab[right])] = (rank, vocab[merged])
     return merges

@@ -6,6 +6,12 @@ concatenation is a vocabulary token, queue a bigram with that token's score; rep
 (highest score, then leftmost), skip it if either side changed since it was queued, merge, and queue the new
 neighbours. Every final symbol is a token, or (a single character outside the vocabulary) its UTF-8 bytes as
 <0xXX> tokens (byte fallback), else the unknown token.
+
+SentencePiece's own BPE (bpe_model.cc, for a tokenizer.model read by sentencepiece_model.py) is the same merge
+with three differences, switched on by `byte_fallback` not being None: only NORMAL, USER_DEFINED and UNUSED
+pieces may be produced by a merge (`mergeable`); a final UNUSED piece is split back into the two symbols it was
+merged from (`unused`, "resegment"); an unknown symbol becomes its <0xNN> bytes when byte_fallback is on, else
+the unknown id, one per run of unknown symbols.
 """
 from __future__ import annotations
 
@@ -23,6 +29,9 @@ class SpmModel:
     unk_id: int | None = None
     id_to_token: dict[int, str] = field(default_factory=dict)
     cache: dict[str, list[int]] = field(default_factory=dict)
+    byte_fallback: bool | None = None     # None: llama.cpp's fallback; True/False: SentencePiece's
+    mergeable: dict[str, int] | None = None   # pieces a merge may produce (None: the whole vocab)
+    unused: frozenset[int] = frozenset()      # UNUSED piece ids, split back after merging
 
     def __post_init__(self):
         if not self.id_to_token:
@@ -48,15 +57,19 @@ class SpmModel:
         size = [1] * n
         nxt = list(range(1, n)) + [-1]
         prv = list(range(-1, n - 1))
-        vocab, scores = self.vocab, self.scores
+        vocab, scores, unused = (self.vocab if self.mergeable is None else self.mergeable), self.scores, self.unused
+        split_back: dict[str, tuple[str, str]] = {}   # UNUSED piece -> the two symbols it was merged from
         heap: list[tuple[float, int, int, int]] = []   # (-score, left, right, merged size)
 
         def add(left: int, right: int) -> None:
             if left < 0 or right < 0:
                 return
-            token = vocab.get(text[start[left]:start[left] + size[left] + size[right]])
+            a, b = start[left], start[left] + size[left] + size[right]
+            token = vocab.get(text[a:b])
             if token is None or token >= len(scores):
                 return
+            if token in unused:
+                split_back[text[a:b]] = (text[a:start[right]], text[start[right]:b])
             heapq.heappush(heap, (-scores[token], left, right, size[left] + size[right]))
 
         for i in range(1, n):
@@ -74,10 +87,40 @@ class SpmModel:
             add(left, nxt[left])
         out: list[int] = []
         i = 0
+        if self.byte_fallback is None:
+            while i != -1:
+                self._emit(text[start[i]:start[i] + size[i]], out)
+                i = nxt[i]
+            return out
+        symbols = []
         while i != -1:
-            self._emit(text[start[i]:start[i] + size[i]], out)
+            self._resegment(text[start[i]:start[i] + size[i]], split_back, symbols)
             i = nxt[i]
-        return out
+        return self._emit_sentencepiece(symbols, out)
+
+    def _resegment(self, piece: str, split_back: dict, symbols: list[str]) -> None:
+        pending = [piece]
+        while pending:   # depth-first, left before right, without recursion
+            piece = pending.pop()
+            parts = split_back.get(piece) if self.vocab.get(piece) in self.unused else None
+            if parts is None:
+                symbols.append(piece)
+            else:
+                pending += [parts[1], parts[0]]
+
+    def _emit_sentencepiece(self, symbols: list[str], out: list[int]) -> list[int]:
+        previous_unknown = False
+        for piece in symbols:
+            token = self.vocab.get(piece)
+            if token is not None and token != self.unk_id:
+                out.append(token)
+                previous_unknown = False
+            elif self.byte_fallback:
+                out += [self.unk_id if b is None else b for b in (self.byte_ids[c] for c in piece.encode("utf-8"))]
+            elif not previous_unknown and self.unk_id is not None:
+                out.append(self.unk_id)   # one unknown id for a run of unknown symbols
+                previous_unknown = True
+        return [i for i in out if i is not None]
 
     def _emit(self, piece: str, out: list[int]) -> None:
         token = self.vocab.get(piece)

@@ -74,9 +74,6 @@ class Tokenizer:
             return cls.from_gguf(GGUFFile.open(gguf))
         directory = model_dir_path(model_dir)
         spec_path = directory / "tokenizer.json"
-        if not spec_path.is_file():
-            raise ModelDirError(spec_path, "file not found (only tokenizer.json tokenizers are supported)")
-        spec = read_json(spec_path)
         config = load_tokenizer_config(directory)
         special_map = directory / "special_tokens_map.json"
         if special_map.is_file():
@@ -84,7 +81,10 @@ class Tokenizer:
                 config.setdefault(key, value)
         template_file = directory / "chat_template.jinja"
         chat_template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
-        return cls(spec, config, str(spec_path), chat_template)
+        if not spec_path.is_file():   # a SentencePiece tokenizer.model alone (Llama 2 / Mistral originals)
+            from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_model_file
+            return tokenizer_from_model_file(directory, config, chat_template, cls)
+        return cls(read_json(spec_path), config, str(spec_path), chat_template)
 
     @classmethod
     def from_gguf(cls, gguf) -> "Tokenizer":

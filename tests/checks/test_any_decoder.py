@@ -1,4 +1,4 @@
-"""Static checks on a decoder the engine does not implement (issue 14): config sizes through their aliases
+"""Static checks on a decoder the engine does not implement: config sizes through their aliases
 (GPT-2's n_embd/n_layer/n_head, a multimodal wrapper's text_config), embedding/LM head found by role. Only
 the engine-backed checks skip, and CFG001 says why in one info line."""
 from __future__ import annotations
@@ -67,6 +67,7 @@ def test_static_checks_run_on_gpt2_and_only_engine_checks_skip(gpt2_dir):
     full = run_checks(gpt2_dir, select=["config", "activations", "golden"], device="cpu")
     no_crashes(full)
     ran_or_skipped = [c for c in full.checks if c.category in ("activations", "golden")]
-    assert ran_or_skipped and all(c.status in ("skipped", "passed") for c in ran_or_skipped)   # GLD001 needs only the tokenizer
+    # GLD001 needs only the tokenizer
+    assert ran_or_skipped and all(c.status in ("skipped", "passed") for c in ran_or_skipped)
     engine = [c for c in ran_or_skipped if c.reason.startswith("needs engine")]
     assert len(engine) >= 3 and all("unsupported architecture 'GPT2LMHeadModel'" in c.reason for c in engine)

@@ -9,7 +9,6 @@ import inspect
 import textwrap
 from pathlib import Path
 
-import pytest
 
 import checks
 from checks.registry import REGISTRY, Problem, check
@@ -79,7 +78,7 @@ def test_no_check_can_emit_above_its_declared_severity():
     over = {}
     for spec in specs:
         levels = emitted_severities(spec.func.__name__, trees[spec.module])
-        above = sorted(l for l in levels if LEVELS[l] > spec.severity.rank)
+        above = sorted(level for level in levels if LEVELS[level] > spec.severity.rank)
         if above:
             over[spec.id] = (spec.severity.value, above)
     assert over == {}

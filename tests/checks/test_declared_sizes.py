@@ -1,4 +1,4 @@
-"""Declared sizes against the tensors present (issue 18): a config claiming more layers than the checkpoint
+"""Declared sizes against the tensors present: a config claiming more layers than the checkpoint
 holds is one WGT001 finding computed from the names present; past the sane bound it is CFG001; the expected
 tensor table never grows with the claim."""
 from __future__ import annotations

@@ -90,10 +90,44 @@ def test_roles_match_across_hf_and_gguf_names():
     assert role_of("model.layers.3.self_attn.v_proj.weight") == ("layers.3.self_attn.v_proj.weight", 3)
     assert role_of("blk.3.attn_v.weight") == ("layers.3.self_attn.v_proj.weight", 3)
     assert role_of("token_embd.weight")[0] == role_of("model.embed_tokens.weight")[0]
-    pairs, ref_only, cand_only = match_roles(["model.norm.weight", "lm_head.weight", "model.layers.0.mlp.up_proj.weight"],
+    pairs, ref_only, cand_only = match_roles(["model.norm.weight", "lm_head.weight",
+                                              "model.layers.0.mlp.up_proj.weight"],
                                              ["output_norm.weight", "blk.0.ffn_up.weight"])
     assert [p[0] for p in pairs] == ["norm.weight", "layers.0.mlp.up_proj.weight"]
     assert ref_only == ["lm_head.weight"] and cand_only == []
+
+
+def test_gguf_names_follow_the_architecture():
+    """Diff translates llama.cpp names with the engine's own map, overrides included: in Gemma 3, ffn_norm is
+    the pre-feedforward norm and post_attention_norm the post-attention one (in Llama, ffn_norm is the latter)."""
+    from reference_engine.files.gguf_arch import ARCHS
+    gemma3 = ARCHS["gemma3"]
+    assert role_of("blk.2.ffn_norm.weight", gemma3) == ("layers.2.pre_feedforward_layernorm.weight", 2)
+    assert role_of("blk.2.post_attention_norm.weight", gemma3) == ("layers.2.post_attention_layernorm.weight", 2)
+    assert role_of("blk.2.post_ffw_norm.weight", gemma3) == ("layers.2.post_feedforward_layernorm.weight", 2)
+    assert role_of("blk.2.ffn_norm.weight") == ("layers.2.post_attention_layernorm.weight", 2)
+    hf = ["model.layers.0.pre_feedforward_layernorm.weight", "model.layers.0.post_attention_layernorm.weight"]
+    gguf = ["blk.0.post_attention_norm.weight", "blk.0.ffn_norm.weight"]
+    pairs, ref_only, cand_only = match_roles(hf, gguf, cand_arch=gemma3)
+    assert [(a, b) for _, a, b in pairs] == list(zip(hf, reversed(gguf))) and not ref_only and not cand_only
+
+
+@pytest.mark.assets
+def test_real_gemma3_gguf_names_all_pair_with_its_hugging_face_names(gemma3_270m_dir):
+    from safetensors import safe_open
+
+    from reference_engine.files.gguf_arch import ARCHS, EXTRA_TENSORS
+    from reference_engine.files.gguf_file import GGUFFile
+    from tests import assets
+    with safe_open(str(gemma3_270m_dir / "model.safetensors"), "pt") as f:
+        hf = list(f.keys())
+    gguf = [n for n in GGUFFile.open(assets.gemma3_270m_gguf()).tensors if n not in EXTRA_TENSORS]
+    pairs, ref_only, cand_only = match_roles(hf, gguf, cand_arch=ARCHS["gemma3"])
+    assert len(pairs) == len(gguf) == len(hf) and not ref_only and not cand_only
+    assert ("model.layers.0.pre_feedforward_layernorm.weight", "blk.0.ffn_norm.weight") in [p[1:] for p in pairs]
+    # the arch-less (Llama) reading pairs Gemma 3's ffn_norm with the post-attention norm: the wrong tensor
+    wrong, _, _ = match_roles(hf, gguf)
+    assert ("model.layers.0.post_attention_layernorm.weight", "blk.0.ffn_norm.weight") in [p[1:] for p in wrong]
 
 
 def test_tensor_compare():

@@ -8,7 +8,7 @@ import pytest
 
 from llmdoctor.diff_runner import run_diff
 
-zoo_gguf = pytest.importorskip("tests.checks.zoo_gguf", reason="GGUF support (issue 15) not in this tree")
+zoo_gguf = pytest.importorskip("tests.checks.zoo_gguf", reason="GGUF support not in this tree")
 
 SELECT = ["DIF001", "DIF020", "DIF021", "DIF030", "DIF040"]
 

@@ -38,4 +38,5 @@ def test_every_damaged_file_is_reported(broken_copy):
 def test_shard_missing_from_index_is_a_warning(broken_copy):
     d = broken_copy("sharded", lambda d: shutil.copy(d / zoo.SHARD_2, d / "model-extra.safetensors"))
     report = run_checks(d, select=["FIL003"])
-    assert [(f.severity.value, f.evidence["shard"]) for f in report.findings] == [("warning", "model-extra.safetensors")]
+    found = [(f.severity.value, f.evidence["shard"]) for f in report.findings]
+    assert found == [("warning", "model-extra.safetensors")]

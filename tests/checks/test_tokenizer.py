@@ -1,5 +1,5 @@
 """Tokenizer checks on real tokenizers (llama.cpp's test vocabularies converted by transformers: no false
-positives) and the double-BOS note, which the healthy factory template triggers on purpose (Llama-3 style)."""
+positives) and the double-BOS warning, which a template writing bos_token triggers (Llama-3 style)."""
 from __future__ import annotations
 
 import pytest
@@ -20,11 +20,11 @@ def test_real_tokenizers_have_no_problems(name, llamacpp_tokenizer_dir):
     assert [f for f in fired(llamacpp_tokenizer_dir(name), ["tokenizer"]) if f[1] != "info"] == []
 
 
-def test_double_bos_noted_only_when_the_template_writes_bos(factory_model_dir, broken_copy):
-    assert ("TOK007", "info") in fired(factory_model_dir("llama"), ["TOK007"])
-    no_bos = zoo.CHAT_TEMPLATE_WITHOUT_BOS
-    d = broken_copy("llama", zoo.edit_json("tokenizer_config.json", chat_template=no_bos))
-    assert fired(d, ["TOK007", "TOK008", "TOK009"]) == []
+def test_double_bos_warned_only_when_the_template_writes_bos(factory_model_dir, broken_copy):
+    from reference_engine.testing.factory import CHAT_TEMPLATE
+    assert fired(factory_model_dir("llama"), ["TOK007", "TOK008", "TOK009"]) == []
+    d = broken_copy("llama", zoo.edit_json("tokenizer_config.json", chat_template="{{ bos_token }}" + CHAT_TEMPLATE))
+    assert ("TOK007", "warning") in fired(d, ["TOK007"])
 
 
 def test_nfkc_leaves_unaffected_probes_to_round_trip(broken_copy):

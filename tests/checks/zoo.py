@@ -24,7 +24,7 @@ BASES = {
     "llama": ("llama", {}),
     "sharded": ("llama", {"shards": 2}),
     "deep": ("llama", {"num_hidden_layers": 4}),
-    "mixtral": ("mixtral", {}),                 # engine families beyond Llama (issue 14)
+    "mixtral": ("mixtral", {}),                 # engine families beyond Llama
     "gemma2": ("gemma2", {}),
 }
 
@@ -419,7 +419,7 @@ FAULTS: list[Fault] = [
           "warning"),
     Fault("padding_side_right", edit_json("tokenizer_config.json", padding_side="right"), "TOK010", "info",
           "transformers#25790"),
-    # mixture of experts and conversions (issue 14)
+    # mixture of experts and conversions
     Fault("moe_topk_exceeds_experts", edit_json("config.json", num_experts_per_tok=5), "MOE001", "error",
           "torch.topk: selected index k out of range", base="mixtral"),
     Fault("moe_config_claims_more_experts", edit_json("config.json", num_local_experts=6), "MOE001", "error",

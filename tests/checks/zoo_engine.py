@@ -23,7 +23,7 @@ ENGINE_BASES = {
                               "original_max_position_embeddings": 64}),
     # not a factory model: the trained demo model shipped with llmdoctor (llmdoctor/demo_model)
     "demo": (None, {}),
-    # mixture of experts (issue 14): top-1 routing over 3 experts, so a router fault has a deterministic effect
+    # mixture of experts: top-1 routing over 3 experts, so a router fault has a deterministic effect
     "moe_top1": ("mixtral", {"num_local_experts": 3, "num_experts_per_tok": 1}),
 }
 ROUTER = "model.layers.{}.block_sparse_moe.gate.weight"
@@ -121,13 +121,14 @@ ENGINE_FAULTS: list[EngineFault] = [
                 "GLD001", "error", "seed: <|user|> padded to the end"),
     EngineFault("eos_always_first_untrained", every_id_is_eos, "GEN001", "info",
                 evidence={"weights_at_initialisation": True}),
-    # trained weights broken so that the loss goes past uniform: the severity must stay (issue 12)
+    # trained weights broken so that the loss goes past uniform: the severity must stay: a
+    # check must not read its own fault as "untrained weights" and go quiet
     EngineFault("eos_always_first_trained", eos_row_flipped, "GEN001", "warning",
                 "broken weights must not downgrade their own finding", base="demo",
                 evidence={"weights_at_initialisation": False}),
     EngineFault("weights_perturbed", perturb(LM_HEAD, 0.5), "DRF001", "error", "conversion drift", baseline=True),
     EngineFault("layer_scaled_std_jump", scale_mlp(1, 300.0), "ACT003", "warning", base="deep"),
-    # mixture of experts and conversions (issue 14)
+    # mixture of experts and conversions
     EngineFault("moe_router_nan", router_edit(0, nan_row), "MOE003", "error", base="moe_top1"),
     EngineFault("moe_router_zeroed", router_edit(1, torch.zeros_like), "MOE005", "warning",
                 "router left at its zero initialisation", base="moe_top1"),

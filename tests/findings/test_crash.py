@@ -1,4 +1,4 @@
-"""findings/crash.py (issue 18): a crash is described without the memory that ran out, and the failing frames
+"""findings/crash.py: a crash is described without the memory that ran out, and the failing frames
 (with what they allocated) are released before the report is built."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile model directories for the size fuzz test (issue 18), and the in-process worker that runs them.
+"""Hostile model directories for the size fuzz test, and the in-process worker that runs them.
 
     python -m tests.llmdoctor.fuzz_cases OUT.json --seed 18 --cases 300 --rlimit-gib 3 [--engine 6]
 

@@ -224,7 +224,7 @@ def test_api_key_from_env_never_in_report(serve, smollm2_gguf, reference, monkey
 
 def test_triage_bundle_has_the_endpoint_section(healthy, smollm2_dir, tmp_path):
     from llmdoctor.triage import run_triage
-    result = run_triage(smollm2_dir, tmp_path / "bundle", kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
+    run_triage(smollm2_dir, tmp_path / "bundle", kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
                         endpoint=EndpointOptions(healthy.url, timeout_s=120, deadline_s=600))
     data = json.loads((tmp_path / "bundle" / "report.json").read_text())
     ept = [c for c in data["checks"] if c["id"].startswith("EPT")]

@@ -1,7 +1,8 @@
-"""The runner survives a check (or a resource build) that exhausts memory or stack (issue 18).
+"""The runner survives a check (or a resource build) that exhausts memory or stack.
 
 The scenarios run in a subprocess under an address-space limit (768 MB above what it has mapped after its
-imports), so the MemoryError is a real one: the check holds hundreds of MB when it fails, and the crash report must be built without the memory it holds. The
+imports), so the MemoryError is a real one: the check holds hundreds of MB when it fails, and the crash report must
+be built without the memory it holds. The
 report names the check as crashed with a short reason, later checks still run, and nothing escapes
 `llmdoctor.check` or the CLI.
 """

@@ -1,4 +1,4 @@
-"""Fuzz (issue 18): a few hundred hostile model directories, seeded, checked in-process under a 3 GiB
+"""Fuzz: a few hundred hostile model directories, seeded, checked in-process under a 3 GiB
 address-space limit. No exception escapes llmdoctor.check or the report renderers, no check crashes, and no
 size a file declares is taken at its word: a billion layers is a CFG finding, a thousand layers on a
 two-layer checkpoint a WGT finding, and the engine refuses impossible sizes in one line before allocating.

@@ -1,5 +1,5 @@
 """--memory-budget, the plan in the report, streaming check runs equal to resident ones, and torchrun
-pipelines of 2 and 3 processes reporting what one process reports (issue 13)."""
+pipelines of 2 and 3 processes reporting what one process reports."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""--memory-budget on a GGUF file (issues 13 and 15): the planner refuses in one line, streams when the budget
+"""--memory-budget on a GGUF file: the planner refuses in one line, streams when the budget
 forces it, and the streaming check run (one process, or a torchrun pipeline) reports what the resident run
 reports."""
 from __future__ import annotations

@@ -38,7 +38,8 @@ TARGETS = {
 
 @pytest.fixture
 def layout(tmp_path, factory_model_dir) -> Path:
-    """tmp/model (a copy of a tiny factory model), tmp/link_to_model -> model, tmp/link_to_config -> model/config.json."""
+    """tmp/model (a copy of a tiny factory model), tmp/link_to_model -> model,
+    tmp/link_to_config -> model/config.json."""
     model = Path(shutil.copytree(factory_model_dir("llama"), tmp_path / "model"))
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "link_to_model").symlink_to(model, target_is_directory=True)

@@ -67,7 +67,8 @@ def test_every_signature_is_reachable_from_a_real_text():
 
 
 def test_token_id_is_extracted():
-    [m] = [m for m in match_details("Token id 151936 is out of vocabulary") if m.signature.id == "token-out-of-vocabulary"]
+    [m] = [m for m in match_details("Token id 151936 is out of vocabulary")
+           if m.signature.id == "token-out-of-vocabulary"]
     assert m.values == {"token_id": "151936"}
 
 

@@ -50,7 +50,8 @@ def _gpu_result(record, best_bytes_per_s):
 
 def test_gpu_bandwidth_as_fraction_of_nvml_peak():
     healthy = achieved_finding(_gpu_result(rec.H100_SXM, 2.9e12))  # ~ what a triad reaches on an H100 SXM
-    assert healthy.severity.value == "info" and healthy.evidence["fraction_of_peak"] == pytest.approx(2.9e12 / 3.352e12, rel=1e-3)
+    assert healthy.severity.value == "info"
+    assert healthy.evidence["fraction_of_peak"] == pytest.approx(2.9e12 / 3.352e12, rel=1e-3)
     assert healthy.data["plot"]["hlines"]["NVML peak"] == pytest.approx(3352.3, abs=0.5)
     slow = achieved_finding(_gpu_result(rec.H100_SXM, 1.9e12))
     assert slow.severity.value == "warning" and "below DCGM's 75% pass mark" in slow.hint
@@ -69,7 +70,8 @@ def test_nvml_problems_from_recorded_states():
 
 def test_roofline_verdicts():
     def result(step_s, measured_bw=1e12, measured_flops=1e14):
-        return RooflineResult("m", "cuda:0", "bfloat16", int(14e9), 0, 14e9, [step_s] * 5, 64, measured_bw, measured_flops)
+        return RooflineResult("m", "cuda:0", "bfloat16", int(14e9), 0, 14e9, [step_s] * 5, 64, measured_bw,
+                              measured_flops)
     assert result(0.016).verdict == "memory-bandwidth bound"      # 14 GB in 16 ms = 875 GB/s of 1 TB/s
     assert result(0.5, measured_flops=4e10).verdict == "compute bound"  # 28 GFLOP/s of 40
     assert result(0.5).verdict == "overhead bound (kernel launch, Python)"

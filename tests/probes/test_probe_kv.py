@@ -8,7 +8,7 @@ import torch
 from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
-from probes.kv import ModelKv, kv_findings, parse_size, run_kv_probe
+from probes.kv import ModelKv, kv_findings, run_kv_probe
 from probes.kv_sim import BookkeepingCache, SimConfig, largest_free_run, simulate
 from probes.kv_workload import Request, SyntheticSpec, load_trace, synthetic, write_trace
 from reference_engine.errors import ModelDirError
@@ -153,9 +153,30 @@ def test_model_sizing_and_sizes(tiny_model_dir):
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     heads = config.get("num_key_value_heads") or config["num_attention_heads"]
     assert kv.bytes_per_token == 2 * config["num_hidden_layers"] * heads * head_dim * 2
-    assert parse_size("4GiB") == 4 * 2**30 and parse_size("500MB") == 500_000_000 and parse_size("2e9") == 2_000_000_000
-    with pytest.raises(ValueError, match="cannot read memory size"):
-        parse_size("lots")
+
+
+def test_memory_budget_reads_as_in_every_command(tiny_model_dir):
+    """--memory-budget 4G is 4 GiB here as in check/diff/generate/baseline (one parser: budget/plan.parse_size);
+    without --with-model a token has no size, so the budget is refused in one line instead of ignored."""
+    from llmdoctor.cli_probe import probe
+    kv = ModelKv.from_dir(tiny_model_dir, "bfloat16")
+    runner = CliRunner()
+    args = ["kv", "--requests", "20", "--block-sizes", "16", "--with-model", str(tiny_model_dir), "--kv-dtype",
+            "bfloat16", "--max-len", "64", "--format", "json"]
+    pools = {}
+    for budget in ("4M", "4MiB", "4MB"):  # 4G would cap the tiny model's pool at MAX_POOL_TOKENS either way
+        result = runner.invoke(probe, [*args, "--memory-budget", budget])
+        assert result.exit_code in (0, 1), result.output
+        report = json.loads(result.stdout)
+        kv901 = next(f for f in report["findings"] if f["check"] == "KVC901")
+        pools[budget] = kv901["evidence"]["pool_tokens"]
+    assert pools["4M"] == pools["4MiB"] == 4 * 2**20 // kv.bytes_per_token
+    assert pools["4MB"] == 4 * 10**6 // kv.bytes_per_token
+    alone = runner.invoke(probe, ["kv", "--requests", "20", "--memory-budget", "4G"])
+    assert alone.exit_code == 2 and "--with-model" in alone.output
+    assert "Traceback" not in alone.output
+    bad = runner.invoke(probe, [*args, "--memory-budget", "lots"])
+    assert bad.exit_code == 2 and "invalid memory size" in bad.output
 
 
 def test_cli_probe_kv_json_and_html(tmp_path, tiny_model_dir):
@@ -238,7 +259,8 @@ def test_pool_smaller_than_one_max_length_reservation():
     assert result.run("block 16").summary["completed"] == 20
     assert "cannot hold one max-length sequence" in result.notes[0]
     findings = kv_findings(result)
-    assert findings[1].evidence["saving_vs_contiguous"] == 1.0 and "not one 2048-token reservation fits" in findings[1].message
+    assert findings[1].evidence["saving_vs_contiguous"] == 1.0
+    assert "not one 2048-token reservation fits" in findings[1].message
 
 
 def test_blocks_per_request_histogram():

@@ -50,7 +50,7 @@ def test_bad_config_is_a_one_line_error_naming_the_file(tmp_path, config, proble
 
 def test_unknown_architecture_parses_and_the_engine_refuses_it(tmp_path):
     """Config parsing reads any causal decoder (static checks need it); running it is the engine families'
-    business (issue 14), which name the architecture in one UnsupportedError."""
+    business, which name the architecture in one UnsupportedError."""
     from reference_engine.core.families import bind
     write_config(tmp_path, llama_config(architectures=["MambaForCausalLM"]))
     cfg = load_config(tmp_path)

@@ -1,4 +1,4 @@
-"""reference_engine/limits.py (issue 18): declared sizes are bounded before use, believed only as far as the
+"""reference_engine/limits.py: declared sizes are bounded before use, believed only as far as the
 files back them, and the engine refuses an allocation that cannot fit in one line before making it."""
 from __future__ import annotations
 

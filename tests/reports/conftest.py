@@ -50,7 +50,8 @@ def make_report(fail_on: str = "error") -> Report:
         Finding("NUM003", "numerics", "info", "recommended dtype: bfloat16 (declared: float32)",
                 {"recommended": "bfloat16", "declared": "float32", "table": DTYPE_TABLE}),
         Finding("TOK005", "tokenizer", "error", "check crashed: KeyError: 'merges'",
-                {"exception": "KeyError", "traceback": "Traceback (most recent call last):\n  File ...\nKeyError: 'merges'"},
+                {"exception": "KeyError",
+                 "traceback": "Traceback (most recent call last):\n  File ...\nKeyError: 'merges'"},
                 "Report it."),
     ]
     return Report(model="/models/demo <x>", fingerprint="sha256:" + "ab" * 32, tool_version="0.1.0",

@@ -16,7 +16,7 @@ from findings import CheckRun, Finding, Report
 from reports import render
 from reports.evidence import cell, elided, is_table, number, split_evidence, value_text
 
-from tests.reports.conftest import DTYPE_TABLE, LAYER_COLUMNS, LAYER_TABLE, make_report
+from tests.reports.conftest import DTYPE_TABLE, LAYER_COLUMNS, LAYER_TABLE
 
 
 def rendered(report, fmt: str, **options) -> str:
@@ -90,8 +90,8 @@ def test_elided_keeps_head_and_tail():
 def test_terminal_puts_problems_first_and_collapses_passed_checks(sample_report):
     text = rendered(sample_report, "table", colour=False)
     lines = text.splitlines()
-    order = [lines.index("problems"), lines.index("notes"), next(i for i, l in enumerate(lines) if l.startswith("passed (")),
-             lines.index("skipped:")]
+    passed = next(i for i, line in enumerate(lines) if line.startswith("passed ("))
+    order = [lines.index("problems"), lines.index("notes"), passed, lines.index("skipped:")]
     assert order == sorted(order)
     problems = "\n".join(lines[order[0]:order[1]])
     assert re.findall(r"^  (ERROR|WARNING|INFO) ", problems, re.M) == ["ERROR", "ERROR", "WARNING", "WARNING"]
@@ -105,7 +105,7 @@ def test_terminal_tables_are_aligned_columns_not_json(sample_report):
     text = rendered(sample_report, "table", colour=False)
     assert "[{" not in text and '{"' not in text
     lines = text.splitlines()
-    start = next(i for i, l in enumerate(lines) if l.strip().startswith("table: 3 rows"))
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("table: 3 rows"))
     at = next(i for i in range(start + 1, len(lines)) if set(lines[i].strip()) == {"-", " "})
     header, rule, rows = "\n".join(lines[start + 1:at]), lines[at], lines[at + 1:at + 4]
     for word in ("dtype", "mean", "kl", "peak", "at", "top1", "agreement"):   # headers wrap at their words

@@ -110,7 +110,8 @@ def norms_plan(p: str, config: ModelConfig, sandwich: bool = False) -> LayerPlan
 
 def mlp_plan(prefix: str, hidden: int, inter: int, bias: bool = False) -> LayerPlan:
     """gate/up/down projections under `prefix` ("model.layers.3.mlp."), gate and up fused."""
-    plan: LayerPlan = {"gate_up": [(prefix + "gate_proj.weight", (inter, hidden)), (prefix + "up_proj.weight", (inter, hidden))],
+    plan: LayerPlan = {"gate_up": [(prefix + "gate_proj.weight", (inter, hidden)),
+                                   (prefix + "up_proj.weight", (inter, hidden))],
                        "down": [(prefix + "down_proj.weight", (hidden, inter))]}
     if bias:
         plan["gate_up_bias"] = [(prefix + "gate_proj.bias", (inter,)), (prefix + "up_proj.bias", (inter,))]

@@ -26,7 +26,8 @@ def transport(recording: dict, seen: list | None = None) -> httpx.MockTransport:
             seen.append({"method": request.method, "route": request.url.path, "body": body,
                          "authorization": request.headers.get("authorization")})
         for ex in recording["exchanges"]:
-            if ex["method"] == request.method and ex["route"] == request.url.path and _subset(ex.get("match", {}), body):
+            same_route = ex["method"] == request.method and ex["route"] == request.url.path
+            if same_route and _subset(ex.get("match", {}), body):
                 return httpx.Response(ex.get("status", 200), json=ex["response"])
         return httpx.Response(404, json={"detail": "Not Found"})
     return httpx.MockTransport(handle)

@@ -1,6 +1,7 @@
 """Regenerate recordings/*.json: answers in each server's documented shape, for SmolLM2-135M-Instruct's ids.
 
-Shapes: vLLM (docs: OpenAI-compatible server, /tokenize: {count, max_model_len, tokens, token_strs}, /detokenize: {prompt}; /v1/models
+Shapes: vLLM (docs: OpenAI-compatible server, /tokenize: {count, max_model_len, tokens, token_strs}, /detokenize:
+{prompt}; /v1/models
 entries carry max_model_len), llama.cpp tools/server/README.md (/props default_generation_settings{n_ctx, params},
 /apply-template {prompt}, /tokenize {tokens}), TGI (GET /info {model_id, max_input_tokens, max_total_tokens},
 POST /tokenize [{id, text, start, stop}]), Ollama docs/api.md (/api/version, /api/show {parameters, template,
@@ -82,7 +83,8 @@ def llamacpp(ref: Reference) -> list[dict]:
 
 
 def tgi(ref: Reference) -> list[dict]:
-    info = {"model_id": MODEL, "model_sha": None, "model_pipeline_tag": "text-generation", "max_concurrent_requests": 128,
+    info = {"model_id": MODEL, "model_sha": None, "model_pipeline_tag": "text-generation",
+            "max_concurrent_requests": 128,
             "max_best_of": 2, "max_stop_sequences": 4, "max_input_tokens": 16383, "max_total_tokens": 16384,
             "validation_workers": 2, "max_client_batch_size": 4, "router": "text-generation-router",
             "version": "3.3.4", "sha": None, "docker_label": None}

@@ -40,7 +40,8 @@ def test_detection_picks_the_adapter(name, kind):
 def test_vllm_double_bos_from_tokenize_messages(reference):
     report = run(reference, "vllm")
     assert errors(report) == ["EPT011"]
-    assert [f.message.split(":")[0] for f in report.findings_for("EPT011")] == ["double BOS on the server's chat prompt"]
+    messages = [f.message.split(":")[0] for f in report.findings_for("EPT011")]
+    assert messages == ["double BOS on the server's chat prompt"]
     window = report.findings_for("EPT051")[0]
     assert window.severity.value == "info" and window.evidence["server_max_context"] == 8192
 

@@ -12,7 +12,6 @@ from safetensors.torch import save_file
 def run_rank(rank: int, world: int, port: int, model_dir: str, out_dir: str, mode: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
                       LOCAL_RANK=str(rank), LLMDOCTOR_DIST_TIMEOUT="20")
-    import torch
     # one intra-op thread, as torchrun gives each worker (OMP_NUM_THREADS=1): MKL partitions a GEMM by its
     # thread count (and, under load, drops threads dynamically), which changes float32 sums; with one thread
     # the one-process reference and every rank run the same kernels, so their logits compare bit for bit

@@ -1,4 +1,4 @@
-"""The streaming core on GGUF files (issues 13 and 15): the same logits as the resident GGUF engine, quantized
+"""The streaming core on GGUF files: the same logits as the resident GGUF engine, quantized
 bytes read row block by row block (gguf's own reader and kernels are the oracle for which bytes and values)."""
 from __future__ import annotations
 

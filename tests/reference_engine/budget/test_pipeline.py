@@ -1,5 +1,5 @@
 """The torch.distributed pipeline (gloo, CPU): 2 and 3 ranks give one process's logits and capture records,
-and a rank that dies is a PipelineError on the others, not a hang (issue 13)."""
+and a rank that dies is a PipelineError on the others, not a hang."""
 from __future__ import annotations
 
 import json

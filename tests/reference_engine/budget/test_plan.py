@@ -1,4 +1,4 @@
-"""The memory planner (issue 13): sizes, resident vs streaming, refusal, layer split."""
+"""The memory planner: sizes, resident vs streaming, refusal, layer split."""
 from __future__ import annotations
 
 import pytest
@@ -64,6 +64,26 @@ def test_bfloat16_plans_half_the_layer(model):
 def test_default_budget_leaves_headroom():
     budget, source = default_budget("cpu")
     assert budget >= 0 and "headroom" in source
+
+
+def test_default_budget_honours_the_address_space_limit():
+    """One "memory left" function (limits.memory_left): under `ulimit -v` the planner's default budget is the room
+    left in the address space, as the engine's allocation guard already counted it, not MemAvailable."""
+    import subprocess
+    import sys
+    code = ("import resource\n"
+            "from reference_engine.budget.plan import default_budget\n"
+            "from reference_engine.limits import meminfo_available\n"
+            "room = min(2 << 30, (meminfo_available() or 4 << 30) // 2)   # well under what the host has free\n"
+            "mapped = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (mapped + room, resource.RLIM_INFINITY))\n"
+            "budget, source = default_budget('cpu')\n"
+            "print(budget, room, source)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    budget, room, source = done.stdout.split(" ", 2)
+    assert "address-space limit" in source and "headroom" in source
+    assert 0 < int(budget) <= int(room)
 
 
 @pytest.mark.parametrize("layers, ranks, want", [(5, 2, [(0, 3), (3, 5)]), (5, 3, [(0, 2), (2, 4), (4, 5)]),

@@ -1,4 +1,4 @@
-"""The memory planner on GGUF files (issues 13 and 15): sizes from the quantized tensors (gguf's own reader is
+"""The memory planner on GGUF files: sizes from the quantized tensors (gguf's own reader is
 the oracle for their bytes and element counts), streaming when the budget forces it, the one-line refusal."""
 from __future__ import annotations
 

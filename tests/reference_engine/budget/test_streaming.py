@@ -1,4 +1,4 @@
-"""The streaming core against the resident one (issue 13): same logits, one layer at a time, shadows in one pass."""
+"""The streaming core against the resident one: same logits, one layer at a time, shadows in one pass."""
 from __future__ import annotations
 
 import pytest
@@ -83,7 +83,7 @@ def test_captures_and_replacement_see_the_same_values(model):
     a = resident.logits(IDS, capture=recorder("r"))
     b = streaming.logits(IDS, capture=recorder("s"))
     assert torch.equal(a, b)
-    assert [(l, m) for l, m, _ in seen["r"]] == [(l, m) for l, m, _ in seen["s"]]
+    assert [(layer, m) for layer, m, _ in seen["r"]] == [(layer, m) for layer, m, _ in seen["s"]]
     assert all(torch.equal(x, y) for (_, _, x), (_, _, y) in zip(seen["r"], seen["s"]))
 
 
@@ -92,7 +92,8 @@ def test_each_pass_reads_the_layers_once(model):
     streaming.logits(IDS[:4])
     one = streaming.reader.bytes_read
     logits_many(streaming, [LogitsRequest(IDS[:4]), LogitsRequest(IDS[:6], dtype=torch.bfloat16)])
-    layers = sum(streaming.reader.info(n).nbytes for n in streaming.reader.weights.names if n.startswith("model.layers."))
+    reader = streaming.reader
+    layers = sum(reader.info(n).nbytes for n in reader.weights.names if n.startswith("model.layers."))
     assert one >= layers
     assert streaming.reader.bytes_read - one < 2 * one          # two requests, still one read of the layers
 

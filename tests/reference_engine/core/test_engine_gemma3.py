@@ -1,4 +1,4 @@
-"""The real Gemma 3 270M (issue 14): logits equal transformers' in float32, greedy text equal, and
+"""The real Gemma 3 270M: logits equal transformers' in float32, greedy text equal, and
 `llmdoctor check --quick` clean but for the one true property of the checkpoint (NUM001: its activations
 overflow float16, as Google's model card says: serve it in bfloat16 or float32)."""
 from __future__ import annotations

@@ -51,7 +51,9 @@ def test_f32_export_is_bit_identical_to_the_safetensors_model(preset, tmp_path):
     path = write_spec(export_spec(preset, quant=F32), tmp_path / "model.gguf")
     ours, ref = Engine.from_pretrained(path), Engine.from_pretrained(hf_dir)
     ids = ref.tokenizer.encode(TEXTS[0])
-    assert ours.tokenizer.encode(TEXTS[0], add_special_tokens=False) == ref.tokenizer.encode(TEXTS[0], add_special_tokens=False)
+    def plain(engine):
+        return engine.tokenizer.encode(TEXTS[0], add_special_tokens=False)
+    assert plain(ours) == plain(ref)
     assert torch.equal(ours.logits(ids), ref.logits(ids))
     assert ours.config.num_key_value_heads == ref.config.num_key_value_heads
     out = ours.generate([ids], max_new_tokens=5)[0]
@@ -63,6 +65,7 @@ def test_engine_refuses_an_unsupported_architecture(tmp_path):
     from tests.checks.zoo_gguf import write_variant
     spec_path = write_variant(tmp_path, "m.gguf")
     data = spec_path.read_bytes().replace(b"llama.block_count", b"lllma.block_count")
-    (tmp_path / "x.gguf").write_bytes(data.replace(b"\x05\x00\x00\x00\x00\x00\x00\x00llama", b"\x05\x00\x00\x00\x00\x00\x00\x00lllma", 1))
+    length = b"\x05\x00\x00\x00\x00\x00\x00\x00"  # the uint64 length before a 5-byte string value
+    (tmp_path / "x.gguf").write_bytes(data.replace(length + b"llama", length + b"lllma", 1))
     with pytest.raises(UnsupportedError, match="lllma"):
         Engine.from_pretrained(tmp_path / "x.gguf")

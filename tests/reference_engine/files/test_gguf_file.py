@@ -92,6 +92,23 @@ def test_invalid_utf8_is_recorded_not_fatal(tmp_path):
     assert g.bad_utf8 == ["general.name"] and g.metadata["general.name"] == "ok \ufffd"
 
 
+def test_block_sizes_are_ggufs_own():
+    """One table: ggml type sizes are gguf's GGML_QUANT_SIZES (the kernels' own), not a copy that can drift.
+    A Q8_1 block is 32 values in 40 bytes (two float16 scales d and s, then 32 int8); a hand copy said 36."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    from reference_engine.files.gguf_file import ggml_types
+    assert ggml_types()[GGMLQuantizationType.Q8_1] == ("Q8_1", 32, 40)
+    assert {k: v[1:] for k, v in ggml_types().items()} == {int(k): v for k, v in GGML_QUANT_SIZES.items()}
+
+
+def test_q8_1_tensor_spans_40_bytes_per_block(tmp_path):
+    # two Q8_1 blocks (64 values): 80 bytes of data; with 36-byte blocks the header would place 72
+    g = opened(tmp_path, raw_gguf([], [tensor("t", (64,), ggml_type=9)], data=b"\0" * 96))
+    assert g.tensors["t"].nbytes == 80 and g.tensors["t"].type_name == "Q8_1"
+    with pytest.raises(ModelDirError, match="extends past the end"):
+        opened(tmp_path, raw_gguf([], [tensor("t", (64,), ggml_type=9)], data=b"\0" * 72))
+
+
 @pytest.mark.assets
 def test_agrees_with_gguf_reader_on_the_real_file(smollm2_gguf):
     from gguf import GGUFReader

@@ -155,7 +155,8 @@ CORRUPTIONS = {
                  "tensor 'a': data offsets 0..16 run past the end of the data region (8 bytes"),
     "entry_not_object": (pack({"a": [1, 2]}), "tensor 'a': entry must be an object"),
     "entry_missing_fields": (pack({"a": {"dtype": "F32"}}), "tensor 'a': missing shape, data_offsets"),
-    "metadata_not_strings": (pack({"__metadata__": {"format": 1}}), "'__metadata__' value of 'format' must be a string"),
+    "metadata_not_strings": (pack({"__metadata__": {"format": 1}}),
+                             "'__metadata__' value of 'format' must be a string"),
     "metadata_not_object": (pack({"__metadata__": [1]}), "'__metadata__' must be an object"),
     "duplicate_key": (pack(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
                            b'"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', bytes(1)), "duplicate key 'a'"),

@@ -116,7 +116,10 @@ def test_emoji_split_over_four_tokens_is_one_delta():
 def test_space_cleanup_does_not_break_the_stream():
     """A decoder that rewrites ' .' to '.' (clean_up_tokenization_spaces) once the '.' arrives."""
     pieces = ["Hello", " ", ".", " world", " ,", " !"]
-    decode = lambda seq: "".join(pieces[i] for i in seq).replace(" .", ".").replace(" ,", ",").replace(" !", "!")  # noqa: E731
+
+    def decode(seq):
+        return "".join(pieces[i] for i in seq).replace(" .", ".").replace(" ,", ",").replace(" !", "!")
+
     deltas, detok = stream(range(len(pieces)), decode)
     assert "".join(deltas) == decode(range(len(pieces))) == "Hello. world,!"
     assert not detok.unstable

@@ -20,7 +20,8 @@ CORPUS_LINES = [
     "The quick brown fox jumps over the lazy dog. It's what we'll do, isn't it? They've said I'd go.",
     "In 1906 Natsume Soseki wrote Botchan; the hero's father never liked him, and his mother favoured his brother.",
     "Numbers: 3.14159, 2718281828, 1,000,000 and 42 -- also 0x1F and 1e-9 appear in technical text.",
-    "def encode(text: str) -> list[int]:\n    ids = []\n    for word in split(text):\n        ids += bpe(word)\n    return ids\n",
+    "def encode(text: str) -> list[int]:\n    ids = []\n    for word in split(text):\n"
+    "        ids += bpe(word)\n    return ids\n",
     "for (int i = 0; i < n; ++i) { total += values[i] * weights[i]; }  // dot product",
     "吾輩は猫である。名前はまだ無い。どこで生れたかとんと見当がつかぬ。",
     "我们在北京大学学习自然语言处理和机器学习。今天天气很好。",

@@ -1,0 +1,81 @@
+"""What the format modules share: QuantModule (one logical weight: its stored parts and its dequantization),
+the config and tensor checks that make bad input one line, and the measured dequantization scratch."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.files.weights import Weights
+
+FLOATS = ("F32", "F16", "BF16")
+
+
+@dataclass
+class QuantModule:
+    name: str                                   # logical tensor name, e.g. "...q_proj.weight"
+    shape: tuple[int, int]                      # [out, in] of the dequantized weight
+    parts: dict[str, str]                       # role -> stored tensor name ("qweight" -> "...q_proj.qweight")
+    dequant: Callable[[dict[str, torch.Tensor]], torch.Tensor]   # parts' tensors -> float32 [out, in]
+    scheme: str = ""                            # what error messages and reports call it ("gptq 4-bit g128")
+    extra: dict = field(default_factory=dict)
+
+
+# Peak bytes per element while one weight is dequantized (its float32 result included), measured with
+# ru_maxrss on a [1024, 4096] weight: 4/8-bit integer formats 9.5-14, NVFP4 18.5, bitsandbytes 17.6, block
+# FP8 13; widths that do not divide 32 (3 bits) go through the bit stream: 30.
+SCRATCH_BYTES_PER_ELEM = 20
+SCRATCH_BYTES_PER_ELEM_ODD_BITS = 32
+
+
+def scratch_bytes_per_elem(table) -> int:
+    odd = any(m.extra.get("bits", 4) not in (1, 2, 4, 8) for m in table.modules.values())
+    return SCRATCH_BYTES_PER_ELEM_ODD_BITS if odd else SCRATCH_BYTES_PER_ELEM
+
+
+def config_int(qconfig: dict, keys: tuple[str, ...], where: Path, default=None, allowed=None, lo=None, hi=None):
+    """The first of `keys` present in qconfig, checked to be an int (in `allowed`, or in lo..hi)."""
+    key = next((k for k in keys if k in qconfig), keys[0])
+    value = qconfig.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelDirError(where, f"quantization_config.{key} must be an integer, found {value!r}")
+    if allowed is not None and value not in allowed:
+        raise UnsupportedError(where, f"quantization_config.{key} = {value} is not supported "
+                                      f"(supported: {', '.join(map(str, allowed))})")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ModelDirError(where, f"quantization_config.{key} = {value} is out of range {lo}..{hi}")
+    return value
+
+
+def stored_prefixes(raw: Weights, suffix: str) -> list[str]:
+    """Module prefixes that store `prefix + suffix` (".qweight" -> "model.layers.0.self_attn.q_proj")."""
+    return [n[: -len(suffix)] for n in raw.names if n.endswith(suffix)]
+
+
+def part(raw: Weights, prefix: str, role: str, dtypes: tuple[str, ...], ndim: int | tuple[int, ...], scheme: str):
+    """The stored tensor prefix.role, checked present with one of `dtypes` and `ndim` dimensions."""
+    name = f"{prefix}.{role}"
+    if name not in raw:
+        where = raw.files[0] if raw.files else Path(prefix)
+        raise ModelDirError(where, f"{prefix} ({scheme}) is missing its {role} tensor")
+    info = raw.info(name)
+    if info.dtype not in dtypes:
+        raise ModelDirError(info.file, f"{name} ({scheme}) has dtype {info.dtype}, expected {'/'.join(dtypes)}")
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if len(info.shape) not in ndims:
+        raise ModelDirError(info.file, f"{name} ({scheme}) has shape {list(info.shape)}, expected "
+                                       f"{' or '.join(map(str, ndims))} dimensions")
+    return info
+
+
+def disagree(info, scheme: str, problem: str) -> ModelDirError:
+    return ModelDirError(info.file, f"{info.name} ({scheme}): {problem}")
+
+
+def skipped(name: str, skip) -> bool:
+    """modules_to_not_convert / llm_int8_skip_modules: a module is skipped when a listed name is in its path."""
+    return bool(skip) and any(isinstance(s, str) and s and (name == s or s in name.split(".") or
+                                                            name.endswith("." + s) or s in name) for s in skip)

@@ -1,0 +1,59 @@
+"""FP8 with block scales (quant_method "fp8": DeepSeek-V3, Qwen3-FP8; transformers FineGrainedFP8):
+
+    weight            fp8 e4m3 [out, in]
+    weight_scale_inv  f32 [ceil(out / bo), ceil(in / bi)]   (weight_block_size [bo, bi]; a scalar without one)
+
+    W = weight * weight_scale_inv over each block (multiplied, despite the name)
+
+Sources: transformers integrations/finegrained_fp8.py (dequantization), DeepSeek-V3 inference/kernel.py
+weight_dequant. Static activation scales (activation_scheme "static": input_scale) stay in `.raw`.
+"""
+from __future__ import annotations
+
+from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.files.quant.formats import (
+    QuantModule,
+    disagree,
+    part,
+    skipped,
+    stored_prefixes,
+)
+
+
+def modules(raw, qconfig: dict, where):
+    block = qconfig.get("weight_block_size")
+    if block is not None and not (isinstance(block, list) and len(block) == 2 and
+                                  all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 1 << 16
+                                      for b in block)):
+        raise ModelDirError(where, f"quantization_config.weight_block_size must be [rows, cols], found {block!r}")
+    if qconfig.get("activation_scheme", "dynamic") not in ("dynamic", "static"):
+        raise UnsupportedError(where, f"fp8 activation_scheme {qconfig.get('activation_scheme')!r} is not "
+                                      f"supported (dynamic, static)")
+    skip = qconfig.get("modules_to_not_convert") or []
+    scheme = f"fp8 block {block[0]}x{block[1]}" if block else "fp8 per-tensor"
+    prefixes = [p for p in stored_prefixes(raw, ".weight_scale_inv") if not skipped(p, skip)]
+    hidden = {n for n in raw.names if n.endswith((".input_scale", ".k_scale", ".v_scale"))}
+    return [_module(raw, p, block, scheme) for p in prefixes], hidden
+
+
+def _module(raw, prefix: str, block, scheme: str) -> QuantModule:
+    weight = part(raw, prefix, "weight", ("F8_E4M3",), 2, scheme)
+    scale = part(raw, prefix, "weight_scale_inv", ("F32", "BF16", "F16"), (0, 1, 2), scheme)
+    out_f, in_f = weight.shape
+    if block:
+        bo, bi = block
+        want = (-(-out_f // bo), -(-in_f // bi))
+        if tuple(scale.shape) != want:
+            raise disagree(scale, scheme, f"shape {list(scale.shape)}, expected {list(want)} for a "
+                                          f"{[out_f, in_f]} weight in {bo}x{bi} blocks")
+    elif tuple(scale.shape) not in ((), (1,)):
+        raise disagree(scale, scheme, f"shape {list(scale.shape)}: without weight_block_size one scale is expected")
+
+    def dequant(t):
+        s = t["weight_scale_inv"].float()
+        if block:
+            s = s.repeat_interleave(block[0], 0)[:out_f].repeat_interleave(block[1], 1)[:, :in_f]
+        return t["weight"].float() * s
+
+    return QuantModule(f"{prefix}.weight", (out_f, in_f), {"weight": weight.name, "weight_scale_inv": scale.name},
+                       dequant, scheme)
