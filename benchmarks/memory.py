@@ -3,9 +3,9 @@
     python benchmarks/memory.py MODEL_DIR --cap 3 [--quick] [--budget 2.5GiB] [--streaming] [-- CHECK ARGS]
 
 Runs the check inside ../shared/tools/memcap (beside the repository) (a cgroup memory limit; page cache counts but
-is reclaimable)
-and prints: completed or killed, the cgroup's peak against the weight file size (the "x file" ratio), wall
-time, the plan's mode and the passes and GB the engine actually read (from the JSON report's `plan.actual`).
+is reclaimable) and prints: completed or killed, the cgroup's peak against the weight file size (the "x file"
+ratio), the plan's predicted peak against the peak the run measured itself (the report's `plan.actual.peak_bytes`:
+VmHWM), wall time, the passes and GB the engine actually read; last, the run as one row of docs/memory.md's table.
 Build large shape-faithful models with scripts/make_synthetic_model.py.
 """
 from __future__ import annotations
@@ -24,7 +24,13 @@ MEMCAP = os.environ.get("LLMDOCTOR_MEMCAP", str(Path(__file__).resolve().parents
 
 
 def weight_bytes(model: Path) -> int:
-    return sum(p.stat().st_size for p in model.glob("*.safetensors"))
+    if model.is_file():                                   # a .gguf file
+        return model.stat().st_size
+    return sum(p.stat().st_size for p in [*model.glob("*.safetensors"), *model.glob("*.gguf")])
+
+
+def gib(n) -> str:
+    return f"{n / 2**30:.2f} GiB"
 
 
 def main(argv=None) -> int:
@@ -35,6 +41,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", default=None, help="--memory-budget for the check (default: the planner's)")
     ap.add_argument("--streaming", action="store_true", help="LLMDOCTOR_STREAMING=1 (stream a model that fits)")
     ap.add_argument("--keep-report", type=Path, default=None, help="copy the JSON report here")
+    ap.add_argument("--label", default=None, help="the model's name in the table row")
     args, rest = ap.parse_known_args(argv)
     args.rest = [a for a in rest if a != "--"]           # more check arguments, e.g. -- --select GLD002
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,10 +66,21 @@ def main(argv=None) -> int:
     print(f"  exit {run.returncode}, oom kills {kills.group(1) if kills else '?'}, wall {wall:.0f} s")
     print(f"  peak {peak:.2f} GiB = {peak * 2**30 / size:.2f} x the weight file")
     print(f"  {plan_line}")
+    row = None
     if data and data.get("plan"):
-        actual = data["plan"]["actual"]
+        plan, actual = data["plan"], data["plan"]["actual"]
         read = actual.get("bytes_read") or 0
-        print(f"  engine: {data['plan']['mode']}, {actual.get('passes')} passes, {read / 1e9:.1f} GB read")
+        measured = actual.get("peak_bytes")
+        print(f"  engine: {plan['mode']}, {actual.get('passes')} passes, {read / 1e9:.1f} GB read")
+        if measured and plan.get("predicted_peak_bytes"):
+            print(f"  predicted peak {gib(plan['predicted_peak_bytes'])}, measured {gib(measured)} "
+                  f"({actual.get('peak_source')}): {measured / plan['predicted_peak_bytes']:.2f} x the prediction")
+        run_label = ("`--quick`" if args.quick else "full check") + \
+            (f", `--memory-budget {args.budget}`" if args.budget else ", default budget") + \
+            (", forced streaming" if args.streaming else "") + f", {args.cap:g} GiB cap"
+        row = (f"| {args.label or args.model.name} ({gib(size)}) | {run_label} | {plan['mode']} | "
+               f"{gib(plan.get('predicted_peak_bytes') or 0)} | {gib(measured or 0)} | {peak:.2f} GiB "
+               f"({peak * 2**30 / size:.2f}x) | {actual.get('passes')}, {read / 1e9:.1f} GB | {wall:.0f} s |")
         print(f"  findings: {len(data['findings'])} "
               f"({sum(f['severity'] == 'error' for f in data['findings'])} errors): "
               + ", ".join(sorted(f"{f['check']}:{f['severity']}" for f in data["findings"])))
@@ -71,6 +89,9 @@ def main(argv=None) -> int:
                                                for c in slow))
     elif run.returncode:
         print("  " + "\n  ".join(run.stderr.strip().splitlines()[-3:]))
+    if row:
+        print("| model | run | plan | predicted peak | measured peak | cgroup peak | passes, read | wall |")
+        print(row)
     return 0
 
 

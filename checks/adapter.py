@@ -37,7 +37,8 @@ def adapter_readable(ctx):
     try:
         ctx.adapter
     except ResourceError as e:
-        where = WEIGHTS if WEIGHTS in e.message or ".bin" in e.message or ".pt" in e.message else CONFIG
+        pickled = [name for name in ("adapter_model.bin", "adapter_model.pt") if name in e.message]
+        where = pickled[0] if pickled else WEIGHTS if WEIGHTS in e.message else CONFIG
         yield Problem(f"the adapter cannot be read: {e.message}", location=Location(file=where))
 
 

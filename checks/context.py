@@ -41,6 +41,7 @@ class CheckContext:
         self.model_dir = Path(model_dir)
         self.memory_budget = memory_budget       # bytes; None: what the machine has available (budget/plan.py)
         self.workload = workload                 # budget.plan.Workload, given by the runner; None: no plan
+        self.plan_fallback: str | None = None    # why the planner could not plan this model (_plan_or_none)
         self.adapter_dir = Path(adapter_dir) if adapter_dir else None   # a LoRA adapter over the model
         self.on_layer = None                     # progress callback handed to a streaming engine
         self.requested_device = device
@@ -225,15 +226,20 @@ class CheckContext:
         return self._cache["plan"]
 
     def _plan_or_none(self):
-        """The plan, or None when this model cannot be planned (not a safetensors directory, a broken
-        config, no workload): the engine is then built resident and its own errors say what is wrong."""
+        """The plan, or None without a workload, or when the planner cannot read this model (a broken config,
+        a format it does not size): the engine is then built resident without a budget, a fallback recorded
+        in self.plan_fallback (the report states it, the run warns) and refused where the run must stream."""
+        from checks.engine_builder import fallback_reason
         from reference_engine.budget.pipeline import PipelineError
         from reference_engine.budget.plan import PlanError
+        if self.workload is None or self.plan_fallback is not None:
+            return None
         try:
             return self.plan
         except (PlanError, PipelineError):
             raise
-        except Exception:
+        except Exception as e:     # any planner failure: stated, never silent
+            self.plan_fallback = fallback_reason(self.engine_spec(), e)
             return None
 
     @property

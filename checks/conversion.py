@@ -2,9 +2,11 @@
 
 - Gemma stores RMSNorm gains as offsets (the forward multiplies by 1 + w); Llama-style code multiplies by w.
   A converter that writes one convention's numbers under the other architecture (w where 1 + w is
-  expected, or the reverse) leaves every norm off by one. The stored values cannot tell (trained gains range
-  from -100 to +1000 in Gemma 3), the probes can: the model is run with its own convention and with the
-  other, and the other one must not predict the probe texts much better.
+  expected, or the reverse) leaves every norm off by one. On trained weights the stored values cannot tell
+  (trained gains range from -100 to +1000 in Gemma 3), the probes can: the model is run with its own
+  convention and with the other, and the other one must not predict the probe texts much better. On weights
+  still at their initialisation it is the reverse: no convention predicts anything, but every norm weight
+  sits at its convention's initial value (0 for offsets, 1 for gains).
 - Gemma 2 was trained with attention and final-logit soft-capping; a config that lost them (null) runs
   without the caps.
 """
@@ -17,11 +19,15 @@ import torch.nn.functional as F
 
 from checks.context import ResourceError
 from checks.registry import Problem, Skip, check
+from checks.analysis.init_stats import init_state
 from checks.analysis.prompts import probe_inputs
 
 GEMMA2 = "Gemma2ForCausalLM"
 # the caps every Gemma 2 release config carries (transformers' Gemma2Config defaults)
 GEMMA2_CAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
+# how close to its convention's initial value an untrained norm weight's mean sits (transformers: exactly there;
+# factory test models jitter it by a few hundredths, a tenth at most)
+INITIAL_NORM_DISTANCE = 0.25
 
 
 def probe_nll(engine, probes, shift: float) -> tuple[float, float]:
@@ -52,6 +58,12 @@ def norm_convention(ctx):
     texts with the norms as stored, and with the other convention (all norm weights shifted by 1). A model
     whose probes the other convention predicts much better (by `margin` nats, default 1.0) has the wrong one.
 
+    On weights still at their initialisation (tiny test models, `from_config` checkpoints: every judged matrix
+    a normal draw of std initializer_range, checks/analysis/init_stats.py) both conventions give uniform-level
+    losses and the probes cannot tell; there the stored values can: transformers initialises offsets to 0 and
+    gains to 1, so untrained norm weights whose means all sit at the other convention's value (within 0.25)
+    carry the wrong one.
+
     Remedy: re-export with a converter that knows the family (llama.cpp's convert_hf_to_gguf, transformers'
     own conversion scripts), or shift every norm weight by 1 in the right direction.
     """
@@ -68,6 +80,30 @@ def norm_convention(ctx):
             "offsets (w - 1) stored where full gains are expected"
         yield Problem(f"norm weights look like {wrong}: the probes' loss is {stated:.2f} nats as stored, "
                       f"{other:.2f} with every norm weight shifted by {'-1' if plus_one else '+1'}", evidence=ev)
+        return
+    untrained = initial_values(ctx, plus_one)
+    if untrained is not None:
+        wrong = "full gains (1 + w)" if plus_one else "offsets (w - 1)"
+        yield Problem(f"norm weights look like {wrong}: the weights are still at their initialisation and every "
+                      f"norm weight's mean sits at {1.0 if plus_one else 0.0:g} (the other convention's initial "
+                      f"value) instead of {0.0 if plus_one else 1.0:g}", evidence={**ev, **untrained})
+
+
+def initial_values(ctx, plus_one: bool) -> dict | None:
+    """Evidence when the matrices are untrained and every norm weight's mean is at the other convention's
+    initial value (1 where offsets are expected, 0 where gains are), else None (trained weights: the probes
+    decide)."""
+    verdict = init_state(ctx)
+    matrices = [t for t in verdict.tensors if t["kind"] == "matrix"]
+    names = [t["name"] for t in verdict.tensors if t["kind"] == "norm"]
+    if not matrices or not names or not all(t["at_init"] for t in matrices):
+        return None
+    means = [float(ctx.weights.get(name).float().mean()) for name in names]
+    other = 1.0 if plus_one else 0.0
+    if not all(abs(m - other) <= INITIAL_NORM_DISTANCE for m in means):
+        return None
+    return {"weights_at_initialisation": True, "norm_tensors": len(names),
+            "norm_weight_means": [round(min(means), 4), round(max(means), 4)]}
 
 
 @check("CNV002", category="config", severity="warning", needs=("config",),

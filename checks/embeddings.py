@@ -33,9 +33,10 @@ def row_verdicts(ctx) -> list[MatrixVerdicts]:
             continue  # missing or not 2-D: WGT001/WGT003 report it
         stats = scan.rows[name]
         in_range = [i for i in ids if i < stats.norms.numel()]
-        if getattr(weights, "dequantizes", False):   # GGUF: rows of the dequantized matrix
-            matrix = weights.get(name)
-            values = {i: matrix[i].float() for i in in_range}
+        if getattr(weights, "dequantizes", False):   # GGUF: only these rows' blocks, dequantized
+            from reference_engine.budget.readers import chunked_reader
+            reader = chunked_reader(weights, True)
+            values = {i: reader.rows(name, i, i + 1)[0].float() for i in in_range}
         else:
             values = read_rows(weights.info(name).file, name, in_range)
         out.append(classify(name, stats.norms, stats.amax, stats.row_sum, values, near, low))

@@ -29,7 +29,7 @@ class EngineSpec:
     memory_budget: int | None = None   # bytes; None: what the machine has available (budget/plan.py)
     adapter: Path | None = None        # a LoRA adapter directory applied on top of the model
     distributed: bool = True           # a torchrun launch splits the layers over its ranks; LLMDOCTOR_STREAMING
-    kv_from_plan: bool = True          # on a CPU, size the KV cache to what the plan counted
+    kv_from_plan: bool = True          # size the KV cache to what the plan counted (any device)
 
 
 @dataclass
@@ -49,9 +49,30 @@ def make_engine_plan(spec: EngineSpec):
                      workload=spec.workload, ranks=ranks, rank=rank, force=force, adapter=spec.adapter)
 
 
-def plan_or_none(spec: EngineSpec):
-    """The plan, or None without a workload or when this model cannot be planned (not a model the planner
-    reads, a broken config): the engine is then built resident and its own errors say what is wrong."""
+def fallback_reason(spec: EngineSpec, error: Exception) -> str | None:
+    """The planner could not size this model (a format or layout it does not know): the one line the report
+    states and the run warns with before the engine is built resident without a budget. None for a model whose
+    files are broken (a plain ModelDirError): no fallback, the engine build raises the same one-line error. A
+    run that must stream (LLMDOCTOR_STREAMING=1, a torchrun pipeline) cannot fall back: PlanError (exit 2)."""
+    from reference_engine.budget.pipeline import world
+    from reference_engine.budget.plan import PlanError
+    from reference_engine.errors import ModelDirError
+    if type(error) is ModelDirError:
+        return None
+    reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    if spec.distributed and (force_streaming() or world()[0] > 1):
+        raise PlanError(f"{spec.model_dir}: cannot plan the memory of a streamed run ({reason})") from None
+    return reason
+
+
+def fallback_warning(reason: str) -> str:
+    return f"warning: no memory plan ({reason}): the engine is built resident, without a budget"
+
+
+def plan_or_none(spec: EngineSpec, warn: Callable[[str], None] | None = None):
+    """The plan, or None without a workload; a model the planner cannot read falls back to an unbudgeted
+    resident build, announced through warn (stderr by default; fallback_reason)."""
+    import sys
     from reference_engine.budget.pipeline import PipelineError
     from reference_engine.budget.plan import PlanError
     if spec.workload is None:
@@ -60,11 +81,25 @@ def plan_or_none(spec: EngineSpec):
         return make_engine_plan(spec)
     except (PlanError, PipelineError):
         raise
-    except Exception:
+    except Exception as e:     # any planner failure: stated, never silent
+        reason = fallback_reason(spec, e)
+        if reason is not None:
+            (warn or (lambda text: print(text, file=sys.stderr, flush=True)))(fallback_warning(reason))
         return None
 
 
 PLAN_HERE = object()   # build_engine's default: make the plan from the spec
+BLOCK_SIZE = 16        # the engine's default KV block size
+
+
+def kv_blocks(plan, kv_from_plan: bool = True, block_size: int = BLOCK_SIZE) -> int | None:
+    """KV-cache blocks for a planned engine: the tokens the plan counted (plus two blocks of slack for a
+    partial last block), on every device; None (the engine's own default) without a plan. The cache hands out
+    the block freed longest ago, so over a run all of its pages get touched: a cache larger than the plan
+    counted would end up resident (on a GPU: reserved) beyond the predicted peak."""
+    if plan is None or not kv_from_plan:
+        return None
+    return -(-plan.kv_tokens // block_size) + 2
 
 
 def build_engine(spec: EngineSpec, plan=PLAN_HERE, *, on_layer: Callable | None = None) -> BuiltEngine:
@@ -74,10 +109,7 @@ def build_engine(spec: EngineSpec, plan=PLAN_HERE, *, on_layer: Callable | None 
     from reference_engine.engine import Engine
     if plan is PLAN_HERE:
         plan = plan_or_none(spec)
-    # on a CPU the KV cache is sized to what the plan counted: the cache hands out the block freed
-    # longest ago, so over a run its pages all get touched, and a 1 GiB default would end up resident
-    sized = plan is not None and spec.kv_from_plan and spec.device == "cpu"
-    blocks = -(-plan.kv_tokens // 16) + 2 if sized else None
+    blocks = kv_blocks(plan, spec.kv_from_plan)
     extra = {} if spec.adapter is None else {"adapter": spec.adapter}
     engine = Engine.from_pretrained(spec.model_dir, device=spec.device, dtype=spec.dtype, num_blocks=blocks,
                                     streaming=plan is not None and plan.streaming, **extra)

@@ -2,6 +2,7 @@
 general.file_type, context length, vocabulary size vs embedding rows."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from checks.gguf import _gguf_or_skip
@@ -61,14 +62,13 @@ def gguf_rope_scaling_present(ctx):
 def gguf_quantization_census(ctx):
     """Every tensor dequantizes to finite values, without runs of all-zero quantization blocks.
 
-    Each tensor is dequantized on its own (gguf's kernels, one at a time) and its blocks inspected: NaN/Inf
-    (a broken scale, an overflowed F16) is an error; a weight matrix with more than `zero_block_fraction`
-    of its blocks entirely zero (a quantizer that lost a row range, a zero scale) is a warning. The
-    evidence carries the census: tensors and bytes per quantization type.
+    Each tensor is read and dequantized a block of rows at a time (gguf's kernels, at most 4M values held,
+    whatever the tensor's size) and its quantization blocks inspected: NaN/Inf (a broken scale, an
+    overflowed F16) is an error; a weight matrix with more than `zero_block_fraction` of its blocks entirely
+    zero (a quantizer that lost a row range, a zero scale) is a warning. The evidence carries the census:
+    tensors and bytes per quantization type.
     """
     gguf = _gguf_or_skip(ctx)
-    from reference_engine.files.gguf_file import ggml_types
-    from reference_engine.files.gguf_weights import dequantize
     limit = ctx.threshold("GGF008", "zero_block_fraction", 0.01)
     census: Counter = Counter()
     nbytes: Counter = Counter()
@@ -77,18 +77,11 @@ def gguf_quantization_census(ctx):
         nbytes[t.type_name] += t.nbytes
     bad, zero = [], []
     for t in gguf.tensors.values():
-        values = dequantize(gguf, t)
-        if not values.is_floating_point():
-            continue
-        nonfinite = int((~values.isfinite()).sum())
+        nonfinite, zero_fraction = _inspect_blocks(gguf, t)
         if nonfinite:
             bad.append((t.name, t.type_name, nonfinite))
-        block = ggml_types()[t.ggml_type][1]
-        if block > 1 and len(t.dims) == 2 and t.name not in ("token_embd.weight", "output.weight"):
-            blocks = values.reshape(-1, block)                          # [n_blocks, block]
-            fraction = float((blocks == 0).all(dim=1).float().mean())
-            if fraction > limit:
-                zero.append((t.name, t.type_name, round(fraction, 4)))
+        if zero_fraction is not None and zero_fraction > limit:
+            zero.append((t.name, t.type_name, round(zero_fraction, 4)))
     evidence = {"census": dict(census), "bytes": dict(nbytes)}
     for name, kind, count in bad[:5]:
         yield Problem(f"{name} ({kind}) dequantizes to {count} NaN/Inf values", evidence={**evidence, "tensor": name})
@@ -99,6 +92,29 @@ def gguf_quantization_census(ctx):
         summary = ", ".join(f"{k} x{v} ({nbytes[k] / 2 ** 20:.1f} MiB)" for k, v in census.most_common())
         yield Problem(f"quantization census: {summary}; every tensor dequantizes to finite values",
                       evidence=evidence, severity="info")
+
+
+def _inspect_blocks(gguf, t) -> tuple[int, float | None]:
+    """(NaN/Inf count, share of all-zero quantization blocks or None where not judged) of one tensor, read a
+    block of rows at a time."""
+    from reference_engine.budget.gguf_reader import row_blocks
+    from reference_engine.files.gguf_file import ggml_types
+    block = ggml_types()[t.ggml_type][1]
+    judge_zero = block > 1 and len(t.dims) == 2 and t.name not in ("token_embd.weight", "output.weight")
+    nonfinite, zero_blocks, blocks = 0, 0, 0
+    fd = os.open(gguf.path, os.O_RDONLY)
+    try:
+        for _, values in row_blocks(fd, gguf.path, t):                   # [rows, dims[0]]
+            if not values.is_floating_point():
+                return 0, None
+            nonfinite += int((~values.isfinite()).sum())
+            if judge_zero:
+                quant = values.reshape(-1, block)                         # [n_blocks, block]: rows are whole blocks
+                zero_blocks += int((quant == 0).all(dim=1).sum())
+                blocks += quant.shape[0]
+    finally:
+        os.close(fd)
+    return nonfinite, (zero_blocks / blocks if judge_zero and blocks else None)
 
 
 @check("GGF009", category="files", severity="warning", needs=("gguf",),

@@ -9,6 +9,9 @@ from checks.analysis.logit_compare import close, incremental, probe_sequence
 from checks.registry import Problem, check
 
 # ---- far positions -------------------------------------------------------------------------------------
+# tokens the far-position check runs (thresholds KVC003.max_tokens_gpu / max_tokens_cpu); the memory plan's
+# check workloads (llmdoctor/workloads.py) count their KV cache from these
+FAR_TOKENS_GPU, FAR_TOKENS_CPU, FAR_TOKENS_QUICK = 32768, 2048, 128
 
 def trained_context(raw: dict) -> int | None:
     """The context the weights were trained on, when the config says so outside rope_scaling (Phi-3 style)."""
@@ -22,8 +25,8 @@ def trained_context(raw: dict) -> int | None:
 def far_budget(ctx) -> int:
     """Longest sequence the far-position check runs: the whole context on a GPU, less on a CPU."""
     if ctx.device != "cpu":
-        return ctx.threshold("KVC003", "max_tokens_gpu", 32768)
-    return ctx.threshold("KVC003", "max_tokens_cpu", 128 if ctx.quick else 2048)
+        return ctx.threshold("KVC003", "max_tokens_gpu", FAR_TOKENS_GPU)
+    return ctx.threshold("KVC003", "max_tokens_cpu", FAR_TOKENS_QUICK if ctx.quick else FAR_TOKENS_CPU)
 
 
 @check("KVC003", category="kv_cache", severity="error", needs=("engine", "tokenizer"),

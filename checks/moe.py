@@ -124,18 +124,32 @@ def router_health(ctx):
 @check("MOE004", category="activations", severity="warning", needs=("engine", "tokenizer"),
        hint="Check the router of the named layer; a dead expert is dead weight (or a broken router row).")
 def dead_experts(ctx):
-    """Every expert of every MoE layer is chosen by some probe token (with enough tokens to tell).
+    """Every expert of every MoE layer is chosen by some probe token (with enough tokens to tell), and by the
+    token: its router logit moves with the token as its siblings' do.
 
     An expert no token is routed to contributes nothing: after training this is the "dead expert" failure
     (routing collapse), after a conversion it is usually a router row that was zeroed, negated or mixed up
     with another. Judged only where the probes route at least `min_slots_per_expert` (8) slots per expert,
     so a small probe set on a 128-expert model does not cry wolf (then it is info).
 
+    A zeroed router row is dead whatever the counts say: its logit is 0 for every token, so the expert still
+    wins whenever its siblings' logits happen to fall below 0 (on an untrained or small router, often), but
+    never because of what the token is. Any expert whose logit moves over the probe tokens less than 1/1000
+    of its siblings' median movement is reported, however many slots the probes route.
+
     Remedy: compare the layer's router rows with the source checkpoint.
     """
     per = ctx.threshold("MOE004", "min_slots_per_expert", 8)
     for layer, s in sorted(_moe_routing(ctx).layers.items()):
-        dead = s.dead
+        flat = s.flat
+        if flat:
+            spread = s.expert_spread
+            yield Problem(f"layer {layer}: the router gives expert {flat[0]} the same logit "
+                          f"({float(s.low[flat[0]]):.3g}) for every probe token ({len(flat)} such of {s.experts} "
+                          "experts): a zeroed or lost router row", severity="warning",
+                          evidence={"layer": layer, "flat": flat[:32], "logit_spread": float(spread[flat[0]]),
+                                    "median_spread": float(spread.median()), "counts": s.counts.tolist()[:128]})
+        dead = [e for e in s.dead if e not in flat]
         if not dead:
             continue
         enough = s.slots >= per * s.experts

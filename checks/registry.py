@@ -24,7 +24,8 @@ ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
          "adapter",  # adapter: a LoRA adapter run on its base (`check ADAPTER_DIR --base BASE`; checks/adapter.py)
          "pair",  # pair: two models, `llmdoctor diff` only (checks/diff/pair.py)
-         "endpoint")  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
+         "endpoint",  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
+         "load")  # load: a loaded server measured, `probe load` / `triage --load` only (checks/endpoint/load*.py)
 # id family prefix -> the category it belongs to (a family never changes category); None: a family that spans
 # categories, each check in the category of what it checks (GGF: GGUF-format checks; DRF: drift, any engine category)
 FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",

@@ -120,6 +120,7 @@ class Report:
     resources: dict[str, float] = field(default_factory=dict)  # seconds to build config/weights/engine/...
     plan: dict | None = None   # the memory plan of an engine run (reference_engine/budget/plan.py), None without one
     known_report: str | None = None  # the --known report findings were matched against (None: no baseline)
+    load: dict | None = None   # `probe load`'s measurements (levels, options, server metrics), None otherwise
 
     def failing(self, fail_on: str | None = None) -> list[Finding]:
         """Findings at or above fail_on (the report's own level by default)."""

@@ -8,6 +8,7 @@ from a newer version is refused rather than misread. Never written into the mode
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
     plan = ctx._plan_or_none()          # PlanError (exit 2) before anything is loaded
     from llmdoctor.runner import announce_plan
     announce_plan(plan, plan_stream)
+    if plan is None and ctx.plan_fallback is not None:
+        from checks.engine_builder import fallback_warning
+        print(fallback_warning(ctx.plan_fallback), file=plan_stream or sys.stderr, flush=True)
     runs = forward_runs(ctx)
     traces = greedy_traces(ctx.engine, [r.probe.ids for r in runs], new_tokens(quick), eos_ids(ctx.engine))
     probes = []

@@ -102,8 +102,8 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
 
 def generation_plan(spec):
     """The memory plan for generation (reference_engine/budget/plan.py), printed on stderr; PlanError (exit 2)
-    when not even one layer fits; None for a model the planner cannot read (it then runs resident and the
-    engine's own errors say what is wrong)."""
+    when not even one layer fits; None for a model the planner cannot read (warned on stderr: it then runs
+    resident, without a budget, and the engine's own errors say what is wrong)."""
     from checks.engine_builder import plan_or_none
     plan = plan_or_none(spec)
     if plan is None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint
+from llmdoctor.cli_load import probe_load
 from llmdoctor.cli_options import known_option, output_option, report_options
 
 
@@ -155,6 +156,7 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
 
 
 probe.add_command(probe_endpoint)
+probe.add_command(probe_load)
 
 
 @click.command("triage")
@@ -172,16 +174,20 @@ probe.add_command(probe_endpoint)
               help="Also write report.sarif / gl-code-quality-report.json into the bundle, or print GitHub "
                    "annotations (repeatable); the bundle always has JSON, Markdown and HTML.")
 @known_option
+@click.option("--load", "load", is_flag=True,
+              help="With --endpoint: also load the server briefly (probe load with small defaults, EPT10x/11x).")
 def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s,
-           ci_formats, known):
+           ci_formats, known, load):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
     from llmdoctor.triage import run_triage
     endpoint_options_ = None
     if endpoint:
         from llmdoctor.endpoint import EndpointOptions
         endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
+    elif load:
+        raise click.UsageError("--load needs --endpoint URL")
     result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
-                        endpoint=endpoint_options_, ci_formats=ci_formats, known=known)
+                        endpoint=endpoint_options_, ci_formats=ci_formats, known=known, load=load)
     from reports.common import summary_line
     click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
     for path in result.files:

@@ -39,7 +39,8 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
     chosen = diff_checks(select, ignore)
     budget = None if memory_budget is None else parse_size(memory_budget)
     ctx = PairContext(ref_side.base, cand_side.base, device=device, dtype=dtype, quick=quick, thresholds=thresholds,
-                      text=text, memory_budget=budget, ctx_len=ctx_len, chunks=chunks, workload=check_workload(quick),
+                      text=text, memory_budget=budget, ctx_len=ctx_len, chunks=chunks,
+                      workload=check_workload(quick, device),
                       ref_adapter=ref_side.adapter, cand_adapter=cand_side.adapter)
     report = Report(model=f"{ref_side.label} vs {cand_side.label}", fingerprint=_fingerprints(ctx),
                     tool_version=__version__, generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -22,6 +22,7 @@ from findings import Finding, Location, Report
 from llmdoctor.json_lines import find_key_line
 
 CONFIG = "config.json"
+ADAPTER_CONFIG = "adapter_config.json"
 INDEX = "model.safetensors.index.json"
 # where a finding that names nothing is anchored (when the file exists), else config.json
 CATEGORY_FILES = {"tokenizer": "tokenizer.json", "generation": "generation_config.json"}
@@ -56,6 +57,8 @@ class Anchor:
         given = Path(shown if shown is not None else str(model))
         self.prefix = given.parent if self.single_file else given
         self.default = model.name if self.single_file else CONFIG
+        if not self.single_file and not (model / CONFIG).is_file() and (model / ADAPTER_CONFIG).is_file():
+            self.default = ADAPTER_CONFIG   # a LoRA adapter directory: its config declares the adapter tensors
         spellings = (str(model), str(given), str(model.resolve()), model.as_posix())
         self.secrets = {s for s in spellings if s not in ("", ".")}   # the model's path, as messages may write it
 
@@ -107,8 +110,8 @@ def resolve(loc: Location, anchor: Anchor) -> tuple[str | None, int | None]:
             line = find_key_line(anchor.root / INDEX, loc.logical)
             if line is not None:
                 return INDEX, line
-        if anchor.exists(CONFIG):
-            return CONFIG, 1
+        if anchor.exists(anchor.default):
+            return anchor.default, 1
     elif not anchor.exists(rel):   # a missing file cannot be shown: the model's config (or GGUF file) stands in
         rel = CONFIG if anchor.exists(CONFIG) else anchor.default
     if rel.lower().endswith(BINARY_SUFFIXES) or not anchor.exists(rel):

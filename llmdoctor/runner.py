@@ -6,6 +6,7 @@ an error finding carrying the traceback, and the run goes on. Resources are buil
 from __future__ import annotations
 
 import math
+import sys
 import time
 from datetime import datetime, timezone
 from enum import Enum
@@ -28,7 +29,7 @@ from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import return_freed_memory_to_os
 from reference_engine.budget.pipeline import PipelineError
-from reference_engine.budget.plan import PlanError, parse_size
+from reference_engine.budget.plan import measured_peak, parse_size
 
 # a directory with none of these is not a model directory (exit 2), not a broken model (exit 1)
 MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json",
@@ -102,13 +103,13 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     validate_device(device)
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
     # LRA checks look at an adapter: they run when one is given
-    elsewhere = {"pair", "endpoint"} | (set() if adapter else {"adapter"})
+    elsewhere = {"pair", "endpoint", "load"} | (set() if adapter else {"adapter"})
     chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not elsewhere & set(s.needs)]
     if adapter:      # the adapter's own checks first: they say why the engine checks after them may fail
         chosen.sort(key=lambda s: "adapter" not in s.needs)
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget),
-                       workload=check_workload(quick), adapter_dir=adapter)
+                       workload=check_workload(quick, device), adapter_dir=adapter)
     progress = progress or Progress(0, enabled=False)
     plan = plan_engine(ctx, chosen, plan_stream)
     ctx.on_layer = progress.layer
@@ -156,11 +157,11 @@ def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):
     the model cannot be planned (its checks then report why the engine cannot be built)."""
     if not any("engine" in spec.needs for spec in chosen):
         return None
-    try:
-        plan = ctx.plan
-    except (PlanError, PipelineError):
-        raise
-    except Exception:
+    plan = ctx._plan_or_none()             # PlanError / PipelineError (exit 2) go up
+    if plan is None:
+        if ctx.plan_fallback is not None:
+            from checks.engine_builder import fallback_warning
+            print(fallback_warning(ctx.plan_fallback), file=stream or sys.stderr, flush=True)
         return None
     announce_plan(plan, stream)
     if plan.streaming:      # the run's size should follow the one layer it holds, not creep up pass by pass
@@ -178,13 +179,18 @@ def announce_plan(plan, stream) -> None:
 
 
 def plan_with_actuals(ctx: CheckContext, plan, seconds: float) -> dict | None:
+    if plan is None and ctx.plan_fallback is not None:      # built resident without a budget: say why
+        peak, source = measured_peak(ctx.requested_device)
+        return {"mode": "resident", "planned": False, "fallback": ctx.plan_fallback,
+                "actual": {"seconds": round(seconds, 3), "peak_bytes": peak, "peak_source": source}}
     if plan is None:
         return None
     out = plan.to_dict()
     core = getattr(ctx._cache.get("engine"), "core", None)
+    peak, source = measured_peak(plan.device)
     out["actual"] = {"passes": getattr(core, "passes", 0 if core is not None else None),
                      "bytes_read": core.reader.bytes_read if hasattr(core, "reader") else None,
-                     "seconds": round(seconds, 3)}
+                     "seconds": round(seconds, 3), "peak_bytes": peak, "peak_source": source}
     return out
 
 

@@ -47,7 +47,7 @@ def environment_finding(env: dict) -> Finding:
 
 def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str = "auto", kv_requests: int = 5000,
                bandwidth_bytes: int | None = None, run_checks: bool = True, nvml_backend=None,
-               endpoint=None, ci_formats=(), known=None) -> TriageResult:
+               endpoint=None, ci_formats=(), known=None, load: bool = False) -> TriageResult:
     from llmdoctor.triage_probes import run_checks_part, run_probes_part
     root = Path(model_dir) if model_dir is not None else None
     bundle = Path(bundle)
@@ -65,7 +65,11 @@ def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str 
     if endpoint is not None:  # llmdoctor.endpoint.EndpointOptions: the live server vs this model (EPT checks)
         from llmdoctor.triage_probes import run_endpoint_part
         run_endpoint_part(recorder, root, endpoint)
+    if endpoint is not None and load:  # a short load run against the same server (EPT10x/EPT11x, small defaults)
+        from llmdoctor.triage_probes import run_load_part
+        run_load_part(recorder, root, endpoint)
     report = recorder.report(fail_on="error", fingerprint=fingerprint)
+    report.load = getattr(recorder, "load", None)
     from llmdoctor.locate import mark_known
     mark_known(report, known)
     files = write_bundle(report, env, bundle, ci_formats)

@@ -97,3 +97,25 @@ def run_endpoint_part(recorder: ProbeRecorder, model_dir: Path | None, options) 
         recorder.skip("EPT001", "endpoint", f"endpoint not probed: {type(exc).__name__}: {' '.join(str(exc).split())}")
         return
     recorder.extend(report)
+
+
+# triage's load run: a few requests per level so the bundle stays quick
+TRIAGE_LOAD = dict(concurrency=(1, 4), requests=8, max_tokens=16, duration_s=90.0, repeats=2)
+
+
+def run_load_part(recorder: ProbeRecorder, model_dir: Path | None, options) -> None:
+    """`probe load` with small defaults against options.url (EPT001 comes from the endpoint part)."""
+    from llmdoctor.load_probe import run_load_report
+    from probes.load import LoadOptions
+    if model_dir is None:
+        recorder.skip("EPT101", "endpoint", "no model directory given: the load probe needs a reference model")
+        return
+    load_options = LoadOptions(**TRIAGE_LOAD, timeout_s=options.timeout_s)
+    try:
+        report = run_load_report(model_dir, options.url, load_options, served_name=options.served_name,
+                                 api_key_env=options.api_key_env, ignore=["EPT001"])
+    except Exception as exc:  # an unreadable model or an unset API key variable: say so in the bundle
+        recorder.skip("EPT101", "endpoint", f"load not probed: {type(exc).__name__}: {' '.join(str(exc).split())}")
+        return
+    recorder.extend(report)
+    recorder.load = report.load

@@ -5,8 +5,11 @@ with the commands. docs/memory.md "Passes" says how they were counted.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
+from checks.kv_cache import FAR_TOKENS_GPU
 from reference_engine.budget.plan import Workload
 
 # passes counted by the streaming core on the demo model (docs/memory.md "Passes"): a full check is 32 greedy
@@ -19,6 +22,9 @@ GENERATE = Workload("generate", 257, 4, 512, 1024, pack_decode=True)
 BASELINE = Workload("baseline", 33, 24, 512, 512, ())
 
 
-def check_workload(quick: bool) -> Workload:
-    """The workload of `llmdoctor check` (and of each model of `llmdoctor diff`)."""
-    return CHECK_QUICK if quick else CHECK_FULL
+def check_workload(quick: bool, device: str = "cpu") -> Workload:
+    """The workload of `llmdoctor check` (and of each model of `llmdoctor diff`). On a GPU the far-position
+    check runs the whole context (up to FAR_TOKENS_GPU), and the KV cache, sized to the plan, must hold it."""
+    base = CHECK_QUICK if quick else CHECK_FULL
+    gpu = str(device).startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return replace(base, kv_tokens=2 * FAR_TOKENS_GPU + 512) if gpu else base

@@ -15,6 +15,8 @@ from pathlib import Path
 from reference_engine.core.engine import CoreEngine
 from reference_engine.errors import ModelDirError
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model")  # what a Hugging Face directory may carry its vocabulary in
+
 
 class Engine:
     def __init__(self, core: CoreEngine, tokenizer=None, adapter_dir: Path | None = None):
@@ -37,16 +39,27 @@ class Engine:
 
     # ---- stage 1: the tokenizer, loaded on first use -------------------------------------------------
     @property
+    def has_tokenizer(self) -> bool:
+        """False when the model ships no tokenizer at all: generate/stream then answer token-id prompts with ids
+        and empty text, as vLLM does with skip_tokenizer_init. A tokenizer file that is there but broken is True
+        here, so its error surfaces on first use instead of being taken for an absent tokenizer."""
+        if self._tokenizer is not None:
+            return True
+        model_dir: Path | None = self.core.model_dir
+        if model_dir is None:
+            return False
+        return model_dir.is_file() or any((model_dir / name).exists() for name in TOKENIZER_FILES)  # file: a GGUF
+
+    @property
     def tokenizer(self):
         if self._tokenizer is None and self.adapter_dir is not None and (self.adapter_dir / "tokenizer.json").exists():
             from reference_engine.tokenizer import Tokenizer
             self._tokenizer = Tokenizer.from_pretrained(self.adapter_dir)   # an adapter that added tokens
         if self._tokenizer is None:
-            model_dir: Path | None = self.core.model_dir
-            if model_dir is None or not ((model_dir / "tokenizer.json").exists() or model_dir.is_file()):  # a GGUF file
-                raise ModelDirError(model_dir or "<engine>", "no tokenizer.json in the model directory")
+            if not self.has_tokenizer:
+                raise ModelDirError(self.core.model_dir or "<engine>", "no tokenizer.json in the model directory")
             from reference_engine.tokenizer import Tokenizer
-            self._tokenizer = Tokenizer.from_pretrained(model_dir)
+            self._tokenizer = Tokenizer.from_pretrained(self.core.model_dir)
         return self._tokenizer
 
     @tokenizer.setter

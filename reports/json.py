@@ -26,6 +26,7 @@ def as_dict(report: Report) -> dict:
         "exit_code": report.exit_code(),
         "resources": {name: round(seconds, 6) for name, seconds in report.resources.items()},
         "plan": report.plan,
+        "load": report.load,
         "summary": {"checks": len(report.checks), **status_counts(report), **severity_counts(report)},
         "checks": [run.as_dict() for run in report.checks],
         "findings": [finding_dict(f) for f in report.findings],
@@ -57,4 +58,5 @@ def from_dict(data: dict) -> Report:
                   generated_at=data["generated_at"], checks=checks, findings=findings,
                   fail_on=data.get("fail_on", "error"), duration_s=data.get("duration_s", 0.0),
                   device=data.get("device", "cpu"), dtype=data.get("dtype", "float32"),
-                  resources=data.get("resources") or {}, plan=data.get("plan"), known_report=data.get("known_report"))
+                  resources=data.get("resources") or {}, plan=data.get("plan"), known_report=data.get("known_report"),
+                  load=data.get("load"))

@@ -19,5 +19,7 @@ fi
 "$PYTHON" -m pip install -q -e ".$extras"
 # the live endpoint tests run llama-cpp-python's server: its wheel is built once and cached (see the script)
 if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_cpp_server.sh; fi
+# the live load tests also run llama.cpp's own llama-server, built once from the same sdist and cached (see the script)
+if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_server.sh; fi
 # pyenv only exposes a new console script after a rehash
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi

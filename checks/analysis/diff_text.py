@@ -28,12 +28,6 @@ CORPUS = (
     "Mixed-CASE words, camelCase, snake_case and SHOUTING.",
     "Line one\nLine two\r\nLine three\n\n\nafter blank lines",
 )
-CHAT = [{"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "Hi! What is 2 + 2?"},
-        {"role": "assistant", "content": "2 + 2 = 4."},
-        {"role": "user", "content": "And in French?"}]
-
-
 def unified(a: str, b: str, a_name: str, b_name: str, context: int = 2, limit: int = 60) -> list[str]:
     """Unified diff lines of two texts (line endings shown), at most `limit` lines."""
     lines = list(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), a_name, b_name,

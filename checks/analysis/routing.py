@@ -11,6 +11,7 @@ import torch
 from checks.analysis.prompts import probe_inputs
 
 COLLAPSED_SPREAD = 1e-6     # router logits this close across experts for every token: no routing signal
+FLAT_RATIO = 1e-3           # an expert's logit varying this much less over the tokens than its siblings': flat
 
 
 @dataclass
@@ -22,6 +23,24 @@ class LayerRouting:
     tokens: int = 0
     nonfinite: int = 0                 # tokens whose router logits hold NaN/Inf
     max_spread: float = 0.0            # largest (max - min) of one token's router logits
+    low: torch.Tensor = None           # [experts] float32: lowest finite router logit of each expert
+    high: torch.Tensor = None          # [experts] float32: highest
+
+    @property
+    def expert_spread(self) -> torch.Tensor:
+        """[experts]: how far each expert's router logit moves over the probe tokens."""
+        return (self.high - self.low).clamp(min=0)
+
+    @property
+    def flat(self) -> list[int]:
+        """Experts whose router logit is (nearly) the same for every token while their siblings' move: a zeroed
+        router row gives logit 0 whatever the token, so the expert is picked by where the others happen to fall,
+        never by what the token is."""
+        spread = self.expert_spread
+        median = float(spread.median())
+        if self.low is None or median <= COLLAPSED_SPREAD:   # the whole router is flat: MOE003/MOE005's case
+            return []
+        return [e for e in range(self.experts) if float(spread[e]) <= FLAT_RATIO * median]
 
     @property
     def slots(self) -> int:
@@ -51,8 +70,10 @@ def routing(ctx) -> Routing:
         def capture(layer: int, module: str, logits: torch.Tensor):
             if module != "router":
                 return None
-            stats = out.layers.setdefault(layer, LayerRouting(layer, moe.num_experts, moe.top_k,
-                                                             torch.zeros(moe.num_experts, dtype=torch.int64)))
+            n = moe.num_experts
+            stats = out.layers.setdefault(layer, LayerRouting(
+                layer, n, moe.top_k, torch.zeros(n, dtype=torch.int64), low=torch.full((n,), float("inf")),
+                high=torch.full((n,), float("-inf"))))
             logits = logits.float().cpu()
             finite = torch.isfinite(logits).all(dim=-1)
             stats.tokens += logits.shape[0]
@@ -60,6 +81,8 @@ def routing(ctx) -> Routing:
             if finite.any():
                 good = logits[finite]
                 stats.max_spread = max(stats.max_spread, float((good.max(-1).values - good.min(-1).values).max()))
+                stats.low = torch.minimum(stats.low, good.min(0).values)
+                stats.high = torch.maximum(stats.high, good.max(0).values)
                 ids = torch.topk(torch.softmax(good, dim=-1), moe.top_k, dim=-1).indices
                 stats.counts += torch.bincount(ids.flatten(), minlength=moe.num_experts)
             return None

@@ -88,6 +88,7 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
     by_file: dict = {}
     for name in names:
         by_file.setdefault(weights.info(name).file, []).append(name)
+    gguf = gguf_rows(weights, chunk_elements) if getattr(weights, "dequantizes", False) else None
     for file, file_names in by_file.items():
         with open(file, "rb", buffering=0) as handle:
             for name in file_names:
@@ -95,11 +96,13 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
                 if info.dtype not in TORCH_DTYPES:
                     continue  # packed sub-byte formats (F4, F6): WGT004 reports them, values are not read
                 want_rows = name in row_tensors and len(info.shape) == 2
-                source = handle
-                if getattr(weights, "dequantizes", False):   # GGUF: scan the dequantized tensor, one at a time
-                    source, info = in_memory(weights.get(name), info)
-                out.tensors[name], rows = _scan_tensor(source, info, want_rows, chunk_elements)
-                if source is handle:    # the scan holds no weights: neither should the page cache (memory.md)
+                if gguf is not None:    # GGUF: dequantized a block of rows at a time
+                    read = gguf(name, info)
+                else:
+                    def read(first, rows, per_row, info=info):
+                        return read_block(handle, info, first, rows, per_row)
+                out.tensors[name], rows = _scan_tensor(read, info, want_rows, chunk_elements)
+                if gguf is None:    # the scan holds no weights: neither should the page cache (memory.md)
                     drop_cached(handle.fileno(), info.offset, info.nbytes)
                 if rows is not None:
                     out.rows[name] = rows
@@ -112,7 +115,8 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
     return out
 
 
-def _scan_tensor(handle, info, want_rows: bool, chunk_elements: int):
+def _scan_tensor(read, info, want_rows: bool, chunk_elements: int):
+    """read(first_row, rows, per_row) -> float32 [rows, per_row]: the tensor's leading-dimension rows."""
     stats = TensorStats(info.name, info.dtype, math.prod(info.shape))
     if stats.numel == 0:
         return stats, None
@@ -121,7 +125,7 @@ def _scan_tensor(handle, info, want_rows: bool, chunk_elements: int):
     step = max(1, chunk_elements // per_row)
     norms, amaxes, row_sum = [], [], None
     for begin in range(0, lead, step):
-        block = read_block(handle, info, begin, min(step, lead - begin), per_row)   # [rows, per_row] float32
+        block = read(begin, min(step, lead - begin), per_row)       # [rows, per_row] float32
         row_norm = torch.linalg.vector_norm(block, dim=1)        # [rows] float32; NaN/Inf propagate into it
         finite = bool(torch.isfinite(row_norm).all())
         if not finite:
@@ -139,14 +143,25 @@ def _scan_tensor(handle, info, want_rows: bool, chunk_elements: int):
     return stats, rows
 
 
-def in_memory(tensor: torch.Tensor, info):
-    """(a file-like handle over the tensor's float32 bytes, its info with offset 0) for read_block."""
-    import ctypes
-    import dataclasses
-    import io
-    flat = tensor.detach().to(torch.float32).contiguous()
-    data = ctypes.string_at(flat.data_ptr(), flat.numel() * 4)   # no numpy at run time
-    return io.BytesIO(data), dataclasses.replace(info, dtype="F32", offset=0, nbytes=len(data))
+def gguf_rows(weights, chunk_elements: int):
+    """For a GGUFWeights: name, info -> read(first_row, rows, per_row) of the dequantized tensor. Rows of a
+    tensor stored in its Hugging Face order are read and dequantized a block at a time (statistics do not care
+    that Q/K rows are stored permuted); small or 1-D tensors (norms, whose stored offset must be undone) whole."""
+    from reference_engine.budget.readers import chunked_reader
+    reader = chunked_reader(weights, True)
+
+    def reader_for(name: str, info):
+        stored = reader.stored(name)
+        if math.prod(info.shape) <= chunk_elements or len(info.shape) < 2 or \
+                tuple(info.shape) != tuple(reversed(stored.dims)):
+            tensor = reader.get(name).to(torch.float32)
+            flat = tensor.reshape(info.shape[0] if info.shape else 1, -1)      # [lead, per_row]
+            return lambda first, rows, per_row: flat[first:first + rows]
+        def read(first, rows, per_row):
+            k = per_row // stored.dims[0]                                      # stored rows per leading row
+            return reader.stored_rows(name, first * k, (first + rows) * k).reshape(rows, per_row).float()
+        return read
+    return reader_for
 
 
 def read_block(handle, info, first_row: int, rows: int, per_row: int) -> torch.Tensor:

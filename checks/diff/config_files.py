@@ -1,10 +1,11 @@
 """Diff section 1, files and config: architecture and rope fields, special ids, generation_config, the chat
-template rendered on the same conversation, added tokens. Each difference is one finding."""
+template rendered on the conversations that exercise its branches, added tokens. Each difference is one finding."""
 from __future__ import annotations
 
 import math
 
-from checks.analysis.diff_text import CHAT, unified
+from checks.analysis.chat_conversations import BRANCHES, default_system_dropped, label, render_all
+from checks.analysis.diff_text import unified
 from checks.registry import Problem, Skip, check
 from findings import Location
 
@@ -137,43 +138,53 @@ def _special_location(key: str) -> Location:
     return Location(file="config.json", logical=name)
 
 
-def _render(tok) -> str | None:
-    if not getattr(tok, "chat_template", None):
-        return None
-    return tok.apply_chat_template(list(CHAT), add_generation_prompt=True, tokenize=False)
-
-
 @check("DIF004", category="diff", severity="warning", needs=("pair",),
        hint="Ship the reference's chat template with the candidate (tokenizer_config.json / tokenizer.chat_template).")
 def chat_template_differs(ctx):
-    """The chat template renders the same conversation differently (text and ids shown as a diff).
+    """The chat template renders a conversation differently (text and ids shown as a diff).
 
     Instruct models are tuned on one exact prompt format; a template that lost a newline, a system prompt or
-    the generation prompt costs quality silently. The same four-turn conversation is rendered by both sides and
-    the rendered text and its token ids (each side's tokenizer) are compared."""
+    the generation prompt costs quality silently. A template bug usually lives in one branch, so both sides
+    render every conversation of checks/analysis/chat_conversations.py (no system message, a system message,
+    one turn, several turns), each with and without the generation prompt: a template that dropped its
+    default system turn differs only where the conversation brings none. The first differing rendering is
+    shown as a text diff with its token ids (each side's tokenizer)."""
     tok_a, tok_b = ctx.ref.tokenizer, ctx.cand.tokenizer
-    try:
-        text_a, text_b = _render(tok_a), _render(tok_b)
-    except Exception as e:
-        yield Problem(f"a chat template does not render: {type(e).__name__}: {e}", evidence={"error": str(e)})
-        return
-    if text_a is None and text_b is None:
+    has_a, has_b = bool(getattr(tok_a, "chat_template", None)), bool(getattr(tok_b, "chat_template", None))
+    if not has_a and not has_b:
         raise Skip("neither side has a chat template")
-    if text_a is None or text_b is None:
-        missing = "reference" if text_a is None else "candidate"
+    if not has_a or not has_b:
+        missing = "reference" if not has_a else "candidate"
+        rendered = render_all(tok_b if not has_a else tok_a)[next(iter(BRANCHES)), True]
         yield Problem(f"chat template only on one side (missing in the {missing})",
-                      evidence={"missing_in": missing, "rendered": text_a or text_b})
+                      evidence={"missing_in": missing, "rendered": rendered})
         return
-    ids_a = tok_a.encode(text_a, add_special_tokens=False)
-    ids_b = tok_b.encode(text_b, add_special_tokens=False)
-    if text_a == text_b and ids_a == ids_b:
+    ref, cand = render_all(tok_a), render_all(tok_b)
+    ids = {}
+    for case in ref:
+        if ref[case] != cand[case]:
+            continue
+        ids[case] = (tok_a.encode(ref[case], add_special_tokens=False),
+                     tok_b.encode(cand[case], add_special_tokens=False))
+    differing = [case for case in ref if ref[case] != cand[case] or ids[case][0] != ids[case][1]]
+    if not differing:
         return
-    diff = unified(text_a, text_b, "reference", "candidate")
+    case = differing[0]
+    text_a, text_b = ref[case], cand[case]
+    ids_a, ids_b = ids.get(case) or (tok_a.encode(text_a, add_special_tokens=False),
+                                     tok_b.encode(text_b, add_special_tokens=False))
     first = next((i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), min(len(ids_a), len(ids_b)))
     what = "text" if text_a != text_b else "token ids (same text)"
-    yield Problem(f"chat template renders a different {what}: first differing id at position {first} "
-                  f"({len(ids_a)} vs {len(ids_b)} ids)",
-                  evidence={"text_diff": diff, "first_differing_id": first,
+    names = {name for name, _ in ref}
+    note = ""
+    if default_system_dropped({name for name, _ in differing}, names, ref["no system", True]):
+        note = ("; only conversations without a system message differ, and the reference template writes a "
+                "default system turn there: the candidate's template drops it")
+    yield Problem(f"chat template renders {len(differing)} of {len(ref)} conversations differently; first: "
+                  f"{label(case)}, a different {what} from id {first} ({len(ids_a)} vs {len(ids_b)} ids){note}",
+                  evidence={"conversation": label(case), "differing": [label(c) for c in differing],
+                            "text_diff": unified(text_a, text_b, "reference", "candidate"),
+                            "first_differing_id": first,
                             "reference_ids": ids_a[max(first - 4, 0):first + 12],
                             "candidate_ids": ids_b[max(first - 4, 0):first + 12],
                             "reference_text": text_a, "candidate_text": text_b},

@@ -10,20 +10,12 @@ import functools
 import time
 from typing import Any, Callable
 
+from checks.analysis.chat_conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
 from checks.context import ResourceError
 from checks.endpoint.reference import Reference
 from checks.registry import Problem
 from probes.endpoint import Connection, EndpointError
 
-# three conversation shapes: a template bug usually shows in one of them (default system turn, multi-turn)
-CONVERSATIONS = {
-    "no system": [{"role": "user", "content": "What is the capital of France? Answer in one word."}],
-    "with system": [{"role": "system", "content": "You are a concise assistant."},
-                    {"role": "user", "content": "Name one primary colour."}],
-    "multi-turn": [{"role": "user", "content": "Hi!"},
-                   {"role": "assistant", "content": "Hello! How can I help you today?"},
-                   {"role": "user", "content": "What is 2 + 2?"}],
-}
 # plain texts where pre-tokenizers disagree: digits, contractions, whitespace runs, punctuation, non-ASCII
 RAW_TEXTS = (
     "Hello world! It's 2024, and I've got 12345 apples.",

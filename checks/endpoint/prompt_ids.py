@@ -1,6 +1,7 @@
 """EPT01x: the prompt the server feeds the model vs the reference tokenizer and chat template."""
 from __future__ import annotations
 
+from checks.analysis.chat_conversations import default_system_dropped
 from checks.endpoint.context import CONVERSATIONS, RAW_TEXTS, EndpointContext, asks_server
 from checks.endpoint.textdiff import first_difference, rendered_diff, split_spans
 from checks.registry import Problem, Skip, check
@@ -159,12 +160,8 @@ def count_summary(bad: list[dict]) -> str:
 def default_system_note(ctx: EndpointContext, rows: list[dict], bad: list[dict]) -> str:
     """Name the common cause: only conversations without a system message differ and the reference template
     writes a system turn of its own for them."""
-    names = {r["conversation"] for r in bad}
-    without_system = {name for name, m in CONVERSATIONS.items() if all(x["role"] != "system" for x in m)}
-    if not names <= without_system or len(names) == len(rows):
-        return ""
-    render = ctx.reference.render(CONVERSATIONS["no system"])
-    if "system" not in render:
+    differing, names = {r["conversation"] for r in bad}, {r["conversation"] for r in rows}
+    if not default_system_dropped(differing, names, ctx.reference.render(CONVERSATIONS["no system"])):
         return ""
     return (" -- only conversations without a system message differ, and the model's template inserts a "
             "default system turn there: the server's template drops it")

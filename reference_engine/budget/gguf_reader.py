@@ -21,10 +21,11 @@ from reference_engine.budget.layer_reader import ChunkedWeights
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import is_norm
 from reference_engine.files.gguf_file import GGUFTensor, ggml_types
-from reference_engine.files.reads import drop_cached
+from reference_engine.files.reads import drop_cached, read_range
 from reference_engine.files.gguf_weights import TORCH_TYPES, GGUFWeights
 
 DEQUANT_CHUNK_BYTES = 16 << 20     # float32 output per call of gguf's numpy kernels (their scratch is ~1x it)
+BLOCK_ELEMENTS = 1 << 22           # values per block of a whole-tensor sweep (16 MiB of float32)
 
 
 def row_bytes(tensor: GGUFTensor) -> int:
@@ -56,6 +57,23 @@ def dequantize_rows(raw: torch.Tensor, tensor: GGUFTensor, n_rows: int, path) ->
     return out
 
 
+def stored_rows(fd: int, path, tensor: GGUFTensor, start: int, end: int) -> torch.Tensor:
+    """Rows start..end-1 of a tensor as stored (a row: dims[0] values), [end - start, dims[0]] float32 (ints keep
+    their type): only their bytes are read (pread at the validated offset, then the pages let go)."""
+    size = row_bytes(tensor)
+    raw = read_range(fd, tensor.offset + start * size, (end - start) * size, path, f"tensor {tensor.name!r}")
+    return dequantize_rows(raw, tensor, end - start, path)
+
+
+def row_blocks(fd: int, path, tensor: GGUFTensor, max_elements: int = BLOCK_ELEMENTS):
+    """(first row, [rows, dims[0]] block) over a whole tensor as stored, at most max_elements values each: what
+    a check that looks at every value holds at once, whatever the tensor's size (a 70B embedding is > 6 GB
+    dequantized)."""
+    rows, step = tensor.numel // tensor.dims[0], max(1, max_elements // tensor.dims[0])
+    for start in range(0, rows, step):
+        yield start, stored_rows(fd, path, tensor, start, min(rows, start + step))
+
+
 class GGUFChunkedWeights(ChunkedWeights):
     """ChunkedWeights over a GGUFWeights (`self.weights`): `get` and `rows` return dequantized float32 in
     Hugging Face layout; `bytes_read` counts the quantized bytes actually read."""
@@ -81,6 +99,19 @@ class GGUFChunkedWeights(ChunkedWeights):
         raw = self._read_bytes(info, tensor.offset + start * size, (end - start) * size)
         return dequantize_rows(raw, tensor, end - start, info.file)
 
+
+    def stored(self, name: str) -> GGUFTensor:
+        """The GGUF tensor behind a Hugging Face name (for stored_rows / row_blocks)."""
+        return self._tensor(name)
+
+    def reorders(self, name: str) -> bool:
+        """Whether the stored rows are not the Hugging Face tensor's (Q/K permutation, Gemma's norm offset)."""
+        return _reorders(self.weights, name)
+
+    def stored_rows(self, name: str, start: int, end: int) -> torch.Tensor:
+        info, tensor = self.weights.info(name), self._tensor(name)
+        self.bytes_read += (end - start) * row_bytes(tensor)
+        return stored_rows(self._files.fd(info.file), info.file, tensor, start, end)
 
     def drop_tensor(self, name: str) -> None:
         if self.drop_cache:

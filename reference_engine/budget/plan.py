@@ -14,6 +14,7 @@ a GGUF layer costs its quantized bytes to read and its element count in the comp
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -26,9 +27,9 @@ from reference_engine.budget.sweep import HEAD_BLOCK_BYTES
 from reference_engine.limits import memory_left
 
 GiB, MiB = 1 << 30, 1 << 20
-# python + torch + the checks' own state (measured 174 MB after imports), and the tokenizer (SmolLM2's 49152
-# ids: +50 MB, so ~1 KiB per id with its merges and caches)
-BASE_BYTES, TOKENIZER_BYTES_PER_ID = 192 * MiB, 1 << 10
+# python + torch + the checks' own state (VmHWM 246 MiB after the CLI's imports with torch 2.x, which alone
+# is 237 MiB), and the tokenizer (SmolLM2's 49152 ids: +50 MB, so ~1 KiB per id with its merges and caches)
+BASE_BYTES, TOKENIZER_BYTES_PER_ID = 240 * MiB, 1 << 10
 HEADROOM_FRACTION, HEADROOM_MIN = 0.10, 512 * MiB
 DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine
 CPU_FLOPS = 20e9                 # float32 matmul throughput of a small CPU box, for the rough time only
@@ -73,7 +74,7 @@ class Plan:
     layers: list = field(default_factory=list)    # [first, end) of this rank's layers
     pack_decode: bool = False    # resident with room for decode's packed copy (core/linear.py)
     kv_tokens: int = 0           # KV-cache tokens the plan counted (the engine's cache is sized to them on a CPU)
-    actual: dict = field(default_factory=dict)     # filled after the run: passes, bytes_read, seconds
+    actual: dict = field(default_factory=dict)     # after the run: passes, bytes_read, seconds, peak_bytes
 
     @property
     def streaming(self) -> bool:
@@ -123,14 +124,74 @@ def fmt_seconds(s: float) -> str:
 
 
 def default_budget(device: str = "cpu") -> tuple[int, str]:
-    """Available memory (GPU memory on cuda) minus headroom: 10%, at least 512 MiB."""
+    """What this process may use in all, minus headroom. On a CPU: the memory still left (MemAvailable, ulimit -v,
+    the cgroup limit) plus the part of what the process already holds that the plan counts in its base term
+    (the interpreter and torch: without it they would be counted twice, once as used and once as base). The
+    headroom is 10%, and at least 512 MiB when the bound is the machine's available memory (the OS and other
+    processes share it); a cgroup or ulimit bounds this process alone, so 64 MiB is enough there. On CUDA the
+    free GPU memory minus 10% (at least 512 MiB)."""
     if str(device).startswith("cuda") and torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info()
-        avail, source = free, "free GPU memory"
-    else:
-        avail, source = memory_left()      # MemAvailable, ulimit -v and the cgroup limit, the least of them
-        avail = 8 * GiB if avail is None else avail
-    return max(avail - max(int(avail * HEADROOM_FRACTION), HEADROOM_MIN), 0), source + " minus headroom"
+        return max(free - max(int(free * HEADROOM_FRACTION), HEADROOM_MIN), 0), "free GPU memory minus headroom"
+    avail, source = memory_left()      # MemAvailable, ulimit -v and the cgroup limit, the least of them
+    if avail is None:
+        avail, source = 8 * GiB, "assumed 8 GiB (memory left unknown)"
+    total = avail + min(current_rss(), BASE_BYTES)
+    floor = HEADROOM_MIN if source == "available memory" else 64 * MiB
+    return max(total - max(int(total * HEADROOM_FRACTION), floor), 0), source + " minus headroom"
+
+
+def current_rss() -> int:
+    """This process's resident set now (VmRSS), 0 when it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def local_ranks() -> int:
+    """Processes of this run on this host (torchrun's LOCAL_WORLD_SIZE; 1 outside torchrun)."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+    except ValueError:
+        return 1
+
+
+def host_share(budget: int | None, device, ranks: int, budget_source: str | None) -> tuple[int, str]:
+    """This process's part of the budget. --memory-budget is the host's: the local ranks of a torchrun split it,
+    and their default too (each its share of the machine's available memory, not all of it); on CUDA each
+    local rank has a GPU of its own, so a default GPU budget is not split."""
+    explicit = budget is not None
+    if not explicit:
+        budget, budget_source = default_budget(device)
+    sharers = local_ranks() if ranks > 1 else 1
+    if sharers > 1 and (explicit or not str(device).startswith("cuda")):
+        return budget // sharers, f"{budget_source or '--memory-budget'} / {sharers} local ranks"
+    return budget, budget_source or "--memory-budget"
+
+
+def measured_peak(device="cpu") -> tuple[int | None, str]:
+    """(peak bytes, what was measured) of this process so far, to hold against the plan's prediction: on CUDA
+    torch's max_memory_allocated on the device; on a CPU the resident-set high-water mark (VmHWM, else
+    ru_maxrss), which counts the interpreter and torch as the plan's base does."""
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated(torch.device(device))), "torch.cuda.max_memory_allocated"
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024, "VmHWM"
+    except OSError:
+        pass
+    try:
+        import resource
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "ru_maxrss"
+    except (ImportError, OSError):
+        return None, "unmeasured"
 
 
 # ---- the plan --------------------------------------------------------------------------------------
@@ -139,11 +200,11 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
               workload: Workload, budget_source: str | None = None, ranks: int = 1,
               rank: int = 0, force: str | None = None, adapter=None) -> Plan:
     """Decide resident or streaming for this model (with a LoRA adapter merged: adapter), budget and workload;
-    PlanError when nothing fits."""
+    PlanError when nothing fits (a forced mode too: LLMDOCTOR_STREAMING=1 or a torchrun pipeline refuses what
+    does not fit, it never runs over)."""
     sizes = model_sizes(model_dir, adapter)   # a safetensors directory or a GGUF file (model_sizes.py)
     root, config = sizes.root, sizes.config
-    if budget is None:
-        budget, budget_source = default_budget(device)
+    budget, budget_source = host_share(budget, device, ranks, budget_source)
     elem = torch.finfo(dtype).bits // 8
     layer_elems, layer_files = sizes.layer_elems, sizes.layer_files
     first, end = split_layers(config.num_hidden_layers, ranks)[rank]
@@ -176,10 +237,13 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     if packed and resident > budget and resident - packed <= budget:
         resident, packed = resident - packed, 0           # resident without the packed copy still fits
     mode = force or ("resident" if resident <= budget else "streaming")
-    if mode == "streaming" and streaming > budget and force is None:
-        raise PlanError(f"{root}: needs at least {gb(streaming)} to stream one layer at a time "
-                        f"(largest layer {gb(big * elem)} in {dtype_name(dtype)}, plus {gb(kv + act)} of "
-                        f"KV cache and activations); the memory budget is {gb(budget)}")
+    need = streaming if mode == "streaming" else resident
+    if need > budget:
+        what = "to stream one layer at a time" if mode == "streaming" else "to hold the model resident"
+        forced = f" ({mode} forced)" if force else ""
+        raise PlanError(f"{root}: needs at least {gb(need)} {what}{forced} (largest layer {gb(big * elem)} in "
+                        f"{dtype_name(dtype)}, plus {gb(kv + act)} of KV cache and activations); the memory "
+                        f"budget is {gb(budget)} ({budget_source})")
     flops = 2 * sum(layer_elems[i] for i in mine) * workload.tokens_per_pass * workload.passes
     seconds = flops / CPU_FLOPS + (per_pass * workload.passes / DISK_BYTES_PER_S if mode == "streaming"
                                    else file_bytes / DISK_BYTES_PER_S)

@@ -81,26 +81,39 @@ def _one_pass(core, scripts: list[Script]) -> list[list[torch.Tensor]]:
         for script in scripts:
             seqs = scratch.enter_context(core.scratch(script.width))
             for step in script.steps:
-                lane, last = _lane(core, *_active(seqs, step))
+                lane, rows_wanted = _lane(core, *_active(seqs, step), script.all_logits, scratch)
                 lanes.append(lane)
-                rows.append(None if script.all_logits else last)
+                rows.append(rows_wanted)
         core.run_lanes(lanes, F.linear)
         results = iter(finish_all(core, core.config, lanes, F.linear, rows))
     return [[next(results) for _ in script.steps] for script in scripts]
 
 
-def _lane(core, seq_ids: list, tokens: list[list[int]]) -> tuple[Lane, torch.Tensor]:
-    """One step's lane on the core's cache: (lane, index of each sequence's last new token)."""
-    core._check_step(seq_ids, tokens)            # ids, RoPE table and cache room, before allocating
+def _lane(core, seq_ids: list, tokens: list[list[int]], all_logits: bool,
+          scratch: ExitStack) -> tuple[Lane, torch.Tensor | None]:
+    """One step's lane on the core's cache: (lane, rows of the logits wanted: each sequence's last new token,
+    or None for every row)."""
+    requested = [len(t) for t in tokens]
+    run_ids, tokens, restarts = core.restarts(seq_ids, tokens)   # LongRoPE crossings: recomputed (engine.py)
+    core._check_step(run_ids, tokens)            # ids, RoPE table and cache room, before allocating
     cache = core.cache
-    starts = [cache.length(s) if s in cache else 0 for s in seq_ids]
+    starts = [cache.length(s) if s in cache else 0 for s in run_ids]
     counts = [len(t) for t in tokens]
     slots = torch.cat([cache.append(s, len(t), t) if s in cache else cache.allocate(s, len(t), t)
-                       for s, t in zip(seq_ids, tokens)])
-    meta = build_metadata(cache, seq_ids, starts, counts, slots, core.device)
+                       for s, t in zip(run_ids, tokens)])
+    meta = build_metadata(cache, run_ids, starts, counts, slots, core.device)
     flat = torch.tensor([t for ts in tokens for t in ts], dtype=torch.int64, device=core.device)  # [T]
-    cos, sin = core.rope.lookup(meta.positions, check=False)
+    cos, sin = core.rope.lookup(meta.positions, check=False, ends=meta.ends)
     h = core.embed(flat, core.dtype)                                                            # [T, hidden]
-    last = torch.tensor(counts, device=core.device).cumsum(0) - 1
-    return Lane(h, cache, meta, cos, sin, None, core.dtype), last
+    for private, seq in restarts.items():
+        # later lanes read the recomputed blocks; earlier lanes still write the old ones in this pass, so the
+        # private id keeps those until the pass is over
+        cache.swap(seq, private)
+        scratch.callback(lambda private=private: private in cache and cache.free(private))
+    ends = torch.tensor(counts).cumsum(0)
+    if all_logits:
+        rows = None if not restarts else torch.cat([torch.arange(e - r, e) for e, r in zip(ends.tolist(), requested)])
+    else:
+        rows = ends - 1
+    return Lane(h, cache, meta, cos, sin, None, core.dtype), (None if rows is None else rows.to(core.device))
 

@@ -128,7 +128,7 @@ class StreamingCore(CoreEngine):
 
     # ---- CoreEngine hooks: a step is one pass --------------------------------------------------------
     def _forward(self, weights, tokens: torch.Tensor, meta: StepMetadata, capture, linear) -> torch.Tensor:
-        cos, sin = self.rope.lookup(meta.positions, check=False)
+        cos, sin = self.rope.lookup(meta.positions, check=False, ends=meta.ends)
         h = _emit(capture, -1, "embed", self.embed(tokens, self.dtype))
         lane = Lane(h, self.cache, meta, cos, sin, capture, self.dtype)
         self.run_lanes([lane], linear)

@@ -181,7 +181,7 @@ def private_lane(core, source, tokens: list[int], capture, dtype: torch.dtype, r
     meta = build_metadata(cache, [0], [0], [n], slots, device)
     if dtype not in ropes:
         ropes[dtype] = core.rope if dtype == core.dtype else build_rope_table(config, device, dtype)
-    cos, sin = ropes[dtype].lookup(meta.positions, check=False)
+    cos, sin = ropes[dtype].lookup(meta.positions, check=False, ends=meta.ends)
     ids = torch.tensor(tokens, dtype=torch.int64, device=device)
     h = _emit(capture, -1, "embed", source.embed(ids, dtype))
     return Lane(h, cache, meta, cos, sin, capture, dtype)

@@ -30,6 +30,7 @@ class StepMetadata:
     key_pos: torch.Tensor | None      # [1, max_context]
     is_causal: bool                   # one fresh sequence: plain causal attention, no mask needed
     _window_masks: dict | None = None
+    ends: torch.Tensor | None = None  # [num_tokens] int64 on the CPU: the length its sequence reaches this step
 
     def window_mask(self, window: int | None) -> torch.Tensor | None:
         """The step mask restricted to keys within `window` positions of the query (sliding window)."""
@@ -54,6 +55,7 @@ def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts
     ctx = [s + n for s, n in zip(starts, counts)]
     max_query, max_context = max(counts), max(ctx)
     positions = torch.cat([torch.arange(s, s + n, dtype=torch.int64) for s, n in zip(starts, counts)])
+    ends = torch.repeat_interleave(torch.tensor(ctx, dtype=torch.int64), torch.tensor(counts))
     if batch == 1:
         table = cache.tables[seq_ids[0]]
         contiguous = all(b == table[0] + i for i, b in enumerate(table))
@@ -66,7 +68,7 @@ def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts
         mask = (key_pos[:, None, :] <= query_pos[:, :, None])[:, None] if needs_mask else None
         return StepMetadata(1, max_query, max_context, positions.to(device), slot_mapping.to(device), None,
                             context_slots, context_range, mask, query_pos, key_pos,
-                            is_causal=fresh and counts[0] > 1)
+                            is_causal=fresh and counts[0] > 1, ends=ends)
     # padded layout: row b, column j holds the j-th new token of sequence b
     query_index = torch.cat([torch.arange(n, dtype=torch.int64) + b * max_query for b, n in enumerate(counts)])
     key_pos = torch.arange(max_context, dtype=torch.int64)[None]                      # [1, K]
@@ -84,7 +86,7 @@ def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts
         query_index = query_index.to(device)
     return StepMetadata(batch, max_query, max_context, positions.to(device), slot_mapping.to(device),
                         query_index, context_slots.to(device), None, mask[:, None].to(device),
-                        query_pos.to(device), key_pos.to(device), is_causal=False)
+                        query_pos.to(device), key_pos.to(device), is_causal=False, ends=ends)
 
 
 def _context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:

@@ -69,6 +69,8 @@ class CoreEngine:
         self.windows = layer_windows(config)
         self._decode_weights: tuple | None = None   # (source, packed) on the first decode step (linear.py)
         self.pack_decode = True     # False: decode reads the plain projections (no second copy; the plan decides)
+        if rope.restart_at is not None:
+            cache.keep_tokens_until(rope.restart_at)
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
@@ -107,24 +109,36 @@ class CoreEngine:
     def _step(self, seq_ids: list, token_lists: list, all_logits: bool, capture: CaptureHook | None,
               linear, weights: ModelWeights) -> torch.Tensor:
         token_lists = [_as_ids(t) for t in token_lists]
-        self._check_step(seq_ids, token_lists)
-        new = [s for s in seq_ids if s not in self.cache]
-        starts = [self.cache.length(s) if s in self.cache else 0 for s in seq_ids]
+        requested = [len(t) for t in token_lists]
+        run_ids, token_lists, restarts = self.restarts(seq_ids, token_lists)
+        self._check_step(run_ids, token_lists)
+        new = [s for s in run_ids if s not in self.cache]
+        starts = [self.cache.length(s) if s in self.cache else 0 for s in run_ids]
         try:
             if self.cache.prefix is not None and not all_logits:
-                token_lists, starts = self._reuse_prefixes(seq_ids, token_lists, starts, new)
+                # cached blocks hold short-factor K/V (keep_tokens_until): never for a recomputation, nor for a
+                # sequence that goes past the LongRoPE switch in this step
+                limit = self.rope.restart_at
+                fresh = [s for s, t in zip(run_ids, token_lists)
+                         if s in new and s not in restarts and (limit is None or len(t) <= limit)]
+                token_lists, starts = self._reuse_prefixes(run_ids, token_lists, starts, fresh)
             counts = [len(t) for t in token_lists]
             slots = torch.cat([self.cache.append(s, len(t), t) if s in self.cache else self.cache.allocate(s, len(t), t)
-                               for s, t in zip(seq_ids, token_lists)])
-            meta = build_metadata(self.cache, seq_ids, starts, counts, slots, self.device)
+                               for s, t in zip(run_ids, token_lists)])
+            meta = build_metadata(self.cache, run_ids, starts, counts, slots, self.device)
             tokens = torch.tensor([t for ts in token_lists for t in ts], dtype=torch.int64, device=self.device)
             hidden = self._forward(weights, tokens, meta, capture, linear)
         except BaseException:
-            self._rollback(seq_ids, starts, new)
+            self._rollback(run_ids, starts, new)
             raise
+        self.adopt(restarts)
         if not all_logits:
             last = torch.tensor(counts, device=self.device).cumsum(0) - 1
             hidden = hidden[last]
+        elif restarts:                                   # only the rows of the tokens the caller passed
+            keep = torch.cat([torch.arange(c - r, c) for c, r in zip(torch.tensor(counts).cumsum(0).tolist(),
+                                                                     requested)])
+            hidden = hidden[keep.to(self.device)]
         logits = final_logits(self._head(hidden, weights, linear), self.config)   # Gemma 2: soft-capped
         if capture is not None:
             replaced = capture(self.config.num_hidden_layers, "logits", logits)
@@ -137,6 +151,33 @@ class CoreEngine:
 
     def _head(self, hidden, weights, linear) -> torch.Tensor:
         return linear(hidden, weights.lm_head)                 # [rows, vocab]
+
+    def restarts(self, seq_ids: list, token_lists: list[list[int]]) -> tuple[list, list[list[int]], dict]:
+        """LongRoPE picks its factors by the sequence's length: K/V cached while a sequence was within
+        original_max_position_embeddings were rotated with the short factors, and once it grows past that every
+        position must use the long ones. A step that takes a sequence across is run on a private id over the
+        sequence's whole history plus its new tokens, as transformers' Phi-3 generate drops its cache there.
+        Returns (ids to run, their token lists, {private id: sequence}); `adopt` swaps them in afterwards."""
+        limit = self.rope.restart_at
+        if limit is None:
+            return seq_ids, token_lists, {}
+        run_ids, lists, restarts = list(seq_ids), list(token_lists), {}
+        for i, s in enumerate(seq_ids):
+            start = self.cache.length(s) if s in self.cache else 0
+            if 0 < start <= limit < start + len(lists[i]):
+                history = self.cache.token_ids.get(s)
+                if history is None or len(history) != start:
+                    raise ValueError(f"sequence {s!r} crosses the LongRoPE switch at {limit} tokens but its "
+                                     "earlier tokens are unknown, so it cannot be recomputed")
+                run_ids[i], lists[i] = _Scratch(), list(history) + lists[i]
+                restarts[run_ids[i]] = s
+        return run_ids, lists, restarts
+
+    def adopt(self, restarts: dict) -> None:
+        """Each recomputed copy takes its sequence's place; the old blocks go back to the pool."""
+        for private, seq in restarts.items():
+            self.cache.swap(seq, private)
+            self.cache.free(private)
 
     def _reuse_prefixes(self, seq_ids, token_lists, starts, new):
         """New sequences start on the cached blocks of their longest known prefix; only the rest is computed."""

@@ -155,7 +155,7 @@ def forward(weights: ModelWeights, config: ModelConfig, tokens: torch.Tensor, ca
             meta: StepMetadata, rope: RopeTable, windows: list[int | None],
             capture: CaptureHook | None = None, linear: Projection = F.linear) -> torch.Tensor:
     """tokens [num_tokens] -> final-norm hidden states [num_tokens, hidden]; writes this step's K/V."""
-    cos, sin = rope.lookup(meta.positions, check=False)        # [T, rot] each ([2, T, rot] with a local table)
+    cos, sin = rope.lookup(meta.positions, check=False, ends=meta.ends)   # [T, rot] each ([2, T, rot]: local too)
     h = _emit(capture, -1, "embed", embed(tokens, weights.embed, config))
     for i, w in enumerate(weights.layers):
         h = decoder_layer(h, w, config, i, cache, meta, cos, sin, windows[i], capture, linear)

@@ -216,6 +216,9 @@ class RopeTable:
     # (threshold, inv_freq_for(seq_len) -> [rotary_dim/2]); dynamic NTK and LongRoPE's long factors
     beyond: tuple[int, Callable[[int], torch.Tensor]] | None = None
     local: "RopeTable | None" = None    # Gemma 3: the sliding layers' table (lookup returns both, stacked)
+    # LongRoPE: past this length a sequence's K/V must all be computed with the long factors, so the engine
+    # recomputes a sequence whose step crosses it (transformers' Phi-3 generate drops its cache there)
+    restart_at: int | None = None
 
     @property
     def max_positions(self) -> int:
@@ -226,28 +229,41 @@ class RopeTable:
         """Dynamic NTK: positions past the table are computed, as transformers does, not refused."""
         return self.rope_type == "dynamic"
 
-    def lookup(self, positions: torch.Tensor, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    def lookup(self, positions: torch.Tensor, check: bool = True,
+               ends: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin [num_tokens, rotary_dim] for positions [num_tokens] ([2, num_tokens, rotary_dim]: global
         and local rows, with a local table). check=False skips the bounds test (a device sync) for callers
-        that checked on the host already."""
+        that checked on the host already. ends [num_tokens] (CPU): the length each token's sequence reaches
+        in this step, which picks LongRoPE's factors and dynamic NTK's base per sequence (without it the
+        whole step counts as one sequence, max(positions) + 1 long, as in transformers' forward)."""
         if check and positions.numel() and not self.unbounded:
             top = int(positions.max())
             if top >= self.max_positions or int(positions.min()) < 0:
                 raise ValueError(f"position {top} is outside the RoPE table "
                                  f"(max_position_embeddings = {self.max_positions})")
-        cos, sin = self._rows(positions)
+        cos, sin = self._rows(positions, ends)
         if self.local is not None:
-            local_cos, local_sin = self.local._rows(positions)
+            local_cos, local_sin = self.local._rows(positions, ends)
             return torch.stack([cos, local_cos]), torch.stack([sin, local_sin])
         return cos, sin
 
-    def _rows(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.beyond is not None and positions.numel():
-            seq_len = int(positions.max()) + 1          # transformers: max(position_ids) + 1 of the step
-            if seq_len > self.beyond[0]:
-                return rope_rows(positions.cpu(), self.beyond[1](seq_len), self.attention_scaling,
-                                 self.cos.device, self.cos.dtype)
-        return self.cos[positions], self.sin[positions]
+    def _rows(self, positions: torch.Tensor, ends: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.beyond is None or not positions.numel():
+            return self.cos[positions], self.sin[positions]
+        threshold, inv_freq_for = self.beyond
+        if ends is None:                                # transformers: max(position_ids) + 1 of the step
+            ends = torch.full((positions.numel(),), int(positions.max()) + 1, dtype=torch.int64)
+        past = sorted(set(ends[ends > threshold].tolist()))
+        if not past:
+            return self.cos[positions], self.sin[positions]
+        inside = positions.clamp(max=self.max_positions - 1)   # dynamic NTK: rows past the table are all computed
+        cos, sin, host = self.cos[inside], self.sin[inside], positions.cpu()
+        for seq_len in past:                            # one group per sequence length past the threshold
+            rows = (ends == seq_len).nonzero().flatten()
+            c, s = rope_rows(host[rows], inv_freq_for(seq_len), self.attention_scaling, cos.device, cos.dtype)
+            rows = rows.to(cos.device)
+            cos[rows], sin[rows] = c, s
+        return cos, sin
 
     def validate(self, max_position: int | None = None) -> list[str]:
         problems = []
@@ -290,7 +306,8 @@ def build_rope_table(config: ModelConfig, device="cpu", dtype=torch.float32, pat
     local = None
     if kind == "full_attention" and config.family is not None and config.family.settings.local_rope:
         local = build_rope_table(config, device, dtype, path, "sliding_attention")
-    return RopeTable(cos, sin, scaling, params["rope_type"], beyond, local)
+    restart_at = beyond[0] if params["rope_type"] == "longrope" else None
+    return RopeTable(cos, sin, scaling, params["rope_type"], beyond, local, restart_at)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

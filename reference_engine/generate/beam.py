@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from reference_engine.core.cache.block_allocator import CacheFullError
+from reference_engine.generate.detokenizer import decode_text
 from reference_engine.generate.request import Output, new_seq_id
 from reference_engine.generate.sampler import apply_repetition_penalty
 from reference_engine.generate.sampling_params import SamplingParams
@@ -151,7 +152,7 @@ def beam_search(engine, prompt_ids: list[int], params: SamplingParams, eos_ids: 
 
 def _beam_output(engine, prompt_ids, tokens, reason, stop_ids, params: SamplingParams) -> Output:
     text_ids = tokens[:-1] if tokens and tokens[-1] in stop_ids else tokens
-    text = engine.tokenizer.decode(text_ids, skip_special_tokens=params.skip_special_tokens)
+    text = decode_text(engine, text_ids, params.skip_special_tokens)
     stop_reason = tokens[-1] if reason == "stop" else None
     hits = [(text.find(s), s) for s in params.stop if s in text]
     if hits:  # stop strings are applied to the final text: beams cannot stream

@@ -93,3 +93,13 @@ class IncrementalDetokenizer:
         delta = text[len(self.emitted):end]
         self.emitted = text[:end]
         return delta
+
+
+def has_text(engine) -> bool:
+    """Whether outputs get text: an engine without a tokenizer answers token-id prompts with ids only."""
+    return getattr(engine, "has_tokenizer", True)
+
+
+def decode_text(engine, ids, skip_special_tokens: bool) -> str:
+    """The text of generated ids; "" when the model has no tokenizer (vLLM's skip_tokenizer_init)."""
+    return engine.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens) if has_text(engine) else ""

@@ -18,7 +18,7 @@ from reference_engine.generate.beam import beam_search
 # the stage's validate() hook is imported here for callers (`from reference_engine.generate.loop import validate`)
 from reference_engine.generate.validate import validate  # noqa: F401
 from reference_engine.config import load_generation_config
-from reference_engine.generate.detokenizer import IncrementalDetokenizer
+from reference_engine.generate.detokenizer import IncrementalDetokenizer, decode_text, has_text
 from reference_engine.errors import ModelDirError
 from reference_engine.generate.request import Output, Request
 from reference_engine.generate.sampler import Choice, choose, make_generator
@@ -80,6 +80,8 @@ def eos_ids_of(engine) -> frozenset[int]:
         return frozenset(gen.eos_token_ids)
     if engine.config.eos_token_ids:
         return frozenset(engine.config.eos_token_ids)
+    if not has_text(engine):
+        return frozenset()
     eos = getattr(engine.tokenizer, "eos_token_id", None)
     return frozenset([eos]) if isinstance(eos, int) else frozenset()
 
@@ -102,7 +104,7 @@ def resolve_params(sampling_params, overrides: dict, count: int) -> list[Samplin
 
 def _make_request(engine, index, prompt_ids, params, stream: bool, on_delta=None) -> Request:
     detok = None
-    if stream or params.stop:
+    if (stream or params.stop) and has_text(engine):
         skip = params.skip_special_tokens
         detok = IncrementalDetokenizer(lambda ids: engine.tokenizer.decode(ids, skip_special_tokens=skip), params.stop)
     generator = None if params.greedy else make_generator(params.seed, engine.device)
@@ -164,7 +166,7 @@ def _output(engine, r: Request) -> Output:
     if r.detok is not None and r.detok.stopped_on is not None:
         text = r.detok.text
     else:
-        text = engine.tokenizer.decode(r.text_ids(), skip_special_tokens=r.params.skip_special_tokens)
+        text = decode_text(engine, r.text_ids(), r.params.skip_special_tokens)
     return Output(list(r.output_ids), text, r.finish_reason, list(r.logprobs) if r.params.logprobs else None,
                   list(r.prompt_ids), r.stop_reason)
 
@@ -173,6 +175,9 @@ def _prepare(engine, prompts, sampling_params, overrides):
     prompt_list = as_prompt_list(prompts)
     params = resolve_params(sampling_params, overrides, len(prompt_list))
     ids = [encode_prompt(engine, p) for p in prompt_list]
+    if not has_text(engine) and any(p.stop for p in params):
+        raise ValueError("stop strings need the model's tokenizer to match text; this model has none "
+                         "(use stop_token_ids)")
     max_model_len = engine.config.max_position_embeddings
     for prompt_ids in ids:
         if len(prompt_ids) >= max_model_len:
@@ -205,7 +210,8 @@ def generate(engine, prompts, sampling_params=None, *, max_num_seqs: int = 64, m
 def stream(engine, prompt, sampling_params=None, *, on_finish: Callable[[Output], None] | None = None,
            **overrides) -> Iterator[str]:
     """Yield text deltas for one prompt as they become safe to show (never a broken character);
-    their concatenation is the Output's text. on_finish, if given, receives the final Output."""
+    their concatenation is the Output's text. on_finish, if given, receives the final Output (its token ids:
+    a model without a tokenizer streams no text)."""
     ids, params, max_model_len = _prepare(engine, prompt, sampling_params, overrides)
     if len(ids) != 1:
         raise ValueError("stream() takes a single prompt; use generate() for a batch")

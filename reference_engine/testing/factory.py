@@ -50,6 +50,10 @@ PRESETS = {
     "gemma2": dict(architectures=["Gemma2ForCausalLM"], model_type="gemma2", head_dim=16,
                    hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16, sliding_window=32,
                    attn_logit_softcapping=50.0, final_logit_softcapping=30.0, tie_word_embeddings=True),
+    # Phi-3: fused qkv_proj/gate_up_proj; pass rope_scaling={"type": "longrope", ...} and
+    # original_max_position_embeddings for a Phi-3.5/Phi-4-mini style long context
+    "phi3": dict(architectures=["Phi3ForCausalLM"], model_type="phi3", sliding_window=None, resid_pdrop=0.0,
+                 embd_pdrop=0.0, attention_dropout=0.0, original_max_position_embeddings=256),
     "mixtral": dict(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=4,
                     num_experts_per_tok=2, sliding_window=None, rope_theta=1000000.0),
     "qwen2_moe": dict(architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", num_experts=4,

@@ -222,3 +222,30 @@ def test_greedy_divergence_shows_both_top5(factory_model_dir, tmp_path):
     assert len(ev["reference_top5"]) == 5 and len(ev["candidate_top5"]) == 5
     assert ev["reference_top5"][0]["id"] != ev["candidate_top5"][0]["id"]   # each side's argmax at the split
     assert all(0 <= row["p"] <= 1 for row in ev["reference_top5"] + ev["candidate_top5"])
+
+
+# SmolLM2-135M-Instruct's template: a conversation without a system message gets a default system turn
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def test_template_that_lost_its_default_system_turn_is_found(factory_model_dir, tmp_path):
+    """The candidate's template lacks SmolLM2's default-system branch: every conversation that brings its own
+    system message renders the same, so only the conversations without one can show it."""
+    ref = copy(factory_model_dir("llama"), tmp_path, "ref")
+    edit_json("tokenizer_config.json", chat_template=SMOLLM2_TEMPLATE)(ref)
+    cand = copy(ref, tmp_path)
+    lost = SMOLLM2_TEMPLATE.replace(SMOLLM2_TEMPLATE[SMOLLM2_TEMPLATE.index("{% if loop.first"):
+                                                     SMOLLM2_TEMPLATE.index("{% endif %}") + 11], "")
+    assert "SmolLM" not in lost and lost != SMOLLM2_TEMPLATE
+    edit_json("tokenizer_config.json", chat_template=lost)(cand)
+    [finding] = by_check(run_diff(ref, cand, select=["DIF004"]), "DIF004")
+    differing = finding.evidence["differing"]
+    assert len(differing) == 4 and all(d.startswith(("no system", "multi-turn,")) for d in differing)
+    assert "default system turn" in finding.message and "4 of 8" in finding.message
+    assert any("SmolLM" in line for line in finding.evidence["text_diff"] if line.startswith("-"))
+    same = copy(ref, tmp_path, "same")
+    assert by_check(run_diff(ref, same, select=["DIF004"]), "DIF004") == []

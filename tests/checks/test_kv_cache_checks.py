@@ -63,3 +63,15 @@ def test_trained_context_reads_phi3_style_and_rope_parameters():
     assert kv_cache.trained_context({"original_max_position_embeddings": 4096}) == 4096
     assert kv_cache.trained_context({"rope_parameters": {"original_max_position_embeddings": 8192}}) == 8192
     assert kv_cache.trained_context({"max_position_embeddings": 4096}) is None
+
+
+def test_healthy_longrope_phi3_passes_at_the_end_of_its_context(factory_model_dir):
+    """Phi-3 LongRoPE trained on 512 positions, extended to 2048: the check's chunked prefill crosses the switch to
+    the long factors; the engine recomputes the sequence there (as transformers' generate does), so the decoded
+    tail agrees with the full recompute and a healthy model gets no finding."""
+    model = factory_model_dir("phi3", max_position_embeddings=2048, original_max_position_embeddings=512,
+                              rope_scaling={"type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(8)],
+                                            "long_factor": [1.0 + 0.5 * i for i in range(8)]})
+    ctx = CheckContext(model, quick=False)
+    assert kv_cache.far_budget(ctx) == 2048 and ctx.engine.rope.restart_at == 512
+    assert list(kv_cache.far_positions(ctx)) == []

@@ -25,6 +25,8 @@ ENGINE_BASES = {
     "demo": (None, {}),
     # mixture of experts: top-1 routing over 3 experts, so a router fault has a deterministic effect
     "moe_top1": ("mixtral", {"num_local_experts": 3, "num_experts_per_tok": 1}),
+    "mixtral": ("mixtral", {}),             # the factory's Mixtral: 4 experts, top-2
+    "gemma3": ("gemma3", {}),               # random weights: norm weights are offsets near 0
 }
 ROUTER = "model.layers.{}.block_sparse_moe.gate.weight"
 
@@ -42,18 +44,28 @@ def average_rows(w: torch.Tensor) -> torch.Tensor:
     return w
 
 
+def zero_row(w: torch.Tensor) -> torch.Tensor:
+    """Router row 2 := 0: expert 2's logit is 0 for every token (it still wins where its siblings' fall below)."""
+    w[2] = 0.0
+    return w
+
+
 def nan_row(w: torch.Tensor) -> torch.Tensor:
     w[1, 0] = float("nan")
     return w
 
 
-def norms_as_offsets(d: Path) -> None:
-    """Every RMSNorm gain stored as w - 1 (Gemma's offset convention) under a Llama architecture."""
+def shift_norms(shift: float):
+    """Every RMSNorm weight + shift: -1 stores Gemma-style offsets under a Llama architecture, +1 stores full
+    gains (1 + w) under Gemma's."""
     def change(t: dict, _: Path) -> None:
         for name in t:
             if name.endswith("norm.weight"):
-                t[name] = t[name] - 1.0
-    edit_tensors(change)(d)
+                t[name] = t[name] + shift
+    return edit_tensors(change)
+
+
+norms_as_offsets = shift_norms(-1.0)
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,13 @@ ENGINE_FAULTS: list[EngineFault] = [
     EngineFault("moe_router_zeroed", router_edit(1, torch.zeros_like), "MOE005", "warning",
                 "router left at its zero initialisation", base="moe_top1"),
     EngineFault("moe_dead_expert", router_edit(0, average_rows), "MOE004", "warning", base="moe_top1"),
+    EngineFault("moe_router_row_zeroed", router_edit(0, zero_row), "MOE004", "warning",
+                "one expert's router row lost in conversion", base="mixtral"),
     EngineFault("norm_gains_saved_as_offsets", norms_as_offsets, "CNV001", "error",
                 "Gemma (1 + w) norm convention applied to the wrong architecture", base="demo"),
+    # untrained weights: the probes cannot tell the conventions apart, the initial values can
+    EngineFault("untrained_norm_gains_saved_as_offsets", norms_as_offsets, "CNV001", "error",
+                evidence={"weights_at_initialisation": True}),
+    EngineFault("untrained_gemma3_norms_saved_as_gains", shift_norms(1.0), "CNV001", "error",
+                "Gemma 3 norms written as 1 + w", base="gemma3", evidence={"weights_at_initialisation": True}),
 ]

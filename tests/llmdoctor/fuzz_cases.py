@@ -270,6 +270,7 @@ def mutate(d: Path, rng: random.Random, index: int = -1) -> list[str]:
 # ---- the worker ---------------------------------------------------------------------------------------------
 def run_case(d: Path, select: str) -> dict:
     import llmdoctor
+    from reference_engine.budget.plan import PlanError
     from reference_engine.errors import ModelDirError
     from reports import render
     out: dict = {"escaped": None, "crashed": [], "refused": None}
@@ -282,7 +283,9 @@ def run_case(d: Path, select: str) -> dict:
         out["engine"] = next((r.reason for r in report.checks if r.status == "skipped"
                               and r.reason.startswith(("needs engine", "needs config"))
                               and r.category in ENGINE.split(",")), None)
-    except ModelDirError as e:   # a one-line input error (exit 2 in the CLI) is a clean outcome
+    # a one-line input error, or a memory plan that refuses before anything is loaded (both exit 2 in the CLI),
+    # is a clean outcome: under the worker's address-space limit an absurd declared size is refused by the plan
+    except (ModelDirError, PlanError) as e:
         out["refused"] = str(e)[:200]
     except BaseException as e:  # noqa: BLE001 - exactly what the test is looking for
         out["escaped"] = f"{type(e).__name__}: {str(e)[:200]}"

@@ -108,4 +108,4 @@ def test_cli_probe_bandwidth(tiny_model_dir):
     report = json.loads(result.stdout)
     assert [f["check"] for f in report["findings"]] == ["GPU101", "GPU102", "GPU103"]
     bad = CliRunner().invoke(probe, ["bandwidth", "--size", "huge"])
-    assert bad.exit_code == 2 and "cannot read memory size" in bad.output
+    assert bad.exit_code == 2 and "invalid memory size" in bad.output

@@ -54,10 +54,19 @@ class PagedKVCache:
         self.v_pools = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.tables: dict = {}    # seq_id -> list of block ids
         self.lengths: dict = {}   # seq_id -> tokens held
-        # prefix caching: token ids and chained block hashes per sequence (None: tokens unknown, never shared)
+        # token ids and chained block hashes per sequence (None: tokens unknown, never shared): prefix caching
+        # matches them, and an engine whose RoPE factors change with the length recomputes from them
         self.prefix = PrefixCache(block_size) if prefix_caching else None
+        self.keep_tokens = prefix_caching
+        self.keep_until: int | None = None      # past this length a sequence's tokens are dropped (keep_tokens_until)
         self.token_ids: dict = {}
         self.block_hashes: dict = {}
+
+    def keep_tokens_until(self, length: int) -> None:
+        """Remember each sequence's token ids while it holds at most `length` tokens (LongRoPE: a sequence
+        crossing that length is recomputed from them). A longer sequence's blocks hold K/V rotated with the
+        other factors, so they are never offered to the prefix cache either."""
+        self.keep_tokens, self.keep_until = True, length
 
     # ---- queries -------------------------------------------------------------------------------------
     def __contains__(self, seq_id) -> bool:
@@ -107,7 +116,7 @@ class PagedKVCache:
             raise CacheFullError(f"sequence of {num_tokens} tokens needs {self.blocks_for(num_tokens)} blocks, "
                                  f"{self.allocator.num_free} free")
         self.tables[seq_id], self.lengths[seq_id] = [], 0
-        self.token_ids[seq_id], self.block_hashes[seq_id] = [], []
+        self.token_ids[seq_id], self.block_hashes[seq_id] = ([] if self.keep_tokens else None), []
         return self.append(seq_id, num_tokens, tokens)
 
     def allocate_prefix(self, seq_id, tokens: list[int]) -> int:
@@ -139,16 +148,19 @@ class PagedKVCache:
         while len(table) < self.blocks_for(start + num_tokens):
             table.append(self._new_block())
         self.lengths[seq_id] = start + num_tokens
-        if self.prefix is not None:
-            self._register_full_blocks(seq_id, tokens, num_tokens)
+        if self.keep_tokens:
+            self._record_tokens(seq_id, tokens, num_tokens)
         return self.slots(seq_id, start, start + num_tokens)
 
-    def _register_full_blocks(self, seq_id, tokens: list[int] | None, num_tokens: int) -> None:
+    def _record_tokens(self, seq_id, tokens: list[int] | None, num_tokens: int) -> None:
         known = self.token_ids.get(seq_id)
-        if known is None or tokens is None or len(tokens) != num_tokens:
+        past = self.keep_until is not None and self.lengths[seq_id] > self.keep_until
+        if known is None or tokens is None or len(tokens) != num_tokens or past:
             self.token_ids[seq_id] = None      # contents unknown from here on: never offered as a prefix
             return
         known.extend(tokens)
+        if self.prefix is None:
+            return
         hashes, table, bs = self.block_hashes[seq_id], self.tables[seq_id], self.block_size
         while len(hashes) < len(known) // bs:
             i = len(hashes)
@@ -194,10 +206,16 @@ class PagedKVCache:
         if self.prefix is not None:
             if length % self.block_size:
                 self.prefix.forget(table[-1])  # partially kept: later appends write into it
-            if self.token_ids.get(seq_id) is not None:
-                del self.token_ids[seq_id][length:]
             del self.block_hashes[seq_id][length // self.block_size:]
+        if self.token_ids.get(seq_id) is not None:
+            del self.token_ids[seq_id][length:]
         self.lengths[seq_id] = length
+
+    def swap(self, a, b) -> None:
+        """Exchange everything two sequences hold (blocks, lengths, tokens): a recomputed copy built under a
+        private id takes the place of the original, whose old blocks the private id then frees."""
+        for table in (self.tables, self.lengths, self.token_ids, self.block_hashes):
+            table[a], table[b] = table[b], table[a]
 
     def release_pages(self) -> None:
         """With no sequence held (and no prefix cache to keep), give the pools' pages back to the OS: a run

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from llmdoctor.workloads import CHECK_FULL, CHECK_QUICK, GENERATE
-from reference_engine.budget.plan import GiB, MiB, PlanError, default_budget, make_plan, parse_size, split_layers
+from reference_engine.budget.plan import (BASE_BYTES, GiB, MiB, PlanError, default_budget, make_plan, parse_size,
+                                         split_layers)
 from reference_engine.testing.factory import build_model_dir
 
 
@@ -83,7 +84,21 @@ def test_default_budget_honours_the_address_space_limit():
     assert done.returncode == 0, done.stderr
     budget, room, source = done.stdout.split(" ", 2)
     assert "address-space limit" in source and "headroom" in source
-    assert 0 < int(budget) <= int(room)
+    # the interpreter and torch, already mapped, count in the plan's base term: up to BASE_BYTES comes back
+    assert 0 < int(budget) <= int(room) + BASE_BYTES
+
+
+def test_default_budget_does_not_count_the_interpreter_twice(monkeypatch):
+    """Under a cgroup cap the memory left excludes what python and torch already hold; the plan counts them again
+    in its base term, so the default budget adds that part back, and a cap's headroom is small (64 MiB): a 768 MiB
+    cap leaves a budget a small model can stream in, not a refusal."""
+    import reference_engine.budget.plan as planner
+    monkeypatch.setattr(planner, "memory_left", lambda: (520 * MiB, "cgroup memory limit"))
+    monkeypatch.setattr(planner, "current_rss", lambda: 250 * MiB)
+    budget, source = default_budget("cpu")
+    assert budget == int((520 * MiB + BASE_BYTES) * 0.9) and source.startswith("cgroup")
+    monkeypatch.setattr(planner, "memory_left", lambda: (520 * MiB, "available memory"))
+    assert default_budget("cpu")[0] == 520 * MiB + BASE_BYTES - 512 * MiB   # the OS shares available memory
 
 
 @pytest.mark.parametrize("layers, ranks, want", [(5, 2, [(0, 3), (3, 5)]), (5, 3, [(0, 2), (2, 4), (4, 5)]),

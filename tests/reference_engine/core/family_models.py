@@ -34,11 +34,14 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {
                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
     "phi3_gqa2_untied": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=2)),
     "phi3_mha_window": ("Phi3Config", "Phi3ForCausalLM", dict(num_key_value_heads=4, sliding_window=40)),
+    # original_max_position_embeddings also at the top level: transformers' Phi3Config otherwise writes its
+    # default (4096) into rope_parameters and the long factors never apply
     "phi35_longrope": ("Phi3Config", "Phi3ForCausalLM", dict(
-        num_key_value_heads=2, hidden_size=48, rope_parameters={**LONGROPE, "short_factor": [1.0] * 6,
-                                                                "long_factor": [1.0 + i for i in range(6)]})),
+        num_key_value_heads=2, hidden_size=48, original_max_position_embeddings=64,
+        rope_parameters={**LONGROPE, "short_factor": [1.0] * 6, "long_factor": [1.0 + i for i in range(6)]})),
     "phi4mini_longrope_partial_tied": ("Phi3Config", "Phi3ForCausalLM", dict(
         num_key_value_heads=2, tie_word_embeddings=True, hidden_size=64, num_attention_heads=4,
+        original_max_position_embeddings=64,
         rope_parameters={**LONGROPE, "partial_rotary_factor": 0.75, "short_factor": [1.0 + 0.05 * i for i in range(6)],
                          "long_factor": [1.0 + 0.7 * i for i in range(6)]})),
     "mixtral_gqa2": ("MixtralConfig", "MixtralForCausalLM", dict(
