@@ -73,8 +73,8 @@ def llamacpp_vocab_source() -> Path:
 
 
 def smollm2_converted_gguf(outtype: str) -> Path:
-    """SmolLM2-135M-Instruct as llama.cpp's converter writes it ("f32" or "q8_0")."""
-    if outtype not in ("f32", "q8_0"):
+    """SmolLM2-135M-Instruct as llama.cpp's converter writes it ("f32", "bf16" or "q8_0")."""
+    if outtype not in ("f32", "bf16", "q8_0"):
         raise ValueError(outtype)
     hf_dir, sdist = smollm2_dir(), llamacpp_sdist()
     name = f"SmolLM2-135M-Instruct-{outtype}.gguf"

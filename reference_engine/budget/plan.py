@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from reference_engine.config import ModelConfig
+from reference_engine.core.linear import PACKABLE
 from reference_engine.budget.model_sizes import ModelSizes, model_sizes
 from reference_engine.budget.sweep import HEAD_BLOCK_BYTES
 from reference_engine.limits import memory_left
@@ -216,7 +217,7 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem
     # decode's packed copy (linear.py) doubles the projections: only for long decodes, only where it fits
-    packs = workload.pack_decode and str(device) == "cpu" and elem == 4 and projections <= PACK_LIMIT_BYTES
+    packs = workload.pack_decode and str(device) == "cpu" and dtype in PACKABLE and projections <= PACK_LIMIT_BYTES
     packed = projections if packs else 0
     # a GGUF is dequantized tensor by tensor while loading (gguf_reader.py, as when streaming): the largest
     # one's float32 copy and the kernel scratch

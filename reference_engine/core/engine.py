@@ -12,12 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
 from reference_engine.budget.readers import chunked_reader
-from reference_engine.core.linear import decode_linear, pack_for_decode
+from reference_engine.core.linear import decode_linear, pack_for_decode, single_row_plain
 from reference_engine.core.model import CaptureHook, check_supported, final_logits, forward, layer_windows
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
@@ -192,6 +193,8 @@ class CoreEngine:
         if missing:
             raise KeyError(f"decode of sequences without a prefill: {missing[:5]}")
         # the fastest kernel and layout for few-row steps (see linear.py); prefill keeps transformers' kernel
+        if single_row_plain(len(seq_ids), self.dtype, self.device):
+            return self._step(seq_ids, [[int(t)] for t in token_ids], False, capture, F.linear, self.weights)
         return self._step(seq_ids, [[int(t)] for t in token_ids], False, capture, decode_linear,
                           self._weights_for_decode())
 

@@ -26,8 +26,8 @@ def test_decode_linear_equals_f_linear_plain_and_packed(rows):
     assert got.shape == expected.shape and (got - expected).abs().max().item() <= 1e-4
 
 
-def test_other_dtypes_use_f_linear_and_are_not_packed():
-    x, w = torch.randn(2, 8, dtype=torch.bfloat16), torch.randn(4, 8, dtype=torch.bfloat16)
+def test_float16_uses_f_linear_and_is_not_packed():
+    x, w = torch.randn(2, 8, dtype=torch.float16), torch.randn(4, 8, dtype=torch.float16)
     assert torch.equal(linear.decode_linear(x, w), F.linear(x, w))
     weights = _weights_of(w)
     assert linear.pack_for_decode(weights) is weights
@@ -87,3 +87,24 @@ def test_importing_the_engine_leaves_torchs_random_state_alone():
     seeded run of a program that imported the engine after torch.manual_seed."""
     untouched = _rng_after_import()
     assert _rng_after_import("reference_engine") == untouched
+
+
+@pytest.mark.parametrize("rows", [1, 16])
+def test_bfloat16_is_packed_and_stays_within_bf16_rounding(rows):
+    gen = torch.Generator().manual_seed(rows)
+    x, w = torch.randn(rows, 96, generator=gen).bfloat16(), torch.randn(200, 96, generator=gen).bfloat16()
+    packed = linear.pack_for_decode(_weights_of(w)).lm_head
+    if linear._ONEDNN is None:
+        pytest.skip("this torch has no oneDNN linear ops")
+    assert packed.is_mkldnn
+    got, expected = linear.decode_linear(x, packed).float(), F.linear(x.float(), w.float())
+    assert (got - expected).abs().max().item() <= 0.02 * expected.abs().max().item()
+
+
+def test_single_row_float32_uses_mkl_on_intel_only(monkeypatch):
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(linear, "_INTEL", True)
+    assert linear.single_row_plain(1, torch.float32, cpu)
+    assert not linear.single_row_plain(2, torch.float32, cpu) and not linear.single_row_plain(1, torch.bfloat16, cpu)
+    monkeypatch.setattr(linear, "_INTEL", False)
+    assert not linear.single_row_plain(1, torch.float32, cpu)
