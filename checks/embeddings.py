@@ -33,9 +33,9 @@ def row_verdicts(ctx) -> list[MatrixVerdicts]:
             continue  # missing or not 2-D: WGT001/WGT003 report it
         stats = scan.rows[name]
         in_range = [i for i in ids if i < stats.norms.numel()]
-        if getattr(weights, "dequantizes", False):   # GGUF: only these rows' blocks, dequantized
+        if getattr(weights, "dequantizes", False):   # GGUF, quantized, adapted: only these rows, computed
             from reference_engine.budget.readers import chunked_reader
-            reader = chunked_reader(weights, True)
+            reader = chunked_reader(weights, getattr(weights, "gguf", None) is not None)
             values = {i: reader.rows(name, i, i + 1)[0].float() for i in in_range}
         else:
             values = read_rows(weights.info(name).file, name, in_range)

@@ -88,7 +88,7 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
     by_file: dict = {}
     for name in names:
         by_file.setdefault(weights.info(name).file, []).append(name)
-    gguf = gguf_rows(weights, chunk_elements) if getattr(weights, "dequantizes", False) else None
+    gguf = computed_rows(weights, chunk_elements) if getattr(weights, "dequantizes", False) else None
     for file, file_names in by_file.items():
         with open(file, "rb", buffering=0) as handle:
             for name in file_names:
@@ -141,6 +141,20 @@ def _scan_tensor(read, info, want_rows: bool, chunk_elements: int):
             row_sum = part if row_sum is None else row_sum + part
     rows = RowStats(info.name, torch.cat(norms), torch.cat(amaxes), row_sum) if want_rows else None
     return stats, rows
+
+
+def computed_rows(weights, chunk_elements: int):
+    """For a table whose tensors are computed by get() (GGUF, quantized safetensors, a merged adapter): name, info
+    -> read(first_row, rows, per_row). A GGUF is read a block of rows at a time; the others dequantize or merge
+    one module at a time, so get() of one tensor is what they hold at once anyway."""
+    if getattr(weights, "gguf", None) is not None:
+        return gguf_rows(weights, chunk_elements)
+
+    def reader_for(name: str, info):
+        tensor = weights.get(name).to(torch.float32)
+        flat = tensor.reshape(info.shape[0] if info.shape else 1, -1)          # [lead, per_row]
+        return lambda first, rows, per_row: flat[first:first + rows]
+    return reader_for
 
 
 def gguf_rows(weights, chunk_elements: int):
