@@ -118,45 +118,38 @@ main()
 """
 
 
-class LlamaServer:
-    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, stopped by stop() (or as a context manager)."""
+class ServerProcess:
+    """A server process on 127.0.0.1 with its log in a temporary file; stopped by stop() (or as a context manager).
+    Subclasses build the command line in start() and wait for it with wait_ready()."""
+    name = "server"
 
     def __init__(self, gguf: Path, *args: str):
         self.gguf, self.args = gguf, args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+        self.log = Path(tempfile.mkstemp(prefix=f"{self.name}-", suffix=".log")[1])
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "LlamaServer":
-        try:
-            import llama_cpp.server  # noqa: F401
-        except ImportError as e:
-            raise AssetError(f"llama-cpp-python[server] is not installed ({e}): run scripts/setup.sh --test "
-                             f"(it builds the wheel once into ~/.cache/llmdoctor/wheels)") from None
-        cmd = [sys.executable, "-c", SERVER_MAIN, "--model", str(self.gguf), "--host", "127.0.0.1",
-               "--port", str(self.port), "--n_ctx", "2048", "--n_threads", "1", "--n_threads_batch", "1", *self.args]
-        # one thread: on a loaded 2-core box ggml worker threads spinning at a barrier make decoding ~20x slower
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    def launch(self, cmd: list[str], env: dict) -> None:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self._wait()
-        return self
 
-    def _wait(self) -> None:
+    def wait_ready(self, path: str, ok: tuple[int, ...], timeout_s: float, poll_s: float) -> None:
+        """Poll GET url+path until its status is in `ok`; AssetError with the log's tail if the process exits or
+        the time runs out."""
         import httpx
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssetError(f"llama_cpp.server exited with {self.proc.returncode}: {self.log_tail()}")
+                raise AssetError(f"{self.name} exited with {self.proc.returncode}: {self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/v1/models", timeout=2).status_code in (200, 401):  # 401: --api_key
+                if httpx.get(f"{self.url}{path}", timeout=2).status_code in ok:
                     return
             except httpx.HTTPError:
                 pass
-            time.sleep(0.5)
+            time.sleep(poll_s)
         self.stop()
-        raise AssetError(f"llama_cpp.server did not answer within {SERVER_START_TIMEOUT_S} s: {self.log_tail()}")
+        raise AssetError(f"{self.name} did not answer within {timeout_s} s: {self.log_tail()}")
 
     def log_tail(self, lines: int = 15) -> str:
         return " | ".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -175,3 +168,21 @@ class LlamaServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class LlamaServer(ServerProcess):
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1."""
+    name = "llama_cpp.server"
+
+    def start(self) -> "LlamaServer":
+        try:
+            import llama_cpp.server  # noqa: F401
+        except ImportError as e:
+            raise AssetError(f"llama-cpp-python[server] is not installed ({e}): run scripts/setup.sh --test "
+                             f"(it builds the wheel once into ~/.cache/llmdoctor/wheels)") from None
+        cmd = [sys.executable, "-c", SERVER_MAIN, "--model", str(self.gguf), "--host", "127.0.0.1",
+               "--port", str(self.port), "--n_ctx", "2048", "--n_threads", "1", "--n_threads_batch", "1", *self.args]
+        # one thread: on a loaded 2-core box ggml worker threads spinning at a barrier make decoding ~20x slower
+        self.launch(cmd, {**os.environ, "OMP_NUM_THREADS": "1"})
+        self.wait_ready("/v1/models", (200, 401), SERVER_START_TIMEOUT_S, 0.5)   # 401: --api_key
+        return self

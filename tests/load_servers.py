@@ -19,8 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,7 +27,7 @@ from pathlib import Path
 import httpx
 
 from tests.assets import AssetError, cache_root
-from tests.endpoint_assets import free_port
+from tests.endpoint_assets import ServerProcess, free_port
 
 LLAMA_SERVER_VERSION = "0.3.36"
 START_TIMEOUT_S = 180
@@ -371,52 +369,21 @@ def llama_server_binary() -> Path:
     return path
 
 
-class LlamaCppServer:
+class LlamaCppServer(ServerProcess):
     """llama.cpp's C++ llama-server on 127.0.0.1 (--parallel slots, --metrics, one thread)."""
+    name = "llama-server"
 
     def __init__(self, gguf: Path, *args: str, parallel: int = 4, ctx: int = 4096):
-        self.gguf, self.args, self.parallel, self.ctx = gguf, args, parallel, ctx
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = Path(tempfile.mkstemp(prefix="llama-cpp-server-", suffix=".log")[1])
-        self.proc: subprocess.Popen | None = None
+        super().__init__(gguf, *args)
+        self.parallel, self.ctx = parallel, ctx
 
     def start(self) -> "LlamaCppServer":
         cmd = [str(llama_server_binary()), "-m", str(self.gguf), "--host", "127.0.0.1", "--port", str(self.port),
                "-c", str(self.ctx), "--parallel", str(self.parallel), "--metrics", "--threads", "1",
                "--threads-batch", "1", "--no-repack", "--no-webui", *self.args]
         # one thread: on a loaded 2-core box ggml worker threads spinning at a barrier make decoding ~20x slower
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssetError(f"llama-server exited with {self.proc.returncode}: {self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        self.stop()
-        raise AssetError(f"llama-server did not become healthy within {START_TIMEOUT_S} s: {self.log_tail()}")
-
-    def log_tail(self, lines: int = 15) -> str:
-        return " | ".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        self.launch(cmd, {**os.environ})
+        self.wait_ready("/health", (200,), START_TIMEOUT_S, 0.3)
+        return self
 
 
