@@ -8,24 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.core import best_of  # noqa: E402
 from reference_engine.tokenizer.sentencepiece_model import read_sentencepiece_model  # noqa: E402
 from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_sentencepiece  # noqa: E402
 from reference_engine.tokenizer.tokenizer import Tokenizer  # noqa: E402
 from tests import assets  # noqa: E402
 
-
-def best_of(repeats: int, fn) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def protobuf_read(path: Path):

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from checks.analysis.quant_modules import QuantModule
 from checks.analysis.quant_scheme import QuantScheme
+from reference_engine.files.quant.compressed_tensors import NVFP4_BLOCK
 
 FLOATS = ("F32", "F16", "BF16")
 INT32 = ("I32", "U32")
-NVFP4_BLOCK = 16
 
 
 @dataclass(frozen=True)

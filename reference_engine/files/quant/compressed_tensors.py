@@ -35,6 +35,7 @@ from reference_engine.files.quant.packing import unpack_int32, words_for
 FORMATS = ("pack-quantized", "nvfp4-pack-quantized", "float-quantized", "int-quantized", "naive-quantized",
            "dense", "mixed-precision")
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+NVFP4_BLOCK = 16   # values sharing one fp8 scale
 HIDDEN_SUFFIXES = (".input_scale", ".input_zero_point", ".input_global_scale", ".output_scale", ".k_scale",
                    ".v_scale", ".q_scale", ".k_zero_point", ".v_zero_point", ".weight_shape")
 
@@ -201,16 +202,16 @@ def _nvfp4(raw, prefix: str, scheme: str) -> QuantModule:
     scale = part(raw, prefix, "weight_scale", ("F8_E4M3",) + FLOATS, 2, scheme)
     global_scale = part(raw, prefix, "weight_global_scale", FLOATS, (0, 1), scheme)
     out_f, in_f = packed.shape[0], packed.shape[1] * 2
-    if tuple(scale.shape) != (out_f, -(-in_f // 16)):
-        raise disagree(scale, scheme, f"shape {list(scale.shape)}, expected {[out_f, -(-in_f // 16)]} "
-                                      f"(one scale per 16 values)")
+    if tuple(scale.shape) != (out_f, -(-in_f // NVFP4_BLOCK)):
+        raise disagree(scale, scheme, f"shape {list(scale.shape)}, expected {[out_f, -(-in_f // NVFP4_BLOCK)]} "
+                                      f"(one scale per {NVFP4_BLOCK} values)")
     table = torch.tensor(E2M1 + tuple(-v for v in E2M1))
 
     def dequant(t):
         b = t["weight_packed"]
         codes = torch.stack((b & 0xF, b >> 4), -1).flatten(1)                  # [out, in], even = low nibble
         s = t["weight_scale"].float() / t["weight_global_scale"].float()       # [out, in / 16]
-        return table[codes.int()].mul_(s.repeat_interleave(16, 1)[:, :in_f])
+        return table[codes.int()].mul_(s.repeat_interleave(NVFP4_BLOCK, 1)[:, :in_f])
 
     parts = {"weight_packed": packed.name, "weight_scale": scale.name, "weight_global_scale": global_scale.name}
     return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)
