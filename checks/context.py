@@ -50,6 +50,7 @@ class CheckContext:
         self.thresholds = thresholds or {}
         self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
         self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
+        self.selected: set[str] | None = None    # ids of the checks this run runs (the runner says; None: unknown)
         self._cache: dict[str, Any] = {}
         self.built: list[str] = []               # resources actually built, in order
         self.build_seconds: dict[str, float] = {}  # time spent building each resource (failed ones too)

@@ -30,15 +30,31 @@ GEMMA2_CAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
 INITIAL_NORM_DISTANCE = 0.25
 
 
-def probe_nll(engine, probes, shift: float) -> tuple[float, float]:
+def nll_texts(ctx) -> list[list[int]]:
+    """The probes CNV001 scores (a next-token loss needs two tokens at least)."""
+    return [list(p.ids) for p in probe_inputs(ctx) if len(p.ids) >= 2]
+
+
+def other_convention(config) -> float:
+    """The shift of every RMSNorm gain that turns the architecture's convention into the other one."""
+    from reference_engine.core.families import settings
+    return -1.0 if settings(config).norm == "rms_plus_one" else 1.0
+
+
+def probe_nll(ctx, shift: float) -> tuple[float, float]:
     """Mean next-token negative log-likelihood (nats) of the probe texts as the model is, and with every
     RMSNorm gain shifted by `shift` (sweep.NormShift: a copy per layer, the model's weights untouched); both
-    in one pass over the weights when streaming."""
+    in one pass over the weights when streaming (the run's shared pass, when it holds them)."""
+    from checks.analysis.shared_pass import prepare
     from reference_engine.budget.sweep import NormShift
-    texts = [list(p.ids) for p in probes if len(p.ids) >= 2]
+    texts = nll_texts(ctx)
     if not texts:
         return float("nan"), float("nan")
-    logits = engine.logits_many(texts + texts, variants=[None] * len(texts) + [NormShift(shift)] * len(texts))
+    prepare(ctx)
+    logits = ctx.state.pop(("norm_shift", shift), None)   # [as stored..., shifted...] from the shared pass
+    if logits is None:
+        logits = ctx.engine.logits_many(texts + texts,
+                                        variants=[None] * len(texts) + [NormShift(shift)] * len(texts))
     sums = [0.0, 0.0]
     for k, (ids, x) in enumerate(zip(texts + texts, logits)):
         sums[k // len(texts)] += float(F.cross_entropy(x[:-1], torch.tensor(ids[1:]), reduction="sum"))
@@ -67,11 +83,10 @@ def norm_convention(ctx):
     Remedy: re-export with a converter that knows the family (llama.cpp's convert_hf_to_gguf, transformers'
     own conversion scripts), or shift every norm weight by 1 in the right direction.
     """
-    from reference_engine.core.families import settings
     engine = ctx.engine
-    probes = probe_inputs(ctx)
-    plus_one = settings(engine.config).norm == "rms_plus_one"
-    stated, other = probe_nll(engine, probes, -1.0 if plus_one else 1.0)
+    shift = other_convention(engine.config)
+    plus_one = shift < 0
+    stated, other = probe_nll(ctx, shift)
     margin = ctx.threshold("CNV001", "margin", 1.0)
     ev = {"convention": "1 + w" if plus_one else "w", "probe_nll": round(stated, 4),
           "probe_nll_other_convention": round(other, 4), "uniform_nll": round(math.log(engine.config.vocab_size), 4)}

@@ -12,6 +12,8 @@ from checks.registry import Problem, check
 # tokens the far-position check runs (thresholds KVC003.max_tokens_gpu / max_tokens_cpu); the memory plan's
 # check workloads (llmdoctor/workloads.py) count their KV cache from these
 FAR_TOKENS_GPU, FAR_TOKENS_CPU, FAR_TOKENS_QUICK = 32768, 2048, 128
+FAR_CHUNK = 256          # prefill chunk of the incremental side
+
 
 def trained_context(raw: dict) -> int | None:
     """The context the weights were trained on, when the config says so outside rope_scaling (Phi-3 style)."""
@@ -54,19 +56,15 @@ def far_positions(ctx):
                       f"{trained} run unscaled", severity="warning",
                       evidence={"max_position_embeddings": max_pos, "original_max_position_embeddings": trained,
                                 "rope_scaling": raw.get("rope_scaling")})
-    room = (engine.cache.allocator.num_free - 1) * engine.cache.block_size   # what the engine's cache can hold
-    if engine.streaming:   # both sides of the comparison are in the cache at once (one pass)
-        room = room // 2 - engine.cache.block_size
-    n = min(max_pos, far_budget(ctx), room)
-    ids = probe_sequence(ctx, n)
-    tail = min(4, n - 1)
+    ids, tail = far_inputs(ctx)
+    n = len(ids)
     problems = engine.validate(positions=[n - 1])
     # the recompute keeps only the last row ([n, vocab] logits would not fit a GPU); in float32 it runs in the
-    # same pass as the incremental side (one pass over the weights when streaming)
+    # same pass as the incremental side (one pass over the weights when streaming: the run's shared pass)
     if engine.dtype == torch.float32:
-        inc, full = incremental(engine, ids, n - tail, 256, recompute="last")
+        inc, full = incremental(ctx, ids, n - tail, FAR_CHUNK, recompute="last")
     else:
-        inc, full = incremental(engine, ids, n - tail, 256), last_logits(_float32(ctx), ids)
+        inc, full = incremental(ctx, ids, n - tail, FAR_CHUNK), last_logits(_float32(ctx), ids)
     result = close(inc[-1:], full, engine.dtype)
     if not torch.isfinite(inc).all():
         result["ok"] = False
@@ -76,6 +74,17 @@ def far_positions(ctx):
                       + (f"; {problems[0]}" if problems else ""),
                       severity="error", evidence={**result, "tokens": n, "max_position_embeddings": max_pos,
                                                   "core_problems": problems})
+
+
+def far_inputs(ctx) -> tuple[list[int], int]:
+    """KVC003's run: the probe ids up to the farthest position it reaches (the context, far_budget and what the
+    engine's cache holds) and how many of the last tokens are decoded one by one."""
+    engine = ctx.engine
+    room = (engine.cache.allocator.num_free - 1) * engine.cache.block_size   # what the engine's cache can hold
+    if engine.streaming:   # both sides of the comparison are in the cache at once (one pass)
+        room = room // 2 - engine.cache.block_size
+    n = min(engine.config.max_position_embeddings, far_budget(ctx), room)
+    return probe_sequence(ctx, n), min(4, n - 1)
 
 
 def last_logits(engine, ids: list[int]) -> torch.Tensor:

@@ -85,6 +85,12 @@ def _engine(ctx, dtype: str):
                                   streaming=ctx.engine.streaming)
 
 
+def shadow_inputs(ctx) -> tuple[list, list[torch.dtype]]:
+    """The probes run as low-precision shadows of a float32 engine (--quick: the first) and each one's dtype."""
+    probes = probe_inputs(ctx)[:1 if ctx.quick else None]
+    return probes * len(LOW_DTYPES), [getattr(torch, d) for d in LOW_DTYPES for _ in probes]
+
+
 def dtype_results(ctx) -> tuple[list[ForwardRun], list[DtypeResult]]:
     """float32 reference runs and one DtypeResult per low-precision dtype (cached; --quick: first probe).
     On a float32 engine the bfloat16/float16 runs are shadows: each layer's weights are cast as the pass
@@ -94,9 +100,10 @@ def dtype_results(ctx) -> tuple[list[ForwardRun], list[DtypeResult]]:
         ref = reference_runs(ctx)
         count = 1 if ctx.quick else len(ref)
         if ctx.engine.dtype == torch.float32:
-            probes = [r.probe for r in ref[:count]]
-            runs = run_forwards(ctx.engine, probes * len(LOW_DTYPES),
-                                [getattr(torch, d) for d in LOW_DTYPES for _ in probes])
+            runs = ctx.state.get(("shadows", ctx.quick))          # the run's shared pass, when it holds them
+            if runs is None:
+                probes, dtypes = shadow_inputs(ctx)
+                runs = run_forwards(ctx.engine, probes, dtypes)
             results = [compare(dtype, ref[:count], runs[k * count:(k + 1) * count])
                        for k, dtype in enumerate(LOW_DTYPES)]
         else:

@@ -17,6 +17,16 @@ ENGINE_BUG = ("A bug in llmdoctor's reference engine, not a fault of this model:
               "maintainers with this finding's evidence (--format json); the model's other findings still hold.")
 
 
+def paged_inputs(ctx) -> tuple[list[int], int, int]:
+    """ENG001's run: (probe ids crossing several KV blocks, tokens prefilled, chunk size). The chunks straddle
+    block boundaries; the rest is decoded token by token."""
+    block = ctx.engine.cache.block_size
+    n = min(2 * block + 8 if ctx.quick else 4 * block + 8, ctx.engine.config.max_position_embeddings)
+    ids = probe_sequence(ctx, n)
+    decode = min(8 if ctx.quick else 2 * block, n - 2)
+    return ids, n - decode, max(1, block - 3)
+
+
 @check("ENG001", category="selftest", severity="error", needs=("engine", "tokenizer"),
        hint=ENGINE_BUG + " Suspects: the cache's slot mapping, block table or the RoPE position of cached keys.")
 def paged_decode_vs_recompute(ctx):
@@ -31,13 +41,10 @@ def paged_decode_vs_recompute(ctx):
     other engines. Formerly KVC001.
     """
     engine = ctx.engine
-    block = engine.cache.block_size
-    n = min(2 * block + 8 if ctx.quick else 4 * block + 8, engine.config.max_position_embeddings)
-    ids = probe_sequence(ctx, n)
-    decode = min(8 if ctx.quick else 2 * block, n - 2)
-    prefill = n - decode
-    # chunks that straddle block boundaries; a streaming engine runs both sides in one pass over the weights
-    inc, full = incremental(engine, ids, prefill, max(1, block - 3), recompute="all")
+    ids, prefill, chunk = paged_inputs(ctx)
+    n, block, decode = len(ids), engine.cache.block_size, len(ids) - prefill
+    # a streaming engine runs both sides in one pass over the weights (the run's shared pass)
+    inc, full = incremental(ctx, ids, prefill, chunk, recompute="all")
     result = close(inc, full, engine.dtype)
     if not result["ok"]:
         yield Problem(f"{PREFIX}incremental decode disagrees with a full recompute (relative diff "
@@ -45,6 +52,22 @@ def paged_decode_vs_recompute(ctx):
                       f"{len(full)} positions)",
                       evidence={**result, "tokens": n, "prefill": prefill, "decode_steps": decode,
                                 "dtype": str(engine.dtype), "block_size": block})
+
+
+def padded_rows(ctx) -> tuple[list[list[int]], list[dict]]:
+    """The probes padded into one batch by llmdoctor's tokenizer (left padding): each row's real tokens (by its
+    attention mask), and the rows whose real tokens or position ids are not the prompt's own."""
+    tok = ctx.tokenizer
+    texts = list(probe_texts(ctx.quick))
+    batch = tok(texts, padding=True, padding_side="left", return_tensors=None)
+    rows, problems = [], []
+    for i, (ids, mask, pos) in enumerate(zip(batch["input_ids"], batch["attention_mask"], batch["position_ids"])):
+        real = [t for t, m in zip(ids, mask) if m]
+        real_pos = [p for p, m in zip(pos, mask) if m]
+        if real != tok.encode(texts[i]) or real_pos != list(range(len(real))):
+            problems.append({"row": i + 1, "real_ids": real[:20], "positions": real_pos[:20]})
+        rows.append(real)
+    return rows, problems
 
 
 @check("ENG002", category="selftest", severity="error", needs=("engine", "tokenizer"),
@@ -60,21 +83,13 @@ def padded_batch_vs_alone(ctx):
     report against other stacks (unsloth#3699, transformers PR#48161) and attention leaking between
     sequences would show here. Formerly KVC002.
     """
-    engine, tok = ctx.engine, ctx.tokenizer
-    texts = list(probe_texts(ctx.quick))
-    batch = tok(texts, padding=True, padding_side="left", return_tensors=None)
-    rows, problems = [], []
-    for i, (ids, mask, pos) in enumerate(zip(batch["input_ids"], batch["attention_mask"], batch["position_ids"])):
-        real = [t for t, m in zip(ids, mask) if m]
-        real_pos = [p for p, m in zip(pos, mask) if m]
-        if real != tok.encode(texts[i]) or real_pos != list(range(len(real))):
-            problems.append({"row": i + 1, "real_ids": real[:20], "positions": real_pos[:20]})
-        rows.append(real)
+    engine = ctx.engine
+    rows, problems = padded_rows(ctx)
     if problems:
         yield Problem(f"{PREFIX}padded batch: {len(problems)} rows lose their ids or positions under the "
                       "attention mask", evidence={"rows": problems})
         return
-    batched, alone = batched_and_alone(engine, rows)
+    batched, alone = batched_and_alone(ctx, rows)
     result = close(batched, alone, engine.dtype)
     if not result["ok"]:
         yield Problem(f"{PREFIX}batched logits differ from each sequence alone (relative diff "

@@ -12,12 +12,16 @@ import torch
 from checks.kv_cache import FAR_TOKENS_GPU
 from reference_engine.budget.plan import Workload
 
-# passes counted by the streaming core on the demo model (docs/memory.md "Passes"): a full check is 32 greedy
-# steps + 6 shared/scripted passes, --quick 12 + 6; a model whose probes all stop early makes fewer
-# KV tokens: the far-position check (KVC003: 2048 tokens, 128 with --quick, on a CPU) holds its incremental and
-# its full-recompute sequences at once when streaming (one pass), plus room for the probes' greedy traces
-CHECK_FULL = Workload("check", 38, 24, 2048, 2 * 2048 + 512, (torch.bfloat16, torch.float16))
-CHECK_QUICK = Workload("check --quick", 18, 16, 128, 2 * 128 + 768, (torch.bfloat16, torch.float16))
+# passes counted by the streaming core on the demo model (docs/memory.md "Passes"): one shared pass (every run
+# the checks know up front, beside the greedy traces' prefill: checks/analysis/shared_pass.py) and one per
+# greedy decode step: 1 + 31 for a full check, 1 + 11 with --quick; a model whose probes all stop early makes
+# fewer. KV tokens: the far-position check (KVC003: 2048 tokens, 128 with --quick, on a CPU) holds its
+# incremental and its full-recompute sequences at once when streaming, plus room for the probes' greedy
+# traces and the self-tests' scripts in the same pass. Logit rows: what the shared pass returns at once (every
+# probe's positions in float32 and its shadows and norm-shifted copies, the self-tests' rows)
+CHECK_FULL = Workload("check", 32, 24, 2048, 2 * 2048 + 512, (torch.bfloat16, torch.float16), logit_rows=768)
+CHECK_QUICK = Workload("check --quick", 12, 16, 128, 2 * 128 + 768, (torch.bfloat16, torch.float16),
+                       logit_rows=256)
 GENERATE = Workload("generate", 257, 4, 512, 1024, pack_decode=True)
 BASELINE = Workload("baseline", 33, 24, 512, 512, ())
 

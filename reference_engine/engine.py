@@ -101,6 +101,13 @@ class Engine:
         from reference_engine.budget.scripted import run_scripts
         return run_scripts(self.core, scripts)
 
+    def run_pass(self, requests, scripts, step=None):
+        """Throwaway prefills (sweep.LogitsRequest), scripts and a step of sequences the caller keeps
+        (scripted.LiveStep: a prefill or a decode), all in ONE pass over the weights when streaming; each as it
+        runs alone when resident. -> (logits per request, results per script, the step's logits or None)."""
+        from reference_engine.budget.scripted import run_pass
+        return run_pass(self.core, requests, scripts, step)
+
     streaming = property(lambda self: getattr(self.core, "streaming", False))
 
     def fork(self, parent_id, child_id) -> None:

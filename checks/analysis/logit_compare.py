@@ -42,13 +42,19 @@ def probe_sequence(ctx, length: int) -> list[int]:
     return ids[:length]
 
 
-def incremental(engine, ids: list[int], prefill: int, chunk: int, recompute: str | None = None):
+def incremental_scripts(ids: list[int], prefill: int, chunk: int, recompute: str | None = None) -> list[Script]:
+    """ids[:prefill] in chunks through the paged cache, then one decode step per token; recompute="all" adds a
+    full recompute of every position, "last" of the last position only."""
+    script = chunked_then_decoded(ids, prefill, chunk)
+    return [script] + ([Script([[list(ids)]], all_logits=recompute == "all")] if recompute else [])
+
+
+def incremental(ctx, ids: list[int], prefill: int, chunk: int, recompute: str | None = None):
     """Logits [len(ids) - prefill + 1, vocab] of positions prefill-1..end: ids[:prefill] in chunks through the
     paged cache, then one decode step per token. recompute="all" also returns a full recompute's logits of the
-    same positions, "last" of the last position only ([1, vocab]); a streaming engine runs both in one pass."""
-    script = chunked_then_decoded(ids, prefill, chunk)
-    scripts = [script] + ([Script([[list(ids)]], all_logits=recompute == "all")] if recompute else [])
-    results = engine.run_scripts(scripts)
+    same positions, "last" of the last position only ([1, vocab]); a streaming engine runs both in one pass
+    (the run's shared pass, when it holds them)."""
+    results = scripted_results(ctx, incremental_scripts(ids, prefill, chunk, recompute))
     inc = torch.cat(results[0][-(-prefill // chunk) - 1:])
     if recompute is None:
         return inc
@@ -56,14 +62,26 @@ def incremental(engine, ids: list[int], prefill: int, chunk: int, recompute: str
     return inc, (full[prefill - 1:] if recompute == "all" else full)
 
 
-def batched_and_alone(engine, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """[2 * len(rows), vocab] twice: each row's prefill logits, then its logits after one decode step, with the
-    rows run as one padded batch and each alone. The decode token is the row's first id (known before the
-    pass, so a streaming engine runs all of it in one pass)."""
+def batched_scripts(rows: list[list[int]]) -> list[Script]:
+    """The rows as one padded batch (a prefill, then one decode step of each row's first id, known before the
+    pass) and each row alone, the same two steps."""
     decode = [[[r[0]] for r in rows]]
     together = Script([list(map(list, rows))] + decode)
-    alone = [Script([[list(r)], [[r[0]]]]) for r in rows]
-    results = engine.run_scripts([together] + alone)
+    return [together] + [Script([[list(r)], [[r[0]]]]) for r in rows]
+
+
+def batched_and_alone(ctx, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """[2 * len(rows), vocab] twice: each row's prefill logits, then its logits after one decode step, with the
+    rows run as one padded batch and each alone (batched_scripts: one pass when streaming)."""
+    results = scripted_results(ctx, batched_scripts(rows))
     batched = torch.cat(results[0])
     single = torch.cat([torch.cat([r[step] for r in results[1:]]) for step in (0, 1)])
     return batched, single
+
+
+def scripted_results(ctx, scripts: list[Script]) -> list[list[torch.Tensor]]:
+    """ctx.engine.run_scripts(scripts), or what the run's shared pass computed for the same scripts."""
+    from checks.analysis.shared_pass import prepare, take_scripts
+    prepare(ctx)
+    done = take_scripts(ctx, scripts)
+    return done if done is not None else ctx.engine.run_scripts(scripts)

@@ -69,6 +69,8 @@ def run_forward(engine, probe: ProbeInput) -> ForwardRun:
 def forward_runs(ctx) -> list[ForwardRun]:
     """One recorded forward pass of every probe on the run's engine (cached); a streaming engine runs all
     probes in one pass over the weights (Engine.logits_many), each exactly as Engine.logits would."""
+    from checks.analysis.shared_pass import prepare
+    prepare(ctx)
     key = ("forward", ctx.quick)
     if key not in ctx.state:
         ctx.state[key] = run_forwards(ctx.engine, probe_inputs(ctx))
@@ -88,11 +90,19 @@ def run_forwards(engine, probes, dtypes=None) -> list[ForwardRun]:
 def probe_traces(ctx) -> list[tuple[ProbeInput, "GreedyTrace"]]:
     """(probe, greedy trace) for every probe, generated once per run as one batch (a streaming engine: one
     pass per step); the generation checks and golden step 3 read the same traces."""
+    from checks.analysis.shared_pass import prepare
+    prepare(ctx)
     if "greedy" not in ctx.state:
-        probes = probe_inputs(ctx)
-        runs = greedy_traces(ctx.engine, [p.ids for p in probes], new_tokens(ctx.quick), eos_ids(ctx.engine))
-        ctx.state["greedy"] = list(zip(probes, runs))
+        run_traces(ctx)
     return ctx.state["greedy"]
+
+
+def run_traces(ctx, prefill=None, decode=None) -> None:
+    """Generate the probes' greedy traces into ctx.state (prefill, decode: see greedy_traces)."""
+    probes = probe_inputs(ctx)
+    runs = greedy_traces(ctx.engine, [p.ids for p in probes], new_tokens(ctx.quick), eos_ids(ctx.engine),
+                         prefill, decode)
+    ctx.state["greedy"] = list(zip(probes, runs))
 
 
 @dataclass
@@ -112,17 +122,19 @@ def eos_ids(engine) -> frozenset[int]:
         return frozenset(engine.config.eos_token_ids or [])
 
 
-def greedy_traces(engine, prompts, steps: int, eos: frozenset[int]) -> list[GreedyTrace]:
+def greedy_traces(engine, prompts, steps: int, eos: frozenset[int], prefill=None, decode=None) -> list[GreedyTrace]:
     """Greedy decoding of several prompts as one batch through the paged cache (one prefill, then one batched
     decode per step), recording P(EOS) at every step. A step with non-finite logits ends that prompt with
-    the id argmax picks (NaN -> id 0), which is what a server would emit."""
+    the id argmax picks (NaN -> id 0), which is what a server would emit. prefill(seq_ids, token_lists) and
+    decode(seq_ids, token_ids) stand for engine.prefill and engine.decode (the shared pass runs other work
+    beside each step)."""
     prompts = [tuple(int(t) for t in p) for p in prompts]
     eos_list = [e for e in eos if 0 <= e < engine.config.vocab_size]
     limit = engine.config.max_position_embeddings
     traces = [GreedyTrace(p, [], [], "length") for p in prompts]
     live = list(range(len(prompts)))
     with engine.scratch(len(prompts)) as seqs:
-        logits = engine.prefill(list(seqs), [list(p) for p in prompts])
+        logits = (prefill or engine.prefill)(list(seqs), [list(p) for p in prompts])
         for trace, row in zip(traces, logits):
             trace.first_logits = row.cpu()
         for step in range(steps):
@@ -131,7 +143,7 @@ def greedy_traces(engine, prompts, steps: int, eos: frozenset[int]) -> list[Gree
             live = [i for i in live if traces[i].finish == "length" and len(traces[i].tokens) == step + 1]
             if not live or step + 1 == steps:
                 break
-            logits = engine.decode([seqs[i] for i in live], [traces[i].tokens[-1] for i in live])
+            logits = (decode or engine.decode)([seqs[i] for i in live], [traces[i].tokens[-1] for i in live])
     return traces
 
 

@@ -77,6 +77,7 @@ def row_blocks(fd: int, path, tensor: GGUFTensor, max_elements: int = BLOCK_ELEM
 class GGUFChunkedWeights(ChunkedWeights):
     """ChunkedWeights over a GGUFWeights (`self.weights`): `get` and `rows` return dequantized float32 in
     Hugging Face layout; `bytes_read` counts the quantized bytes actually read."""
+    read_ahead = False           # its tensors are dequantized as read (a thread would hold their copies)
 
     def _tensor(self, name: str) -> GGUFTensor:
         return self.weights.gguf.tensors[self.weights.info(name).gguf_name]

@@ -21,11 +21,13 @@ FILE_DTYPES = {name: SAFETENSORS_DTYPES[name] for name in ("F32", "BF16", "F16",
 class ChunkedWeights:
     """The `Weights` interface `load_layer_weights` uses (`in`, `get`, `info`), reading with pread.
     `bytes_read` counts every byte read, for the plan and the progress bar."""
+    read_ahead = True            # `get` may be served by a ReadAhead (a subclass that computes its tensors: no)
 
     def __init__(self, weights: Weights, drop_cache: bool = True):
         self.weights = weights
         self.drop_cache = drop_cache
         self.bytes_read = 0
+        self.ahead = None            # read_ahead.ReadAhead, set by the streaming core
         self._files = FileHandles()
 
     def __contains__(self, name: str) -> bool:
@@ -35,9 +37,16 @@ class ChunkedWeights:
         return self.weights.info(name)
 
     def get(self, name: str) -> torch.Tensor:
-        """The whole tensor in its file dtype (a fresh CPU tensor, no memory map behind it)."""
+        """The whole tensor in its file dtype (a fresh CPU tensor, no memory map behind it); read on the
+        read-ahead thread when it was queued there (read_ahead.py)."""
+        ahead = self.ahead.take(name) if self.ahead is not None else None
+        return ahead if ahead is not None else self.raw(name)
+
+    def raw(self, name: str, out: torch.Tensor | None = None) -> torch.Tensor:
+        """`get` without the read-ahead: read the tensor now (into `out`, a uint8 buffer large enough, when
+        given: the result is a view of it)."""
         info = self.weights.info(name)
-        return self._read(info, info.offset, info.nbytes).view(info.shape)
+        return self._read(info, info.offset, info.nbytes, out).view(info.shape)
 
     def rows(self, name: str, start: int, end: int) -> torch.Tensor:
         """Rows start..end-1 of a 2-D tensor, [end - start, cols] in its file dtype."""
@@ -68,16 +77,16 @@ class ChunkedWeights:
             info = self.weights.info(name)
             drop_cached(self._files.fd(info.file), info.offset, info.nbytes)
 
-    def _read(self, info: TensorInfo, offset: int, nbytes: int) -> torch.Tensor:
+    def _read(self, info: TensorInfo, offset: int, nbytes: int, out: torch.Tensor | None = None) -> torch.Tensor:
         dtype = FILE_DTYPES.get(info.dtype)
         if dtype is None:
             raise ModelDirError(info.file, f"tensor {info.name!r}: dtype {info.dtype} cannot be streamed")
-        return self._read_bytes(info, offset, nbytes).view(dtype)
+        return self._read_bytes(info, offset, nbytes, out).view(dtype)
 
-    def _read_bytes(self, info: TensorInfo, offset: int, nbytes: int) -> torch.Tensor:
-        """nbytes at offset of info.file as a fresh uint8 tensor, then the pages are let go."""
+    def _read_bytes(self, info: TensorInfo, offset: int, nbytes: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """nbytes at offset of info.file as a fresh uint8 tensor (or into `out`), then the pages are let go."""
         buf = read_range(self._files.fd(info.file), offset, nbytes, info.file, f"tensor {info.name!r}",
-                         self.drop_cache)
+                         self.drop_cache, out)
         self.bytes_read += nbytes
         return buf
 

@@ -52,6 +52,7 @@ class Workload:
     kv_tokens: int               # KV-cache tokens held at once
     shadows: tuple = ()          # dtypes computed beside the compute dtype in the same pass (numerics)
     pack_decode: bool = False    # worth decode's packed copy of the projections (long decodes: generate)
+    logit_rows: int = 0          # float32 logits rows one pass returns at once (0: the longest step's, <= 128)
 
 
 @dataclass
@@ -213,7 +214,7 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     head_copies = 1 if config.tie_word_embeddings else 2
     file_bytes = sizes.file_bytes
     kv = workload.kv_tokens * 2 * len(mine) * config.num_key_value_heads * config.head_dim * elem
-    act = activation_bytes(config, workload.max_step_tokens, elem)
+    act = activation_bytes(config, workload.max_step_tokens, elem, workload.logit_rows)
     resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem
     # decode's packed copy (linear.py) doubles the projections: only for long decodes, only where it fits
@@ -227,9 +228,11 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     big = max((layer_elems[i] for i in mine), default=0)
     big_file = max((layer_files[i] for i in mine), default=0)
     shadow = sum(big * (torch.finfo(d).bits // 8) for d in workload.shadows)
-    mlp = 2 * config.intermediate_size * config.hidden_size * elem          # fused gate_up: pieces + the cat
     largest = max((sizes.layer_largest[i] for i in mine), default=0)
-    layer_peak = big_file + big * elem + mlp + shadow + sizes.dequant_bytes(largest, elem)
+    # the streaming core keeps one layer's buffers and overwrites them layer after layer: the file bytes (the
+    # read-ahead thread reads the next layer into them while this one computes) and the compute copy, fused in
+    # place (no cat); the shadows are cast beside it
+    layer_peak = big_file + big * elem + shadow + sizes.dequant_bytes(largest, elem)
     head_block = head_block_bytes(sizes, elem, workload.shadows)
     # lanes of a pass (probes, shadows) go through a layer one after another: one step's activations at a time
     streaming = base + layer_peak + head_block + kv + act
@@ -271,11 +274,12 @@ def head_block_bytes(sizes: ModelSizes, elem: int, shadows: tuple = ()) -> int:
     return int(elems * (read + dequant + casts))
 
 
-def activation_bytes(config: ModelConfig, tokens: int, elem: int) -> int:
-    """The longest step's transient tensors: residual, norms, Q/K/V, MLP intermediate, and its logits rows."""
+def activation_bytes(config: ModelConfig, tokens: int, elem: int, logit_rows: int = 0) -> int:
+    """The longest step's transient tensors: residual, norms, Q/K/V, MLP intermediate, and the float32 logits
+    rows a pass returns at once (logit_rows; default: the step's, at most 128)."""
     qkv = (config.num_attention_heads + 2 * config.num_key_value_heads) * config.head_dim
     per_token = (6 * config.hidden_size + qkv + 3 * config.intermediate_size) * elem
-    return tokens * per_token + min(tokens, 128) * config.vocab_size * 4
+    return tokens * per_token + (logit_rows or min(tokens, 128)) * config.vocab_size * 4
 
 
 def split_layers(num_layers: int, ranks: int) -> list[tuple[int, int]]:

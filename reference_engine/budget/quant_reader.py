@@ -12,6 +12,7 @@ from reference_engine.files.reads import SAFETENSORS_DTYPES, drop_cached
 class QuantChunkedWeights(ChunkedWeights):
     """ChunkedWeights over a QuantizedWeights (`self.weights`): `get` and `rows` return float32 for quantized
     weights and the stored tensor for the others."""
+    read_ahead = False           # its tensors are dequantized as read (a thread would hold their copies)
 
     def get(self, name: str) -> torch.Tensor:
         module = self.weights.modules.get(name)

@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.core.attention import build_metadata
-from reference_engine.budget.sweep import Lane, finish_all
+from reference_engine.core.linear import decode_linear, single_row_plain
+from reference_engine.budget.sweep import Lane, LogitsRequest, check_tokens, finish_all, logits_many, private_lane
 
 
 @dataclass
@@ -73,20 +74,70 @@ def _step_by_step(core, script: Script) -> list[torch.Tensor]:
     return out
 
 
-@torch.inference_mode()
 def _one_pass(core, scripts: list[Script]) -> list[list[torch.Tensor]]:
-    """Every step of every script as a lane of one streaming pass (cache slots allocated in step order)."""
-    with ExitStack() as scratch:
-        lanes, rows = [], []
+    return run_pass(core, [], scripts)[1]
+
+
+@dataclass
+class LiveStep:
+    """A step of sequences the caller keeps (their K/V stay in the cache after the pass, for the steps that
+    follow): `core.prefill(seq_ids, tokens)` of new sequences, or with decode=True `core.decode` of one token
+    each, run as lanes of a shared pass (with the kernels those calls use)."""
+    seq_ids: list
+    tokens: list[list[int]]
+    decode: bool = False
+
+
+def run_pass(core, requests: list[LogitsRequest], scripts: list[Script],
+             step: LiveStep | None = None) -> tuple[list, list, torch.Tensor | None]:
+    """Throwaway prefills (sweep.LogitsRequest), scripts and one step of sequences the caller keeps:
+    (logits per request, results per script as run_scripts, the step's logits [sequences, vocab] or None).
+    On a streaming core all of it is ONE pass over the weights; on a resident engine each part runs as it
+    would alone (logits_many, step by step, prefill/decode), so the results do not depend on what shares a
+    pass."""
+    if not getattr(core, "streaming", False):
+        return (logits_many(core, requests) if requests else [], [_step_by_step(core, s) for s in scripts],
+                None if step is None else _live_alone(core, step))
+    with torch.inference_mode(), ExitStack() as scratch:
+        lanes, rows, ropes = [], [], {}
+        for r in requests:
+            check_tokens(core, r.tokens)
+            lanes.append(private_lane(core, core, list(r.tokens), r.capture, r.dtype or core.dtype, ropes))
+            lanes[-1].variant = r.variant
+            rows.append(None)
         for script in scripts:
             seqs = scratch.enter_context(core.scratch(script.width))
-            for step in script.steps:
-                lane, rows_wanted = _lane(core, *_active(seqs, step), script.all_logits, scratch)
+            for s in script.steps:
+                lane, wanted = _lane(core, *_active(seqs, s), script.all_logits, scratch)
                 lanes.append(lane)
-                rows.append(rows_wanted)
-        core.run_lanes(lanes, F.linear)
-        results = iter(finish_all(core, core.config, lanes, F.linear, rows))
-    return [[next(results) for _ in script.steps] for script in scripts]
+                rows.append(wanted)
+        if step is not None:
+            lanes.append(_live_lane(core, step, scratch, rows))
+        if lanes:
+            core.run_lanes(lanes, F.linear)
+        results = iter(finish_all(core, core.config, lanes, F.linear, rows) if lanes else [])
+        logits = [next(results) for _ in requests]
+        scripted = [[next(results) for _ in script.steps] for script in scripts]
+        return logits, scripted, None if step is None else next(results)
+
+
+def _live_alone(core, step: LiveStep) -> torch.Tensor:
+    if step.decode:
+        return core.decode(list(step.seq_ids), [t[0] for t in step.tokens])
+    return core.prefill(list(step.seq_ids), [list(t) for t in step.tokens])
+
+
+def _live_lane(core, step: LiveStep, scratch: ExitStack, rows: list) -> Lane:
+    """The caller's step as a lane (its rows appended to `rows`): what prefill/decode would run."""
+    known = [s in core.cache for s in step.seq_ids]
+    bad = (not all(known) or any(len(t) != 1 for t in step.tokens)) if step.decode else any(known)
+    if bad:
+        raise ValueError("a live step prefills new sequences or decodes one token of each known one")
+    lane, wanted = _lane(core, *_active(list(step.seq_ids), [list(t) for t in step.tokens]), False, scratch)
+    if step.decode and not single_row_plain(len(step.seq_ids), core.dtype, core.device):
+        lane.linear = decode_linear          # CoreEngine.decode's kernel (on the plain weights when streaming)
+    rows.append(wanted)
+    return lane
 
 
 def _lane(core, seq_ids: list, tokens: list[list[int]], all_logits: bool,

@@ -30,9 +30,11 @@ from reference_engine.core.attention import StepMetadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.engine import CoreEngine, default_num_blocks, resolve_device, resolve_dtype
 from reference_engine.budget.layer_reader import ChunkedWeights
+from reference_engine.budget.read_ahead import ReadAhead
 from reference_engine.budget.readers import chunked_reader
 from reference_engine.core.model import _emit, check_supported, norm
-from reference_engine.core.model_weights import LayerWeights, check_tensor_table, load_layer_weights
+from reference_engine.core.model_weights import (LayerWeights, check_tensor_table, layer_tensor_names,
+                                                 load_layer_weights)
 from reference_engine.core.rope import build_rope_table
 from reference_engine.budget.sweep import HEAD_BLOCK_BYTES, Lane, blocked_heads, embed_rows, run_layers
 from reference_engine.files.source import model_source
@@ -51,7 +53,7 @@ class StreamingCore(CoreEngine):
     streaming = True
 
     def __init__(self, config: ModelConfig, reader: ChunkedWeights, rope, cache: PagedKVCache, device, dtype,
-                 model_dir: Path | None = None, head_block_bytes: int = HEAD_BLOCK_BYTES):
+                 model_dir: Path | None = None, head_block_bytes: int = HEAD_BLOCK_BYTES, read_ahead: bool = True):
         super().__init__(config, StreamedWeights(config.num_hidden_layers), rope, cache, device, dtype, model_dir)
         self.reader = reader
         self.head_block_bytes = head_block_bytes
@@ -59,6 +61,10 @@ class StreamingCore(CoreEngine):
         self.on_layer = None            # callable(layers_done, layers_total, bytes_read) | None
         self.pipeline = None            # pipeline.Pipeline when running across ranks
         self._norms: dict[torch.dtype, torch.Tensor] = {}
+        self._buffers: dict = {}        # the loaded layer's tensors, overwritten by the next (model_weights.fill)
+        self.ahead = None               # read_ahead.ReadAhead: the next layer read while this one computes
+        if read_ahead and getattr(reader, "read_ahead", False):
+            self.ahead = reader.ahead = ReadAhead(reader)
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
@@ -82,10 +88,22 @@ class StreamingCore(CoreEngine):
 
     # ---- the sweep source interface (sweep.py) --------------------------------------------------------
     def layer(self, i: int) -> LayerWeights:
-        return load_layer_weights(self.reader, self.config, i, self.device, self.dtype)
+        """Layer i's weights (read ahead while layer i - 1 computed, when the reader can), and the reads of
+        layer i + 1 queued to run while layer i computes (read_ahead.py)."""
+        if self.ahead is None:
+            return load_layer_weights(self.reader, self.config, i, self.device, self.dtype, self._buffers)
+        names = layer_tensor_names(self.config, i)
+        if not self.ahead.queued(names[0]):          # the first layer of a pass: read through the thread too
+            self.ahead.start(names)
+        weights = load_layer_weights(self.reader, self.config, i, self.device, self.dtype, self._buffers)
+        end = self.pipeline.end if self.pipeline is not None else self.config.num_hidden_layers
+        if i + 1 < end:
+            self.ahead.start(layer_tensor_names(self.config, i + 1))
+        return weights
 
     def layer_done(self, i: int) -> None:
-        self.reader.drop_all()
+        if self.ahead is None:             # else the read-ahead thread drops the page cache after each layer
+            self.reader.drop_all()
         if self.on_layer is not None:
             self.on_layer(i + 1, self.config.num_hidden_layers, self.reader.bytes_read)
 
@@ -113,10 +131,14 @@ class StreamingCore(CoreEngine):
     def run_lanes(self, lanes: list[Lane], linear=F.linear) -> None:
         """One pass over the weights advancing every lane (this rank's layers only in a pipeline)."""
         self.passes += 1
-        if self.pipeline is not None:
-            self.pipeline.run(self, lanes, linear)
-        else:
-            run_layers(self, self.config, self.windows, lanes, linear)
+        try:
+            if self.pipeline is not None:
+                self.pipeline.run(self, lanes, linear)
+            else:
+                run_layers(self, self.config, self.windows, lanes, linear)
+        finally:
+            if self.ahead is not None:      # a pass that stopped early leaves no reads queued
+                self.ahead.clear()
 
     @contextmanager
     def scratch(self, count: int = 1):

@@ -37,6 +37,7 @@ class Lane:
     capture: CaptureHook | None
     dtype: torch.dtype
     variant: "NormShift | None" = None   # the weights this lane sees differ from the model's (a probe)
+    linear: object = None             # this lane's projection kernel (a decode step's), else the pass's
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, laye
             if key not in views:
                 views[key] = lane.variant.layer(views[(lane.dtype, None)])
             lane.h = decoder_layer(lane.h, views[key], config, i, lane.cache, lane.meta, lane.cos,
-                                   lane.sin, windows[i], lane.capture, linear)
+                                   lane.sin, windows[i], lane.capture, lane.linear or linear)
         del w, views
         source.layer_done(i)
 
@@ -99,7 +100,8 @@ def finish_all(source, config, lanes: list[Lane], linear=F.linear, rows: list | 
     # lane's values upcast exactly, as .float() would), so no [tokens, vocab] copy in the lane's dtype is made
     direct = families.settings(config).final_softcap is None
     out = []
-    for lane, head in zip(lanes, source.heads(hidden, linear, torch.float32 if direct else None)):
+    linears = [lane.linear or linear for lane in lanes]
+    for lane, head in zip(lanes, source.heads(hidden, linears, torch.float32 if direct else None)):
         logits = final_logits(head, config)
         if lane.capture is not None:
             replaced = lane.capture(n, "logits", logits)
@@ -118,7 +120,9 @@ def blocked_heads(hiddens: list[torch.Tensor], read_rows, vocab: int, linear=F.l
                   block_bytes: int = HEAD_BLOCK_BYTES, out_dtype=None) -> list[torch.Tensor]:
     """Each hiddens[k] [T_k, H] @ head^T, reading each block of the head once for all of them; a block is at
     most `block_bytes` in the widest dtype involved, cast once per other dtype. Each lane's product is the
-    one it would get alone (each logit is one dot product over H: block boundaries change no sum)."""
+    one it would get alone (each logit is one dot product over H: block boundaries change no sum). linear:
+    one kernel for all, or one per hidden."""
+    linears = linear if isinstance(linear, (list, tuple)) else [linear] * len(hiddens)
     width = max(h.element_size() for h in hiddens)
     rows = max(1, block_bytes // (hiddens[0].shape[-1] * width))
     outs = [torch.empty(h.shape[0], vocab, dtype=out_dtype or h.dtype, device=h.device)      # [T_k, vocab]
@@ -127,11 +131,11 @@ def blocked_heads(hiddens: list[torch.Tensor], read_rows, vocab: int, linear=F.l
         end = min(vocab, start + rows)
         block = read_rows(start, end)
         cast: dict = {}
-        for h, out in zip(hiddens, outs):
+        for h, out, lin in zip(hiddens, outs, linears):
             key = (h.device, h.dtype)
             if key not in cast:
                 cast[key] = block.to(device=h.device, dtype=h.dtype)
-            out[:, start:end] = linear(h, cast[key])
+            out[:, start:end] = lin(h, cast[key])
         del block, cast
     return outs
 
@@ -165,9 +169,10 @@ class ResidentSource:
 
     def heads(self, hiddens: list[torch.Tensor], linear=F.linear, out_dtype=None) -> list[torch.Tensor]:
         head = self.core.weights.lm_head
-        return [linear(h, head) if h.dtype == head.dtype
-                else blocked_head(h, lambda a, b: head[a:b], head.shape[0], linear, out_dtype=out_dtype)
-                for h in hiddens]
+        linears = linear if isinstance(linear, (list, tuple)) else [linear] * len(hiddens)
+        return [lin(h, head) if h.dtype == head.dtype
+                else blocked_head(h, lambda a, b: head[a:b], head.shape[0], lin, out_dtype=out_dtype)
+                for h, lin in zip(hiddens, linears)]
 
 
 def private_lane(core, source, tokens: list[int], capture, dtype: torch.dtype, ropes: dict) -> Lane:
@@ -201,7 +206,7 @@ def logits_many(core, requests: list[LogitsRequest]) -> list[torch.Tensor]:
         if not streaming and dtype == core.dtype and r.variant is None:
             out[k] = core.logits(list(r.tokens), capture=r.capture)
             continue
-        _check_tokens(core, r.tokens)
+        check_tokens(core, r.tokens)
         lanes.append(private_lane(core, source, list(r.tokens), r.capture, dtype, ropes))
         lanes[-1].variant = r.variant
         where.append(k)
@@ -215,7 +220,7 @@ def logits_many(core, requests: list[LogitsRequest]) -> list[torch.Tensor]:
     return out
 
 
-def _check_tokens(core, tokens) -> None:
+def check_tokens(core, tokens) -> None:
     vocab, table = core.config.vocab_size, core.rope.max_positions
     if not tokens:
         raise ValueError("a request has no tokens")

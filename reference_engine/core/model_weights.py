@@ -116,18 +116,50 @@ def tensor_getter(weights: Weights, device, dtype):
     return get
 
 
-def load_layer_weights(weights: Weights, config: ModelConfig, n: int, device, dtype) -> LayerWeights:
+def fill(buffers: dict, role: str, slot, weights: Weights, device, dtype) -> torch.Tensor:
+    """The slot's tensors cast into buffers[role], stacked along rows (what torch.cat of the cast parts gives:
+    the fused Q/K/V and gate/up), the buffer allocated only when this role's shape or dtype changed."""
+    shape = (sum(s[0] for _, s in slot), *slot[0][1][1:])
+    out = buffers.get(role)
+    if out is None or tuple(out.shape) != shape or out.dtype != dtype or out.device != torch.device(device):
+        buffers[role] = out = None                           # drop the old one before allocating its successor
+        out = buffers[role] = torch.empty(shape, dtype=dtype, device=device)
+    at = 0
+    for name, part_shape in slot:
+        part = weights.get(name)
+        if tuple(part.shape) != tuple(part_shape):           # check_tensor_table's shapes: never, but not silently
+            raise ValueError(f"tensor {name!r} has shape {list(part.shape)}, expected {list(part_shape)}")
+        out[at:at + part.shape[0]].copy_(part)
+        at += part.shape[0]
+    return out
+
+
+def layer_tensor_names(config: ModelConfig, n: int) -> list[str]:
+    """The file tensors of decoder layer n, in the order load_layer_weights reads them."""
+    def names(slot) -> list[str]:
+        if isinstance(slot[0], list):                        # one Slot per expert
+            return [name for part in slot for name in names(part)]
+        return [name for name, _ in slot]
+    return [name for slot in families.layer_plan(config, n).values() for name in names(slot)]
+
+
+def load_layer_weights(weights: Weights, config: ModelConfig, n: int, device, dtype,
+                       into: dict | None = None) -> LayerWeights:
     """Decoder layer n's tensors, cast and fused. The resident loader calls it for every layer once; the
-    streaming core (streaming.py) calls it just in time for one layer, so both run the same weights."""
+    streaming core (streaming.py) calls it just in time for one layer, so both run the same weights. into:
+    the previous layer's buffers (role -> tensor), overwritten when the shapes match (the streaming core, whose
+    layers come and go: fresh allocations would page-fault a layer's bytes in again every time)."""
     get = tensor_getter(weights, device, dtype)
 
-    def load(slot) -> torch.Tensor:
+    def load(slot, role=None) -> torch.Tensor:
         if isinstance(slot[0], list):                        # one Slot per expert -> [experts, ...]
             return torch.stack([load(part) for part in slot])
+        if into is not None and role is not None:
+            return fill(into, role, slot, weights, device, dtype)
         parts = [get(name) for name, _ in slot]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
 
-    fields = {role: load(slot) for role, slot in families.layer_plan(config, n).items()}
+    fields = {role: load(slot, role) for role, slot in families.layer_plan(config, n).items()}
     for role in ("qkv_bias", "q_norm", "k_norm", "o_bias", "gate_up", "gate_up_bias", "down", "down_bias"):
         fields.setdefault(role, None)
     layer = LayerWeights(**fields)

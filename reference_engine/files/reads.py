@@ -26,9 +26,11 @@ SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "BF16": torch.
                                                            ("F8_E8M0", "float8_e8m0fnu")) if hasattr(torch, v)}}
 
 
-def read_range(fd: int, offset: int, nbytes: int, file: Path, what: str, drop_cache: bool = True) -> torch.Tensor:
-    """nbytes at offset of the open file `fd` as a fresh uint8 CPU tensor; ModelDirError naming `what`."""
-    buf = torch.empty(nbytes, dtype=torch.uint8)
+def read_range(fd: int, offset: int, nbytes: int, file: Path, what: str, drop_cache: bool = True,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """nbytes at offset of the open file `fd` as a fresh uint8 CPU tensor (or into `out`, a contiguous uint8
+    CPU tensor of at least nbytes: the first nbytes of it); ModelDirError naming `what`."""
+    buf = torch.empty(nbytes, dtype=torch.uint8) if out is None else out[:nbytes]
     view = memoryview((ctypes.c_char * nbytes).from_address(buf.data_ptr())).cast("B") if nbytes else b""
     done = 0
     try:
