@@ -17,23 +17,22 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checks.analysis.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, read_block, scan_weights  # noqa: E402
+from checks.analysis.block_reader import BlockReader, row_blocks  # noqa: E402
+from checks.analysis.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, scan_weights  # noqa: E402
 from reference_engine.files.weights import Weights  # noqa: E402
 
 
 def read_only(weights) -> None:
     """The peer: every block the scan reads, converted to float32 the same way, nothing computed on it."""
     torch.set_num_threads(1)
-    for name in weights.names:
-        info = weights.info(name)
-        if info.dtype not in TORCH_DTYPES or not math.prod(info.shape):
-            continue
-        lead = info.shape[0] if info.shape else 1
-        per_row = max(1, math.prod(info.shape) // lead)
-        step = max(1, CHUNK_ELEMENTS // per_row)
-        with open(info.file, "rb", buffering=0) as handle:
-            for begin in range(0, lead, step):
-                read_block(handle, info, begin, min(step, lead - begin), per_row)
+    order = [(weights.info(name), *block) for name in weights.names if weights.info(name).dtype in TORCH_DTYPES
+             for block in row_blocks(weights.info(name), CHUNK_ELEMENTS)]
+    reader = BlockReader(order)
+    try:
+        for block in order:
+            reader.read(*block)
+    finally:
+        reader.close()
 
 
 def best_of(fn, repeat: int) -> float:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from checks.analysis.block_reader import BlockReader, row_blocks
 from checks.analysis.tensor_layout import EMBED, LM_HEAD, embed_name, lm_head_name
 from reference_engine.files.reads import SAFETENSORS_DTYPES, drop_cached
 
@@ -89,8 +90,13 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
     for name in names:
         by_file.setdefault(weights.info(name).file, []).append(name)
     gguf = computed_rows(weights, chunk_elements) if getattr(weights, "dequantizes", False) else None
-    for file, file_names in by_file.items():
-        with open(file, "rb", buffering=0) as handle:
+    # plain files: every block read on a thread while the one before it is reduced (block_reader.py)
+    order = [] if gguf is not None else [(weights.info(name), *block) for file_names in by_file.values()
+                                        for name in file_names if weights.info(name).dtype in TORCH_DTYPES
+                                        for block in row_blocks(weights.info(name), chunk_elements)]
+    blocks = BlockReader(order)
+    try:
+        for file_names in by_file.values():
             for name in file_names:
                 info = weights.info(name)
                 if info.dtype not in TORCH_DTYPES:
@@ -98,17 +104,18 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
                 want_rows = name in row_tensors and len(info.shape) == 2
                 if gguf is not None:    # GGUF: dequantized a block of rows at a time
                     read = gguf(name, info)
-                else:
+                else:                   # the reads drop their pages: the scan holds no weights (memory.md)
                     def read(first, rows, per_row, info=info):
-                        return read_block(handle, info, first, rows, per_row)
+                        return blocks.read(info, first, rows, per_row)
                 out.tensors[name], rows = _scan_tensor(read, info, want_rows, chunk_elements)
-                if gguf is None:    # the scan holds no weights: neither should the page cache (memory.md)
-                    drop_cached(handle.fileno(), info.offset, info.nbytes)
                 if rows is not None:
                     out.rows[name] = rows
                 if progress:
                     progress.advance(_nbytes(info))
-            drop_cached(handle.fileno(), 0, 0)     # and what readahead pulled in past each tensor's end
+            if gguf is None:        # and what readahead pulled in past each tensor's end
+                drop_cached(blocks.files.fd(weights.info(file_names[0]).file), 0, 0)
+    finally:
+        blocks.close()
     if progress:
         progress.done()
     out.seconds = time.perf_counter() - start
@@ -120,12 +127,9 @@ def _scan_tensor(read, info, want_rows: bool, chunk_elements: int):
     stats = TensorStats(info.name, info.dtype, math.prod(info.shape))
     if stats.numel == 0:
         return stats, None
-    lead = info.shape[0] if info.shape else 1
-    per_row = max(1, stats.numel // lead)
-    step = max(1, chunk_elements // per_row)
     norms, amaxes, row_sum = [], [], None
-    for begin in range(0, lead, step):
-        block = read(begin, min(step, lead - begin), per_row)       # [rows, per_row] float32
+    for begin, count, per_row in row_blocks(info, chunk_elements):
+        block = read(begin, count, per_row)                      # [rows, per_row] float32
         row_norm = torch.linalg.vector_norm(block, dim=1)        # [rows] float32; NaN/Inf propagate into it
         finite = bool(torch.isfinite(row_norm).all())
         if not finite:
@@ -176,21 +180,6 @@ def gguf_rows(weights, chunk_elements: int):
             return reader.stored_rows(name, first * k, (first + rows) * k).reshape(rows, per_row).float()
         return read
     return reader_for
-
-
-def read_block(handle, info, first_row: int, rows: int, per_row: int) -> torch.Tensor:
-    """Rows first_row..first_row+rows-1 of a tensor as float32 [rows, per_row], read from its byte range."""
-    dtype = TORCH_DTYPES[info.dtype]
-    row_bytes = per_row * BYTES_PER[info.dtype]
-    buffer = bytearray(rows * row_bytes)
-    handle.seek(info.offset + first_row * row_bytes)
-    view, filled = memoryview(buffer), 0
-    while filled < len(buffer):
-        got = handle.readinto(view[filled:])
-        if not got:
-            raise OSError(f"{info.file}: ended inside tensor {info.name!r} (file changed after validation?)")
-        filled += got
-    return torch.frombuffer(buffer, dtype=dtype).reshape(rows, per_row).to(torch.float32)
 
 
 def _without_nonfinite(block: torch.Tensor, stats: TensorStats) -> tuple[torch.Tensor, torch.Tensor]:

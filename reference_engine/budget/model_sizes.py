@@ -34,6 +34,12 @@ class ModelSizes:
     gguf: bool = False
     quant_scratch: int = 0       # quantized safetensors: peak bytes per element while dequantizing a tensor
 
+    @property
+    def reads_ahead(self) -> bool:
+        """Whether streaming reads the next layer while this one computes (budget/read_ahead.py): plain
+        safetensors files; GGUF and quantized tensors are dequantized as they are read, on the main thread."""
+        return not self.gguf and not self.quant_scratch
+
     def head_bytes_per_elem(self) -> float:
         """File bytes per LM-head element (quantized: a fraction of a byte)."""
         vocab_rows = self.config.vocab_size * self.config.hidden_size

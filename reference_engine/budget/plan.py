@@ -31,7 +31,7 @@ GiB, MiB = 1 << 30, 1 << 20
 # is 237 MiB), and the tokenizer (SmolLM2's 49152 ids: +50 MB, so ~1 KiB per id with its merges and caches)
 BASE_BYTES, TOKENIZER_BYTES_PER_ID = 240 * MiB, 1 << 10
 HEADROOM_FRACTION, HEADROOM_MIN = 0.10, 512 * MiB
-DISK_BYTES_PER_S = 1.2e9         # cold sequential reads on the reference machine
+DISK_BYTES_PER_S = 0.7e9         # cold sequential reads on the reference machine (dd iflag=direct: 0.70-0.74 GB/s)
 CPU_FLOPS = 20e9                 # float32 matmul throughput of a small CPU box, for the rough time only
 DEQUANT_ELEMS_PER_S = 60e6       # gguf's numpy kernels (Q4_1, one core), measured on SmolLM2 Q4_1
 PACK_LIMIT_BYTES = 1 << 30       # linear.PACK_LIMIT_BYTES: decode keeps a packed copy below this
@@ -247,9 +247,12 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
         raise PlanError(f"{root}: needs at least {gb(need)} {what}{forced} (largest layer {gb(big * elem)} in "
                         f"{dtype_name(dtype)}, plus {gb(kv + act)} of KV cache and activations); the memory "
                         f"budget is {gb(budget)} ({budget_source})")
-    flops = 2 * sum(layer_elems[i] for i in mine) * workload.tokens_per_pass * workload.passes
-    seconds = flops / CPU_FLOPS + (per_pass * workload.passes / DISK_BYTES_PER_S if mode == "streaming"
-                                   else file_bytes / DISK_BYTES_PER_S)
+    compute = 2 * sum(layer_elems[i] for i in mine) * workload.tokens_per_pass / CPU_FLOPS     # per pass
+    if mode == "streaming":            # the read-ahead thread reads while the lanes compute: the slower one sets
+        read = per_pass / DISK_BYTES_PER_S                                                 # the pace
+        seconds = workload.passes * (max(read, compute) if sizes.reads_ahead else read + compute)
+    else:
+        seconds = workload.passes * compute + file_bytes / DISK_BYTES_PER_S
     if sizes.gguf:                     # dequantized as read: every pass when streaming, once when resident
         dequantized = sum(layer_elems[i] for i in mine) + vocab_rows
         seconds += dequantized * (workload.passes if mode == "streaming" else 1) / DEQUANT_ELEMS_PER_S

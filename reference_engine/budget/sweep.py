@@ -64,21 +64,32 @@ class LogitsRequest:
     variant: NormShift | None = None  # run on adjusted weights (a copy per layer; the model is untouched)
 
 
-def cast_layer(w: LayerWeights, dtype: torch.dtype) -> LayerWeights:
-    """The layer's tensors in another dtype (a shadow lane's copy, dropped with the layer)."""
-    return replace(w, **{f.name: getattr(w, f.name).to(dtype) for f in fields(w)
+def cast_layer(w: LayerWeights, dtype: torch.dtype, into: dict | None = None) -> LayerWeights:
+    """The layer's tensors in another dtype (a shadow lane's copy). into: the previous layer's copies in this
+    dtype (field name -> tensor), overwritten where the shapes match: layer after layer of a pass, no fresh
+    allocation to page-fault in."""
+    def cast(name: str, t: torch.Tensor) -> torch.Tensor:
+        if into is None:
+            return t.to(dtype)
+        old = into.get(name)
+        if old is None or old.shape != t.shape or old.device != t.device:
+            into[name] = old = None
+            into[name] = old = torch.empty(t.shape, dtype=dtype, device=t.device)
+        return old.copy_(t)
+    return replace(w, **{f.name: cast(f.name, getattr(w, f.name)) for f in fields(w)
                          if isinstance(getattr(w, f.name), torch.Tensor)})
 
 
 def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, layers=None) -> None:
     """Advance every lane through `layers` (default: all), fetching each layer's weights once."""
+    shadows: dict = {}                                     # dtype -> that dtype's copies, reused layer to layer
     for i in (range(config.num_hidden_layers) if layers is None else layers):
         w = source.layer(i)
         views = {(w.qkv.dtype, None): w}                   # (dtype, variant) -> the layer as that lane sees it
         for lane in lanes:
             key = (lane.dtype, lane.variant)
             if (lane.dtype, None) not in views:
-                views[(lane.dtype, None)] = cast_layer(w, lane.dtype)
+                views[(lane.dtype, None)] = cast_layer(w, lane.dtype, shadows.setdefault(lane.dtype, {}))
             if key not in views:
                 views[key] = lane.variant.layer(views[(lane.dtype, None)])
             lane.h = decoder_layer(lane.h, views[key], config, i, lane.cache, lane.meta, lane.cos,
