@@ -5,8 +5,10 @@ Same API as CoreEngine (prefill/decode/logits/scratch/fork/free/validate over th
 per-layer code: each layer is loaded just in time by `model_weights.load_layer_weights` (the function the
 resident loader runs for every layer) from chunked reads of the validated safetensors byte ranges
 (layer_reader.py) or of a GGUF file's quantized tensors, dequantized as read (gguf_reader.py), run through
-`model.decoder_layer`, and dropped. The embedding is read row by row (only the tokens of the step), the LM
-head in row blocks (sweep.blocked_head), so no [vocab, hidden] copy is ever made.
+`model.decoder_layer`, and overwritten by the next one (the same buffers, layer after layer: no fresh
+allocation to page-fault in). Plain safetensors layers are read ahead: a thread reads layer i + 1 while layer
+i computes (read_ahead.py). The embedding is read row by row (only the tokens of the step), the LM head in row
+blocks (sweep.blocked_head), so no [vocab, hidden] copy is ever made.
 
 Every step (and every `sweep.logits_many` batch) is one pass over the weights; `passes` and
 `reader.bytes_read` count them, and `on_layer(done, total, bytes_read)` is called after each layer for a
