@@ -3,7 +3,7 @@
     python benchmarks/decode_profile.py [--dtype float32|bfloat16] [--threads 1] [--repeats 5] [--steps 16]
 
 SmolLM2-135M-Instruct (or --model), one thread by default; every figure is CPU time of this process (the figure a
-loaded machine disturbs least, see docs/performance.md), best or median over interleaved rounds:
+loaded machine disturbs least, see docs/performance.md): a step is its best round, a call the median of its calls:
 1. the step split: decode steps as the engine runs them, each projection call timed inside them, so
    "projections" and "everything else" (norms, RoPE, attention, KV writes, dispatch, Python) come from the same
    steps at a fixed context length; and the same steps with every projection replaced by an empty output of the
@@ -11,8 +11,9 @@ loaded machine disturbs least, see docs/performance.md), best or median over int
 2. the projections alone, read in a step's order (layer after layer, then the LM head, so each weight comes from
    memory as in a real step, not from a cache it was just read into), for each kernel torch offers on this
    device: F.linear on the plain weights (MKL / oneDNN matmul), oneDNN on the packed weights (core/linear.py),
-   torch.mv; median microseconds per call and GB/s of weights read per shape, and the sum per step. The row the
-   engine runs is marked. Rows = tokens per step (1: batch-1 decode; --rows 16: sixteen sequences).
+   torch.mv, in interleaved rounds; median microseconds per call and GB/s of weights read per projection (told
+   apart by weight shape), and the sum per step. The row the engine runs is marked. Rows = tokens per step
+   (1: batch-1 decode; --rows 16: sixteen sequences).
 """
 from __future__ import annotations
 
