@@ -224,10 +224,14 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     # one's float32 copy and the kernel scratch
     dequant = sizes.dequant_bytes(sizes.largest_elems, elem)
     base = BASE_BYTES + config.vocab_size * TOKENIZER_BYTES_PER_ID
-    resident = base + resident_weights + packed + kv + act + dequant
     big = max((layer_elems[i] for i in mine), default=0)
     big_file = max((layer_files[i] for i in mine), default=0)
-    shadow = sum(big * (torch.finfo(d).bits // 8) for d in workload.shadows)
+    shadow = sum(big * (torch.finfo(d).bits // 8) for d in workload.shadows)    # one layer cast, both paths
+    # loading holds one tensor as read beside its cast copy (the embedding's file bytes: 0.5 GB for Llama-3 1B
+    # in bfloat16); the shadows come later, when the loaded tensors are all there is
+    file_width = sizes.head_bytes_per_elem()
+    load = int(sizes.largest_elems * file_width) if not sizes.gguf and file_width != elem else 0
+    resident = base + resident_weights + packed + kv + act + max(dequant + load, shadow)
     largest = max((sizes.layer_largest[i] for i in mine), default=0)
     # the streaming core keeps one layer's buffers and overwrites them layer after layer: the file bytes (the
     # read-ahead thread reads the next layer into them while this one computes) and the compute copy, fused in

@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.core.attention import build_metadata
-from reference_engine.core.linear import decode_linear, single_row_plain
 from reference_engine.budget.sweep import Lane, LogitsRequest, check_tokens, finish_all, logits_many, private_lane
 
 
@@ -134,8 +133,8 @@ def _live_lane(core, step: LiveStep, scratch: ExitStack, rows: list) -> Lane:
     if bad:
         raise ValueError("a live step prefills new sequences or decodes one token of each known one")
     lane, wanted = _lane(core, *_active(list(step.seq_ids), [list(t) for t in step.tokens]), False, scratch)
-    if step.decode and not single_row_plain(len(step.seq_ids), core.dtype, core.device):
-        lane.linear = decode_linear          # CoreEngine.decode's kernel (on the plain weights when streaming)
+    if step.decode:                       # CoreEngine.decode's kernel (on the plain weights when streaming)
+        lane.linear = core.decode_projection(len(step.seq_ids))[0]
     rows.append(wanted)
     return lane
 
