@@ -51,6 +51,7 @@ class CheckContext:
         self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
         self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
         self.selected: set[str] | None = None    # ids of the checks this run runs (the runner says; None: unknown)
+        self.shared_runs: Callable | None = None  # runs the engine work checks share (shared_pass.prepare)
         self._cache: dict[str, Any] = {}
         self.built: list[str] = []               # resources actually built, in order
         self.build_seconds: dict[str, float] = {}  # time spent building each resource (failed ones too)
@@ -281,6 +282,12 @@ class CheckContext:
         return declared if declared in DTYPES[1:] else "bfloat16"
 
     # ---- what the runner calls ------------------------------------------------------------------
+    def prepare_engine_runs(self) -> None:
+        """Called by an engine check before its own runs: the run's shared passes go first, so the check finds
+        its results in self.state (checks/analysis/shared_pass.py; the runner sets the hook)."""
+        if self.shared_runs is not None:
+            self.shared_runs(self)
+
     def require(self, needs: tuple[str, ...]) -> None:
         """Build every resource a check needs, raising ResourceError for the first that cannot be built."""
         for need in needs:

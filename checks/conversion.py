@@ -45,12 +45,11 @@ def probe_nll(ctx, shift: float) -> tuple[float, float]:
     """Mean next-token negative log-likelihood (nats) of the probe texts as the model is, and with every
     RMSNorm gain shifted by `shift` (sweep.NormShift: a copy per layer, the model's weights untouched); both
     in one pass over the weights when streaming (the run's shared pass, when it holds them)."""
-    from checks.analysis.shared_pass import prepare
     from reference_engine.budget.sweep import NormShift
     texts = nll_texts(ctx)
     if not texts:
         return float("nan"), float("nan")
-    prepare(ctx)
+    ctx.prepare_engine_runs()
     logits = ctx.state.pop(("norm_shift", shift), None)   # [as stored..., shifted...] from the shared pass
     if logits is None:
         logits = ctx.engine.logits_many(texts + texts,

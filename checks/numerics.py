@@ -100,6 +100,7 @@ def dtype_results(ctx) -> tuple[list[ForwardRun], list[DtypeResult]]:
         ref = reference_runs(ctx)
         count = 1 if ctx.quick else len(ref)
         if ctx.engine.dtype == torch.float32:
+            ctx.prepare_engine_runs()
             runs = ctx.state.get(("shadows", ctx.quick))          # the run's shared pass, when it holds them
             if runs is None:
                 probes, dtypes = shadow_inputs(ctx)

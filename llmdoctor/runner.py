@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import checks
+from checks.analysis import shared_pass
 from checks.context import CheckContext, ResourceError
 from checks.registry import CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
@@ -110,7 +111,8 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget),
                        workload=check_workload(quick, device), adapter_dir=adapter)
-    ctx.selected = {spec.id for spec in chosen}      # the engine runs they share go in one pass (shared_pass.py)
+    ctx.selected = {spec.id for spec in chosen}      # the engine runs they share ride on few passes (shared_pass)
+    ctx.shared_runs = shared_pass.prepare
     progress = progress or Progress(0, enabled=False)
     plan = plan_engine(ctx, chosen, plan_stream)
     ctx.on_layer = progress.layer

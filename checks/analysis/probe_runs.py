@@ -69,8 +69,7 @@ def run_forward(engine, probe: ProbeInput) -> ForwardRun:
 def forward_runs(ctx) -> list[ForwardRun]:
     """One recorded forward pass of every probe on the run's engine (cached); a streaming engine runs all
     probes in one pass over the weights (Engine.logits_many), each exactly as Engine.logits would."""
-    from checks.analysis.shared_pass import prepare
-    prepare(ctx)
+    ctx.prepare_engine_runs()
     key = ("forward", ctx.quick)
     if key not in ctx.state:
         ctx.state[key] = run_forwards(ctx.engine, probe_inputs(ctx))
@@ -90,8 +89,7 @@ def run_forwards(engine, probes, dtypes=None) -> list[ForwardRun]:
 def probe_traces(ctx) -> list[tuple[ProbeInput, "GreedyTrace"]]:
     """(probe, greedy trace) for every probe, generated once per run as one batch (a streaming engine: one
     pass per step); the generation checks and golden step 3 read the same traces."""
-    from checks.analysis.shared_pass import prepare
-    prepare(ctx)
+    ctx.prepare_engine_runs()
     if "greedy" not in ctx.state:
         run_traces(ctx)
     return ctx.state["greedy"]

@@ -113,16 +113,6 @@ def job_cost(job) -> int:
     return sum(len(t) for step in item.steps for t in step) + LANE_COST * len(item.steps)
 
 
-def take_scripts(ctx, scripts) -> list | None:
-    """What the shared pass computed for these scripts (the same steps), or None."""
-    return ctx.state.get("scripted", {}).pop(script_key(scripts), None)
-
-
-def script_key(scripts) -> tuple:
-    return tuple((tuple(tuple(tuple(int(t) for t in seq) for seq in step) for step in s.steps), s.all_logits)
-                 for s in scripts)
-
-
 # ---- the parts -------------------------------------------------------------------------------------------
 
 def described(ctx) -> list[Part]:
@@ -187,6 +177,8 @@ def norm_shift_part(ctx) -> Part | None:
 
 
 def _scripted(owner: str, scripts) -> Part:
+    from checks.analysis.logit_compare import script_key
+
     def store(ctx, _, results):
         ctx.state.setdefault("scripted", {})[script_key(scripts)] = results
     return Part({owner}, [], scripts, store)

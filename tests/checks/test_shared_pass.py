@@ -1,6 +1,6 @@
-"""The shared pass (checks/analysis/shared_pass.py): a streamed check run makes one pass for every engine run the
-chosen checks know up front, plus one per greedy decode step, and its findings are those of the runs made one
-by one."""
+"""The shared passes (checks/analysis/shared_pass.py): a streamed check run makes only the greedy traces' passes
+(a prefill and one per decode step), every other engine run the chosen checks know up front riding on them, and
+its findings are those of the runs made one by one."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +22,7 @@ def streamed():
 
 
 def test_quick_check_streams_in_the_passes_the_plan_counts(streamed):
-    # one shared pass (forward probes, shadows, CNV001, ENG001, ENG002, KVC003, the greedy prefill) + 11 decode steps
+    # the traces' prefill + 11 decode steps; the forward probes, shadows, CNV001, ENG001, ENG002, KVC003 ride on them
     assert streamed.plan["mode"] == "streaming"
     assert streamed.plan["actual"]["passes"] == CHECK_QUICK.passes == streamed.plan["passes"] == 12
 
