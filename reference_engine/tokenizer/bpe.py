@@ -5,8 +5,9 @@ the textbook loop: find the adjacent pair with the lowest rank, merge every occu
 word of n symbols costs O(n^2) dictionary look-ups, which is cheapest for n below a few dozen.
 Longer words use a heap of candidate pairs over a doubly linked list of symbols, O(n log n), so a
 1 MB run of one letter stays linear-ish. Both pick the same merge at every step (lowest rank,
-leftmost first), which is what Hugging Face's `Word::merge_all` does. Results for words shorter
-than `CACHE_MAX_CHARS` are cached.
+leftmost first), which is what Hugging Face's `Word::merge_all` does. Words are cached, and a long
+SentencePiece-style word (a line with "▁" for spaces) is merged piece by piece where the vocabulary proves no
+merge crosses the cuts (merge_cuts.py).
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from dataclasses import dataclass, field
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.limits import MAX_MERGES, check_size
+from reference_engine.tokenizer.merge_cuts import SPACE, encode_word, merge_cuts
 
 HEAP_THRESHOLD = 48  # symbols; above this the heap merge beats the quadratic loop
-CACHE_MAX_CHARS = 256
-CACHE_MAX_ENTRIES = 100_000
+NO_MERGE = (1 << 62, -1)   # (rank, merged id) of a pair with no merge: above every rank
 
 
 @dataclass
@@ -38,29 +39,34 @@ class BPE:
         self.id_to_token = {i: t for t, i in self.vocab.items()}
         self.unk_id = self.vocab.get(self.unk_token) if self.unk_token is not None else None
         self.byte_ids = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
+        # ignore_merges looks the whole word up, and a prefix/suffix changes a symbol's text: no cutting then
+        cuttable = not self.ignore_merges and self.continuing_subword_prefix is None \
+            and self.end_of_word_suffix is None
+        self.cuts = merge_cuts(self.vocab, self.vocab.get(SPACE), self.unk_id, plain=self.vocab,
+                               byte_fallback=self.byte_fallback and None not in self.byte_ids) if cuttable else None
 
     def encode_word(self, word: str) -> list[int]:
-        """Token ids for one pre-tokenized word."""
-        cached = self.cache.get(word)
-        if cached is not None:
-            return cached
+        """Token ids for one pre-tokenized word (cached)."""
+        return encode_word(word, self.cuts, self.cache, self.merge)
+
+    def merge(self, word: str) -> list[int]:
+        """Token ids for one word, merged now (not cached)."""
         if self.ignore_merges and word in self.vocab:
             return [self.vocab[word]]
         symbols = self.initial_symbols(word)
-        ids = merge_heap(symbols, self.merges) if len(symbols) > HEAP_THRESHOLD else merge_loop(symbols, self.merges)
-        if len(word) < CACHE_MAX_CHARS:
-            if len(self.cache) >= CACHE_MAX_ENTRIES:
-                self.cache.clear()  # bounded memory on adversarial input; a cold cache is only slower
-            self.cache[word] = ids
-        return ids
+        return merge_heap(symbols, self.merges) if len(symbols) > HEAP_THRESHOLD else merge_loop(symbols, self.merges)
 
     def initial_symbols(self, word: str) -> list[int]:
         """One id per character, or its <0xXX> byte tokens, or unk (fused if asked); unknown
         characters with no byte tokens and no unk token are dropped, as tokenizers does."""
         vocab = self.vocab
-        if self.continuing_subword_prefix is None and self.end_of_word_suffix is None and not self.byte_fallback \
-                and self.unk_id is None:
-            return [vocab[c] for c in word if c in vocab]
+        if self.continuing_subword_prefix is None and self.end_of_word_suffix is None:
+            if not self.byte_fallback and self.unk_id is None:
+                return [vocab[c] for c in word if c in vocab]
+            try:   # the common case, every character a token: no per-character branches
+                return [vocab[c] for c in word]
+            except KeyError:
+                pass
         out: list[int] = []
         last = len(word) - 1
         pending_unk = False
@@ -96,19 +102,24 @@ def merge_loop(ids: list[int], merges: dict) -> list[int]:
 
     One occurrence per step (not all of them, as GPT-2's encoder.py does) because a merge can
     create a pair of even lower rank in merge lists that are not rank-consistent (converted
-    SentencePiece models), and Hugging Face picks by (rank, position) at every step.
+    SentencePiece models), and Hugging Face picks by (rank, position) at every step. `pairs[i]` holds
+    the (rank, merged id) of ids[i], ids[i + 1]: min() and list.index() (the first, so the leftmost) scan
+    it in C, and a merge recomputes only the two pairs beside it.
     """
     get = merges.get
     ids = list(ids)
-    while len(ids) > 1:
-        best, best_at = None, -1
-        for i, pair in enumerate(zip(ids, ids[1:])):
-            hit = get(pair)
-            if hit is not None and (best is None or hit[0] < best[0]):
-                best, best_at = hit, i
-        if best is None:
+    pairs = [get(pair, NO_MERGE) for pair in zip(ids, ids[1:])]
+    while pairs:
+        best = min(pairs)
+        if best is NO_MERGE:
             break
-        ids[best_at:best_at + 2] = [best[1]]
+        i = pairs.index(best)   # ranks are unique per pair, so equal entries are the same merge
+        ids[i:i + 2] = [best[1]]
+        del pairs[i]
+        if i > 0:
+            pairs[i - 1] = get((ids[i - 1], ids[i]), NO_MERGE)
+        if i < len(pairs):
+            pairs[i] = get((ids[i], ids[i + 1]), NO_MERGE)
     return ids
 
 
