@@ -15,7 +15,6 @@ Whether a peer really is the same tokenizer is checked by the benchmark on its c
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -65,21 +64,8 @@ def gguf_peer(name: str, gguf: Callable[[], Path]) -> Peer:
             return HFTokenizer.from_str(json.dumps(Tokenizer.from_pretrained(path).gguf_spec))
         if name == "llama-spm":   # conversion loses Llama 2's legacy normalizer; the test asset restores it
             return hf_file(assets.llamacpp_tokenizer_dir(name))
-        return hf_file(converted_gguf_tokenizer(name, path))
+        return hf_file(assets_gguf.hf_tokenizer_of_vocab_gguf(name))
     return Peer(name, "GGUF", lambda: Tokenizer.from_pretrained(gguf()), hf)
-
-
-def converted_gguf_tokenizer(name: str, gguf: Path) -> Path:
-    """transformers' tokenizer.json for a vocab GGUF, converted once into the test-asset cache."""
-    def build(out: Path) -> None:
-        from transformers import AutoTokenizer
-
-        staging = out / "gguf"
-        staging.mkdir()
-        shutil.copy(gguf, staging / gguf.name)   # transformers wants a directory it may read alone
-        AutoTokenizer.from_pretrained(staging, gguf_file=gguf.name).save_pretrained(out)
-        shutil.rmtree(staging)
-    return assets.cached_dir(f"bench-hf-tokenizer-{name}", build)
 
 
 def sentencepiece_peer(name: str) -> Peer:

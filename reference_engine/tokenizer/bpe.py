@@ -39,15 +39,17 @@ class BPE:
         self.id_to_token = {i: t for t, i in self.vocab.items()}
         self.unk_id = self.vocab.get(self.unk_token) if self.unk_token is not None else None
         self.byte_ids = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
+        self.all_bytes = self.byte_fallback and None not in self.byte_ids   # no character falls through to unk
         # ignore_merges looks the whole word up, and a prefix/suffix changes a symbol's text: no cutting then
         cuttable = not self.ignore_merges and self.continuing_subword_prefix is None \
             and self.end_of_word_suffix is None
         self.cuts = merge_cuts(self.vocab, self.vocab.get(SPACE), self.unk_id, plain=self.vocab,
-                               byte_fallback=self.byte_fallback and None not in self.byte_ids) if cuttable else None
+                               byte_fallback=self.all_bytes) if cuttable else None
 
     def encode_word(self, word: str) -> list[int]:
         """Token ids for one pre-tokenized word (cached)."""
-        return encode_word(word, self.cuts, self.cache, self.merge)
+        # ignore_merges is read here, not when the cuts were made: a check may flip it on a copy (gguf_pre.py)
+        return encode_word(word, None if self.ignore_merges else self.cuts, self.cache, self.merge)
 
     def merge(self, word: str) -> list[int]:
         """Token ids for one word, merged now (not cached)."""
@@ -56,17 +58,21 @@ class BPE:
         symbols = self.initial_symbols(word)
         return merge_heap(symbols, self.merges) if len(symbols) > HEAP_THRESHOLD else merge_loop(symbols, self.merges)
 
+    def char_bytes(self, char: str) -> list[int]:
+        return [self.byte_ids[b] for b in char.encode("utf-8")]
+
     def initial_symbols(self, word: str) -> list[int]:
         """One id per character, or its <0xXX> byte tokens, or unk (fused if asked); unknown
         characters with no byte tokens and no unk token are dropped, as tokenizers does."""
         vocab = self.vocab
         if self.continuing_subword_prefix is None and self.end_of_word_suffix is None:
+            ids = list(map(vocab.get, word))
+            if None not in ids:   # the common case, every character a token
+                return ids
             if not self.byte_fallback and self.unk_id is None:
-                return [vocab[c] for c in word if c in vocab]
-            try:   # the common case, every character a token: no per-character branches
-                return [vocab[c] for c in word]
-            except KeyError:
-                pass
+                return [i for i in ids if i is not None]
+            if self.all_bytes:   # every unknown character becomes its bytes
+                return [i for c, t in zip(word, ids) for i in ([t] if t is not None else self.char_bytes(c))]
         out: list[int] = []
         last = len(word) - 1
         pending_unk = False

@@ -111,10 +111,11 @@ def encode_piece(word: str, cuts: MergeCuts | None, cache: dict[str, list[int]],
     cached = cache.get(word)
     if cached is not None:
         return cached
-    if cuts is None:
+    pieces = cuts.pieces(word) if cuts is not None and len(word) > 2 else None
+    if pieces is None or len(pieces) == 1:
         return remember(cache, word, merge(word))
     ids: list[int] = []
-    for piece in cuts.pieces(word):
+    for piece in pieces:
         got = cache.get(piece)
         ids += got if got is not None else remember(cache, piece, merge(piece))
     return remember(cache, word, ids)
