@@ -33,6 +33,7 @@ from typing import Callable, Iterable
 
 SPACE = "▁"
 CUT_MIN_CHARS = 24   # shorter words go to the merge loop whole: one cache entry, no split call
+PIECES_MIN_CHARS = 8   # a shorter miss merges whole: its merge costs about what looking for a cut would
 BYTE_TOKEN_END = ">"  # the last character of every <0xNN> byte token
 CACHE_MAX_CHARS = 256
 CACHE_MAX_ENTRIES = 100_000
@@ -111,7 +112,7 @@ def encode_piece(word: str, cuts: MergeCuts | None, cache: dict[str, list[int]],
     cached = cache.get(word)
     if cached is not None:
         return cached
-    pieces = cuts.pieces(word) if cuts is not None and len(word) > 2 else None
+    pieces = cuts.pieces(word) if cuts is not None and len(word) > PIECES_MIN_CHARS else None
     if pieces is None or len(pieces) == 1:
         return remember(cache, word, merge(word))
     ids: list[int] = []
