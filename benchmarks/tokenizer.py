@@ -100,8 +100,7 @@ def timed(fn) -> tuple[float, float]:
 
 
 def clear_caches(ours, hf) -> None:
-    ours.word_cache.clear()
-    ours.model.cache.clear()
+    ours.clear_caches()
     hf.model._clear_cache()
 
 

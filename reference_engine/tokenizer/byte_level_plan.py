@@ -19,6 +19,7 @@ import regex
 
 from reference_engine.tokenizer.pre_tokenizers import GPT2_REGEX
 
+MEMO_MAX_ENTRIES = 100_000
 BACKREFERENCE = regex.compile(r"\\[1-9]|\(\?P=|\\g<")   # a pattern the isolating form would renumber
 
 
@@ -26,18 +27,34 @@ BACKREFERENCE = regex.compile(r"\\[1-9]|\(\?P=|\\g<")   # a pattern the isolatin
 class ByteLevelPlan:
     splits: tuple[Callable[[str], list[str]], ...]   # each: text -> matches and gaps of one regex, in order
     add_prefix_space: bool
+    # after the first regex, the pieces are word-like and repeat: their splits are cached (one dict per regex)
+    memos: tuple[dict[str, list[str]], ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "memos", tuple({} for _ in self.splits[1:]))
 
     def words(self, text: str) -> list[str] | None:
         """The pre-tokenized words of `text` (before the byte alphabet), or None if a regex matched empty."""
-        words = [text]
-        for split in self.splits:
-            if len(words) == 1:
-                words = split(words[0])
-            else:
-                words = [w for word in words for w in split(word)]
+        words = self.splits[0](text)
+        for split, memo in zip(self.splits[1:], self.memos):
             if "" in words:
                 return None
-        return words
+            out: list[str] = []
+            get = memo.get
+            for word in words:
+                got = get(word)
+                if got is None:
+                    got = split(word)
+                    if len(memo) >= MEMO_MAX_ENTRIES:
+                        memo.clear()   # bounded memory on adversarial input
+                    memo[word] = got
+                out += got
+            words = out
+        return None if "" in words else words
+
+    def clear(self) -> None:
+        for memo in self.memos:
+            memo.clear()
 
 
 def isolating_split(pattern: str) -> Callable[[str], list[str]] | None:

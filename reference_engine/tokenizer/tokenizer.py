@@ -264,6 +264,13 @@ class Tokenizer:
             ids += word_ids
         return True
 
+    def clear_caches(self) -> None:
+        """Forget every word seen (the next encode is cold): the word caches and the pre-tokenizer's memo."""
+        self.word_cache.clear()
+        self.model.cache.clear()
+        if self.byte_level_plan is not None:
+            self.byte_level_plan.clear()
+
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         """Text of `ids`; ids outside the vocabulary are dropped, as tokenizers does."""
         tokens = []
