@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.limits import MAX_MERGES, check_size
@@ -113,17 +114,19 @@ def merge_loop(ids: list[int], merges: dict) -> list[int]:
     """
     get = merges.get
     ids = list(ids)
-    pairs = [get(pair, NO_MERGE) for pair in zip(ids, ids[1:])]
-    while pairs:
+    pairs = list(map(get, zip(ids, ids[1:]), repeat(NO_MERGE)))
+    n = len(pairs)
+    while n:
         best = min(pairs)
         if best is NO_MERGE:
             break
         i = pairs.index(best)   # ranks are unique per pair, so equal entries are the same merge
-        ids[i:i + 2] = [best[1]]
-        del pairs[i]
-        if i > 0:
+        ids[i] = best[1]
+        del ids[i + 1], pairs[i]   # cheaper than a slice assignment
+        n -= 1
+        if i:
             pairs[i - 1] = get((ids[i - 1], ids[i]), NO_MERGE)
-        if i < len(pairs):
+        if i < n:
             pairs[i] = get((ids[i], ids[i + 1]), NO_MERGE)
     return ids
 

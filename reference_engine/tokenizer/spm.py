@@ -172,15 +172,17 @@ def merge_by_score(text: str, score_of: dict[str, float]) -> list[str]:
     symbols = list(text)
     get = score_of.get
     pair = list(map(get, map(add, text, text[1:]), repeat(NO_PAIR)))   # pair[i]: symbols[i] + symbols[i + 1]
-    while pair:
+    n = len(pair)
+    while n:
         best = max(pair)
         if best == NO_PAIR:
             break
         i = pair.index(best)
-        symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]
+        symbols[i] += symbols.pop(i + 1)   # cheaper than a slice assignment
         del pair[i]
-        if i > 0:
+        n -= 1
+        if i:
             pair[i - 1] = get(symbols[i - 1] + symbols[i], NO_PAIR)
-        if i < len(pair):
+        if i < n:
             pair[i] = get(symbols[i] + symbols[i + 1], NO_PAIR)
     return symbols
