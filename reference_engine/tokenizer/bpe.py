@@ -41,6 +41,7 @@ class BPE:
         self.unk_id = self.vocab.get(self.unk_token) if self.unk_token is not None else None
         self.byte_ids = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
         self.all_bytes = self.byte_fallback and None not in self.byte_ids   # no character falls through to unk
+        self.byte_fallbacks: dict[str, list[int]] = {}
         # ignore_merges looks the whole word up, and a prefix/suffix changes a symbol's text: no cutting then
         cuttable = not self.ignore_merges and not self.continuing_subword_prefix and not self.end_of_word_suffix
         self.cuts = merge_cuts(self.vocab, self.vocab.get(SPACE), self.unk_id, plain=self.vocab,
@@ -59,7 +60,13 @@ class BPE:
         return merge_heap(symbols, self.merges) if len(symbols) > HEAP_THRESHOLD else merge_loop(symbols, self.merges)
 
     def char_bytes(self, char: str) -> list[int]:
-        return [self.byte_ids[b] for b in char.encode("utf-8")]
+        """The <0xNN> ids of a character outside the vocabulary (remembered: CJK text repeats them)."""
+        ids = self.byte_fallbacks.get(char)
+        if ids is None:
+            if len(self.byte_fallbacks) >= 100_000:
+                self.byte_fallbacks.clear()   # bounded memory on adversarial input
+            ids = self.byte_fallbacks[char] = [self.byte_ids[b] for b in char.encode("utf-8")]
+        return ids
 
     def initial_symbols(self, word: str) -> list[int]:
         """One id per character, or its <0xXX> byte tokens, or unk (fused if asked); unknown

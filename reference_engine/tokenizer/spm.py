@@ -66,10 +66,11 @@ class SpmModel:
         else:
             symbols, split_back = self._merge_heap(text)
         out: list[int] = []
+        ids = list(map(self.vocab.get, symbols))
+        # every symbol a known token and nothing to split back: no byte fallback, unk or resegmenting to do
+        if None not in ids and (self.byte_fallback is None or (not split_back and self.unk_id not in ids)):
+            return ids
         if self.byte_fallback is None:
-            ids = list(map(self.vocab.get, symbols))
-            if None not in ids:   # every symbol a token: no byte fallback to do
-                return ids
             for piece in symbols:
                 self._emit(piece, out)
             return out
