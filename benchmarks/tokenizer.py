@@ -10,8 +10,8 @@ standard library's own modules). Without --cjk-file the CJK part is generated de
 Han/kana characters and punctuation (no CJK prose ships in the packages we may fetch).
 
 The corpus is encoded as documents of about --doc-kb thousand characters, cut at line ends, one `encode` call
-each: Hugging Face slows down on one huge string (SmolLM2 on Botchan: 1.7 MB/s per 10 KB call, 1.15 MB/s in one
-270 KB call), so a single 1 MB call would flatter us; --doc-kb 0 measures that anyway.
+each: Hugging Face slows down on one huge string (SmolLM2 on Botchan: 1.4 MB/s per 10 KB call, 1.15 MB/s in one
+274 KB call), so a single 1 MB call would flatter us; --doc-kb 0 measures that anyway.
 
 Per tokenizer: both sides must give the same ids on every document (a row says so; a peer that differs is not a
 measurement of the same tokenizer and is left out of the verdict). Cold = the word caches emptied on both sides,
