@@ -7,6 +7,8 @@ Two workloads on SmolLM2-135M-Instruct (float32 by default):
 - 16 concurrent requests of mixed prompt lengths (~5..150 tokens) and mixed max_new_tokens (16..64):
   ours batches them continuously (a request leaves when done, its slot is reused); transformers gets one
   left-padded batch and must run to the longest request. Both are credited only the tokens requested.
+A last line runs our engine on the padded batch's work too: the mixed/padded ratio of the same engine is what
+continuous batching alone buys, so it bounds the 16-request ratio where both sides' kernels run at the same speed.
 Prints tokens/s for both and the ratio ours / transformers (issue targets: >= 2x at batch 1, >= 4x at 16), from
 wall time and, with --threads 1, from this process's CPU time too: on a loaded machine two threads wait on each
 other at every parallel region (the ratio then measures the scheduler), so use --threads 1 there.
@@ -74,6 +76,25 @@ def theirs(model, requests, pad_id: int) -> None:
     assert out.shape[1] == width + longest
 
 
+def padded_work(requests, pad_id: int) -> list[tuple[list[int], int]]:
+    """The work transformers' padded batch does, as requests for our engine: every prompt left-padded to the
+    longest, every request run to the longest max_new_tokens (the same token count per row as `theirs`)."""
+    width = max(len(p) for p, _ in requests)
+    longest = max(n for _, n in requests)
+    return [([pad_id] * (width - len(p)) + p, longest) for p, _ in requests]
+
+
+def batching_gain(engine: Engine, requests, pad_id: int, repeats: int) -> None:
+    """Ours on the mixed requests vs ours on transformers' padded work, credited the same requested tokens: what
+    continuous batching alone buys when both sides run the same kernels (the rest of a ratio is kernel speed)."""
+    padded = padded_work(requests, pad_id)
+    (t_mixed, c_mixed), (t_padded, c_padded) = best_times(
+        [lambda: ours(engine, requests), lambda: ours(engine, padded)], repeats)
+    cpu = f", CPU {c_padded / c_mixed:.2f}x" if torch.get_num_threads() == 1 else ""
+    print(f"continuous batching alone (ours: 16 mixed requests vs the same engine on the padded batch's work): "
+          f"{t_padded / t_mixed:.2f}x{cpu}", flush=True)
+
+
 def run(args) -> list[tuple[str, float, float]]:
     """Measure both workloads; prints one row per workload as it finishes and returns (name, ours, theirs)."""
     import transformers
@@ -97,6 +118,7 @@ def run(args) -> list[tuple[str, float, float]]:
         rows.append((name, new_tokens / t_ours, new_tokens / t_hf))
         cpu = f"{c_hf / c_ours:>11.2f}x" if torch.get_num_threads() == 1 else f"{'-':>12}"
         print(f"{name:<20}{rows[-1][1]:>12.1f}{rows[-1][2]:>20.1f}{t_hf / t_ours:>7.2f}x{cpu}", flush=True)
+    batching_gain(engine, mixed, pad, args.repeats)
     return rows
 
 

@@ -19,7 +19,8 @@ from reference_engine.config import ModelConfig
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
 from reference_engine.budget.readers import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode, single_row_plain
-from reference_engine.core.model import CaptureHook, check_supported, final_logits, forward, layer_windows
+from reference_engine.core.model import (CaptureHook, Projection, check_supported, final_logits, forward,
+                                         layer_windows)
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
 from reference_engine.files.source import model_source
@@ -192,11 +193,16 @@ class CoreEngine:
         missing = [s for s in seq_ids if s not in self.cache]
         if missing:
             raise KeyError(f"decode of sequences without a prefill: {missing[:5]}")
-        # the fastest kernel and layout for few-row steps (see linear.py); prefill keeps transformers' kernel
-        if single_row_plain(len(seq_ids), self.dtype, self.device):
-            return self._step(seq_ids, [[int(t)] for t in token_ids], False, capture, F.linear, self.weights)
-        return self._step(seq_ids, [[int(t)] for t in token_ids], False, capture, decode_linear,
-                          self._weights_for_decode())
+        linear, weights = self.decode_projection(len(seq_ids))
+        return self._step(seq_ids, [[int(t)] for t in token_ids], False, capture, linear, weights)
+
+    def decode_projection(self, rows: int) -> tuple[Projection, ModelWeights]:
+        """(projection function, weights) a decode step of `rows` sequences runs: the fastest kernel and layout
+        for few-row steps (see linear.py); prefill keeps transformers' kernel. benchmarks/decode_profile.py times
+        the projections of real steps through this."""
+        if single_row_plain(rows, self.dtype, self.device):
+            return F.linear, self.weights
+        return decode_linear, self._weights_for_decode()
 
     def _weights_for_decode(self) -> ModelWeights:
         """self.weights with the projections in oneDNN's layout, built once (again if self.weights is replaced)."""

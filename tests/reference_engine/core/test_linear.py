@@ -108,3 +108,24 @@ def test_single_row_float32_uses_mkl_on_intel_only(monkeypatch):
     assert not linear.single_row_plain(2, torch.float32, cpu) and not linear.single_row_plain(1, torch.bfloat16, cpu)
     monkeypatch.setattr(linear, "_INTEL", False)
     assert not linear.single_row_plain(1, torch.float32, cpu)
+
+
+def test_decode_projection_names_the_kernel_decode_runs(monkeypatch):
+    """benchmarks/decode_profile.py times decode's projections through this choice, so it must be the one decode
+    makes: plain weights and F.linear for one float32 row on Intel, the packed copy for more rows."""
+    eng = engine("llama_rope_yarn")
+    monkeypatch.setattr("reference_engine.core.engine.single_row_plain", lambda rows, dtype, device: rows == 1)
+    assert eng.core.decode_projection(1) == (F.linear, eng.core.weights)
+    fn, weights = eng.core.decode_projection(4)
+    assert fn is linear.decode_linear and weights is eng.core._weights_for_decode()
+    ids = random_ids(7, seed=3)
+    eng.prefill([0], [ids])
+    calls = []
+
+    def chosen(rows):
+        calls.append(rows)
+        return F.linear, eng.core.weights
+    monkeypatch.setattr(eng.core, "decode_projection", chosen)
+    eng.decode([0], [5])
+    assert calls == [1]
+    eng.free(0)
