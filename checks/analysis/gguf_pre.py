@@ -12,7 +12,8 @@ import hashlib
 
 from checks.analysis.gguf_pre_hashes import CHECK_TEXT, KNOWN_HASHES
 from reference_engine.tokenizer.gguf_pre import REGEXES
-from reference_engine.tokenizer.pre_tokenizers import build_pre_tokenizer, byte_level_plan
+from reference_engine.tokenizer.byte_level_plan import byte_level_plan
+from reference_engine.tokenizer.pre_tokenizers import build_pre_tokenizer
 
 BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
 

@@ -5,20 +5,22 @@ the textbook loop: find the adjacent pair with the lowest rank, merge every occu
 word of n symbols costs O(n^2) dictionary look-ups, which is cheapest for n below a few dozen.
 Longer words use a heap of candidate pairs over a doubly linked list of symbols, O(n log n), so a
 1 MB run of one letter stays linear-ish. Both pick the same merge at every step (lowest rank,
-leftmost first), which is what Hugging Face's `Word::merge_all` does. Results for words shorter
-than `CACHE_MAX_CHARS` are cached.
+leftmost first), which is what Hugging Face's `Word::merge_all` does. Words are cached, and a long
+SentencePiece-style word (a line with "▁" for spaces) is merged piece by piece where the vocabulary proves no
+merge crosses the cuts (merge_cuts.py).
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.limits import MAX_MERGES, check_size
+from reference_engine.tokenizer.merge_cuts import SPACE, encode_word, merge_cuts
 
-HEAP_THRESHOLD = 48  # symbols; above this the heap merge beats the quadratic loop
-CACHE_MAX_CHARS = 256
-CACHE_MAX_ENTRIES = 100_000
+HEAP_THRESHOLD = 16  # symbols; above this the heap merge beats the loop (measured on byte-level words)
+NO_MERGE = (1 << 62, -1)   # (rank, merged id) of a pair with no merge: above every rank
 
 
 @dataclass
@@ -38,29 +40,46 @@ class BPE:
         self.id_to_token = {i: t for t, i in self.vocab.items()}
         self.unk_id = self.vocab.get(self.unk_token) if self.unk_token is not None else None
         self.byte_ids = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
+        self.all_bytes = self.byte_fallback and None not in self.byte_ids   # no character falls through to unk
+        self.byte_fallbacks: dict[str, list[int]] = {}
+        # ignore_merges looks the whole word up, and a prefix/suffix changes a symbol's text: no cutting then
+        cuttable = not self.ignore_merges and not self.continuing_subword_prefix and not self.end_of_word_suffix
+        self.cuts = merge_cuts(self.vocab, self.vocab.get(SPACE), self.unk_id, plain=self.vocab,
+                               byte_fallback=self.all_bytes) if cuttable else None
 
     def encode_word(self, word: str) -> list[int]:
-        """Token ids for one pre-tokenized word."""
-        cached = self.cache.get(word)
-        if cached is not None:
-            return cached
+        """Token ids for one pre-tokenized word (cached)."""
+        # ignore_merges is read here, not when the cuts were made: a check may flip it on a copy (gguf_pre.py)
+        return encode_word(word, None if self.ignore_merges else self.cuts, self.cache, self.merge)
+
+    def merge(self, word: str) -> list[int]:
+        """Token ids for one word, merged now (not cached)."""
         if self.ignore_merges and word in self.vocab:
             return [self.vocab[word]]
         symbols = self.initial_symbols(word)
-        ids = merge_heap(symbols, self.merges) if len(symbols) > HEAP_THRESHOLD else merge_loop(symbols, self.merges)
-        if len(word) < CACHE_MAX_CHARS:
-            if len(self.cache) >= CACHE_MAX_ENTRIES:
-                self.cache.clear()  # bounded memory on adversarial input; a cold cache is only slower
-            self.cache[word] = ids
+        return merge_heap(symbols, self.merges) if len(symbols) > HEAP_THRESHOLD else merge_loop(symbols, self.merges)
+
+    def char_bytes(self, char: str) -> list[int]:
+        """The <0xNN> ids of a character outside the vocabulary (remembered: CJK text repeats them)."""
+        ids = self.byte_fallbacks.get(char)
+        if ids is None:
+            if len(self.byte_fallbacks) >= 100_000:
+                self.byte_fallbacks.clear()   # bounded memory on adversarial input
+            ids = self.byte_fallbacks[char] = [self.byte_ids[b] for b in char.encode("utf-8")]
         return ids
 
     def initial_symbols(self, word: str) -> list[int]:
         """One id per character, or its <0xXX> byte tokens, or unk (fused if asked); unknown
         characters with no byte tokens and no unk token are dropped, as tokenizers does."""
         vocab = self.vocab
-        if self.continuing_subword_prefix is None and self.end_of_word_suffix is None and not self.byte_fallback \
-                and self.unk_id is None:
-            return [vocab[c] for c in word if c in vocab]
+        if not self.continuing_subword_prefix and not self.end_of_word_suffix:   # "" is no affix either
+            ids = list(map(vocab.get, word))
+            if None not in ids:   # the common case, every character a token
+                return ids
+            if not self.byte_fallback and self.unk_id is None:
+                return [i for i in ids if i is not None]
+            if self.all_bytes:   # every unknown character becomes its bytes
+                return [i for c, t in zip(word, ids) for i in ([t] if t is not None else self.char_bytes(c))]
         out: list[int] = []
         last = len(word) - 1
         pending_unk = False
@@ -96,19 +115,26 @@ def merge_loop(ids: list[int], merges: dict) -> list[int]:
 
     One occurrence per step (not all of them, as GPT-2's encoder.py does) because a merge can
     create a pair of even lower rank in merge lists that are not rank-consistent (converted
-    SentencePiece models), and Hugging Face picks by (rank, position) at every step.
+    SentencePiece models), and Hugging Face picks by (rank, position) at every step. `pairs[i]` holds
+    the (rank, merged id) of ids[i], ids[i + 1]: min() and list.index() (the first, so the leftmost) scan
+    it in C, and a merge recomputes only the two pairs beside it.
     """
     get = merges.get
     ids = list(ids)
-    while len(ids) > 1:
-        best, best_at = None, -1
-        for i, pair in enumerate(zip(ids, ids[1:])):
-            hit = get(pair)
-            if hit is not None and (best is None or hit[0] < best[0]):
-                best, best_at = hit, i
-        if best is None:
+    pairs = list(map(get, zip(ids, ids[1:]), repeat(NO_MERGE)))
+    n = len(pairs)
+    while n:
+        best = min(pairs)
+        if best is NO_MERGE:
             break
-        ids[best_at:best_at + 2] = [best[1]]
+        i = pairs.index(best)   # ranks are unique per pair, so equal entries are the same merge
+        ids[i] = best[1]
+        del ids[i + 1], pairs[i]   # cheaper than a slice assignment
+        n -= 1
+        if i:
+            pairs[i - 1] = get((ids[i - 1], ids[i]), NO_MERGE)
+        if i < n:
+            pairs[i] = get((ids[i], ids[i + 1]), NO_MERGE)
     return ids
 
 

@@ -226,31 +226,3 @@ def build_pre_tokenizer(spec: dict | None, path: str) -> PreTokenizer | None:
     if run is None:
         return None
     return lambda pieces: [p for p in run(pieces) if p.text]  # tokenizers drops empty pieces
-
-
-@dataclass(frozen=True)
-class ByteLevelPlan:
-    """A byte-level pre-tokenizer that is exactly `pattern.findall(text)` then the byte alphabet.
-
-    GPT-2, Llama-3, Qwen2 and SmolLM2 tokenizers all have this shape. Recognising it lets the
-    tokenizer cache ids per raw word and skip Piece objects and per-word byte mapping (the hot path).
-    """
-    pattern: regex.Pattern
-    add_prefix_space: bool
-
-
-def byte_level_plan(spec: dict | None) -> ByteLevelPlan | None:
-    if not isinstance(spec, dict):
-        return None
-    if spec.get("type") == "ByteLevel" and spec.get("use_regex", True):
-        return ByteLevelPlan(regex.compile(GPT2_REGEX), bool(spec.get("add_prefix_space", True)))
-    steps = spec.get("pretokenizers") if spec.get("type") == "Sequence" else None
-    if not steps or len(steps) != 2:
-        return None
-    first, second = steps
-    if first.get("type") == "Split" and "Regex" in first.get("pattern", {}) \
-            and first.get("behavior") == "Isolated" and not first.get("invert", False) \
-            and second.get("type") == "ByteLevel" and not second.get("use_regex", True) \
-            and not second.get("add_prefix_space", True):
-        return ByteLevelPlan(regex.compile(first["pattern"]["Regex"]), False)
-    return None

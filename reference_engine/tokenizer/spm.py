@@ -12,14 +12,21 @@ with three differences, switched on by `byte_fallback` not being None: only NORM
 pieces may be produced by a merge (`mergeable`); a final UNUSED piece is split back into the two symbols it was
 merged from (`unused`, "resegment"); an unknown symbol becomes its <0xNN> bytes when byte_fallback is on, else
 the unknown id, one per run of unknown symbols.
+
+Words are cached, and a long word (a whole line with "▁" for spaces) is merged piece by piece where the vocabulary
+proves that no merge crosses the cuts (merge_cuts.py).
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add
 
-CACHE_MAX_ENTRIES = 100_000
-CACHE_MAX_CHARS = 256
+from reference_engine.tokenizer.merge_cuts import SPACE, encode_word, merge_cuts
+
+LOOP_MAX_CHARS = 64   # words up to this length merge in merge_by_score's loop (measured faster), longer in the heap
+NO_PAIR = float("-inf")   # below every score merge_scores admits
 
 
 @dataclass
@@ -37,22 +44,44 @@ class SpmModel:
         if not self.id_to_token:
             self.id_to_token = {i: t for t, i in self.vocab.items()}
         self.byte_ids = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
+        producible = self.vocab if self.mergeable is None else self.mergeable
+        self.score_of = merge_scores(producible, self.scores) if not self.unused else None
+        # UNUSED pieces are split back by a per-word table that a later merge overwrites (sentencepiece's
+        # rev_merge), so the pieces of one word would interact through it: no cutting for such models. Runs of
+        # unknown symbols become one unk in SentencePiece without byte fallback: only known characters border a cut.
+        unk_runs = self.byte_fallback is False
+        known = [t for t, i in self.vocab.items() if i != self.unk_id] if unk_runs else None
+        self.cuts = None if self.unused else merge_cuts(producible, self.vocab.get(SPACE), self.unk_id, plain=known)
 
     def encode_word(self, text: str) -> list[int]:
-        cached = self.cache.get(text)
-        if cached is not None:
-            return cached
-        ids = self._encode(text)
-        if len(text) < CACHE_MAX_CHARS:
-            if len(self.cache) >= CACHE_MAX_ENTRIES:
-                self.cache.clear()
-            self.cache[text] = ids
-        return ids
+        """Token ids of one word (cached)."""
+        return encode_word(text, self.cuts, self.cache, self.merge)
 
-    def _encode(self, text: str) -> list[int]:
-        n = len(text)
-        if n == 0:
+    def merge(self, text: str) -> list[int]:
+        """Token ids of one word, merged now (not cached)."""
+        if not text:
             return []
+        if self.score_of is not None and len(text) <= LOOP_MAX_CHARS:
+            symbols, split_back = merge_by_score(text, self.score_of), {}
+        else:
+            symbols, split_back = self._merge_heap(text)
+        out: list[int] = []
+        ids = list(map(self.vocab.get, symbols))
+        # every symbol a known token and nothing to split back: no byte fallback, unk or resegmenting to do
+        if None not in ids and (self.byte_fallback is None or (not split_back and self.unk_id not in ids)):
+            return ids
+        if self.byte_fallback is None:
+            for piece in symbols:
+                self._emit(piece, out)
+            return out
+        resegmented: list[str] = []
+        for piece in symbols:
+            self._resegment(piece, split_back, resegmented)
+        return self._emit_sentencepiece(resegmented, out)
+
+    def _merge_heap(self, text: str) -> tuple[list[str], dict[str, tuple[str, str]]]:
+        """llama.cpp's bigram queue: the final symbols, and the split-back table of the UNUSED pieces merged."""
+        n = len(text)
         start = list(range(n))            # symbol i covers text[start[i]:start[i] + size[i]]
         size = [1] * n
         nxt = list(range(1, n)) + [-1]
@@ -85,18 +114,11 @@ class SpmModel:
                 prv[nxt[right]] = left
             add(prv[left], left)
             add(left, nxt[left])
-        out: list[int] = []
-        i = 0
-        if self.byte_fallback is None:
-            while i != -1:
-                self._emit(text[start[i]:start[i] + size[i]], out)
-                i = nxt[i]
-            return out
-        symbols = []
+        symbols, i = [], 0
         while i != -1:
-            self._resegment(text[start[i]:start[i] + size[i]], split_back, symbols)
+            symbols.append(text[start[i]:start[i] + size[i]])
             i = nxt[i]
-        return self._emit_sentencepiece(symbols, out)
+        return symbols, split_back
 
     def _resegment(self, piece: str, split_back: dict, symbols: list[str]) -> None:
         pending = [piece]
@@ -135,3 +157,33 @@ class SpmModel:
                 byte_id = self.unk_id
             if byte_id is not None:
                 out.append(byte_id)
+
+
+def merge_scores(producible: dict[str, int], scores: list[float]) -> dict[str, float] | None:
+    """token text -> score, for the pieces a merge may produce; None when a score is not finite (-inf would
+    tie with NO_PAIR, NaN has no order), which leaves every word to the heap merge."""
+    out = {t: scores[i] for t, i in producible.items() if 0 <= i < len(scores)}
+    return out if all(s > NO_PAIR and s < float("inf") for s in out.values()) else None
+
+
+def merge_by_score(text: str, score_of: dict[str, float]) -> list[str]:
+    """The symbols the heap merge ends with, for a short word: every step merges the adjacent pair of the highest
+    score, leftmost first, as the heap pops it. max() and list.index() (the first, so the leftmost) scan the
+    pair scores in C, where the heap pays a Python closure per queued bigram: faster below a few hundred symbols."""
+    symbols = list(text)
+    get = score_of.get
+    pair = list(map(get, map(add, text, text[1:]), repeat(NO_PAIR)))   # pair[i]: symbols[i] + symbols[i + 1]
+    n = len(pair)
+    while n:
+        best = max(pair)
+        if best == NO_PAIR:
+            break
+        i = pair.index(best)
+        symbols[i] += symbols.pop(i + 1)   # cheaper than a slice assignment
+        del pair[i]
+        n -= 1
+        if i:
+            pair[i - 1] = get(symbols[i - 1] + symbols[i], NO_PAIR)
+        if i < n:
+            pair[i] = get(symbols[i] + symbols[i + 1], NO_PAIR)
+    return symbols

@@ -18,7 +18,8 @@ from reference_engine.tokenizer.decoders import build_decoder
 from reference_engine.errors import ModelDirError
 from reference_engine.tokenizer.normalizers import build_normalizer
 from reference_engine.tokenizer.post_processors import build_post_processor, template
-from reference_engine.tokenizer.pre_tokenizers import Piece, build_pre_tokenizer, byte_level_plan, to_byte_level
+from reference_engine.tokenizer.byte_level_plan import byte_level_plan
+from reference_engine.tokenizer.pre_tokenizers import Piece, build_pre_tokenizer, to_byte_level
 
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
@@ -243,13 +244,13 @@ class Tokenizer:
             ids.extend(encode_word(piece.text))
 
     def _encode_byte_level(self, text: str, ids: list[int]) -> bool:
-        """Fast path: regex words -> cached ids. False (nothing appended) when the regex does not
-        cover the whole text, in which case the general pipeline handles the gaps."""
+        """Fast path: regex words -> cached ids. False (nothing appended) when a regex matched the empty
+        string, in which case the general pipeline handles the text."""
         plan = self.byte_level_plan
         if plan.add_prefix_space and text[0] != " ":
             text = " " + text
-        words = plan.pattern.findall(text)
-        if sum(map(len, words)) != len(text):
+        words = plan.words(text)
+        if words is None:
             return False
         cache, encode_word = self.word_cache, self.model.encode_word
         for word in words:
@@ -262,6 +263,13 @@ class Tokenizer:
                     cache[word] = word_ids
             ids += word_ids
         return True
+
+    def clear_caches(self) -> None:
+        """Forget every word seen (the next encode is cold): the word caches and the pre-tokenizer's memo."""
+        self.word_cache.clear()
+        self.model.cache.clear()
+        if self.byte_level_plan is not None:
+            self.byte_level_plan.clear()
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         """Text of `ids`; ids outside the vocabulary are dropped, as tokenizers does."""
