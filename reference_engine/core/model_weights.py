@@ -120,8 +120,9 @@ def fill(buffers: dict, role: str, slot, weights: Weights, device, dtype) -> tor
     """The slot's tensors cast into buffers[role], stacked along rows (what torch.cat of the cast parts gives:
     the fused Q/K/V and gate/up), the buffer allocated only when this role's shape or dtype changed."""
     shape = (sum(s[0] for _, s in slot), *slot[0][1][1:])
-    out = buffers.get(role)
-    if out is None or tuple(out.shape) != shape or out.dtype != dtype or out.device != torch.device(device):
+    out, device = buffers.get(role), torch.device(device)
+    same_device = out is not None and out.device.type == device.type and device.index in (None, out.device.index)
+    if not same_device or tuple(out.shape) != shape or out.dtype != dtype:     # ("cuda" holds on cuda:0)
         buffers[role] = out = None                           # drop the old one before allocating its successor
         out = buffers[role] = torch.empty(shape, dtype=dtype, device=device)
     at = 0
