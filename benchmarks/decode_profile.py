@@ -48,11 +48,11 @@ def decode_rounds(core, seq, steps: int) -> None:
         core.cache.truncate(seq, length)
 
 
-def steps_without_projections(core, steps: int, repeats: int) -> float:
-    """CPU seconds of a decode step with every projection replaced by an empty output (best round)."""
+def best_step_with(core, linear, steps: int, repeats: int) -> float:
+    """CPU seconds of a decode step (best round) with the decode projection swapped for `linear`."""
     real = core.decode_projection
     weights = real(1)[1]
-    core.decode_projection = lambda rows: (empty_projection, weights)
+    core.decode_projection = lambda rows: (linear, weights)
     best = float("inf")
     try:
         for _ in range(repeats):
@@ -64,11 +64,15 @@ def steps_without_projections(core, steps: int, repeats: int) -> float:
     return best
 
 
+def steps_without_projections(core, steps: int, repeats: int) -> float:
+    """CPU seconds of a decode step with every projection replaced by an empty output (best round)."""
+    return best_step_with(core, empty_projection, steps, repeats)
+
+
 def in_step_projections(core, steps: int, repeats: int) -> tuple[float, dict[str, float]]:
     """(CPU seconds of a decode step, {role: median CPU seconds per call}) with each projection call timed inside
     real decode steps; the step time is the best round's (the timers add ~1 us per call)."""
-    real = core.decode_projection
-    linear, weights = real(1)
+    linear = core.decode_projection(1)[0]
     roles = {tuple(w.size()): role for role, w in step_weights(core.weights)}
     times = defaultdict(list)
 
@@ -77,15 +81,7 @@ def in_step_projections(core, steps: int, repeats: int) -> tuple[float, dict[str
         out = linear(x, w, b)
         times[roles.get(tuple(w.size()), str(tuple(w.size())))].append(time.thread_time_ns() - start)
         return out
-    core.decode_projection = lambda rows: (timed, weights)
-    best = float("inf")
-    try:
-        for _ in range(repeats):
-            start = time.process_time()
-            decode_rounds(core, "profile", steps)
-            best = min(best, (time.process_time() - start) / steps)
-    finally:
-        core.decode_projection = real
+    best = best_step_with(core, timed, steps, repeats)
     return best, {role: statistics.median(ns) / 1e9 for role, ns in times.items()}
 
 
