@@ -40,7 +40,14 @@ def test_close_low_precision_accepts_top_k_swaps_only():
 
 
 def sabotage_writes(monkeypatch, cache, when):
-    """Cache writes for which when(slots) holds go one slot further (an off-by-one slot mapping)."""
+    """Cache writes for which when(slots) holds go one slot further (an off-by-one slot mapping).
+
+    The pools are filled with seeded noise first, so a skipped slot never holds by chance what a correct write
+    would have left there: they come from torch.empty, which hands back whatever a freed buffer held (in a long
+    test run, possibly an earlier engine's cache of the same model and probes)."""
+    noise = torch.Generator(device="cpu").manual_seed(0)
+    for pool in [*cache.k_pools, *cache.v_pools]:
+        pool.copy_(torch.randn(pool.shape, generator=noise, dtype=torch.float32).to(pool.dtype))
     original = cache.write
 
     def write(layer, slots, k, v):
