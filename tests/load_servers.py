@@ -82,6 +82,15 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return {}
 
+    def _plain(self, text: str):
+        """A Prometheus text exposition (the /metrics answer)."""
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def send_json(self, status: int, obj, headers: dict | None = None):
         if getattr(self, "counted", False):
             self.done()
@@ -148,12 +157,7 @@ class _FakeHandler(_Handler):
             running, deferred = min(o.in_flight, o.slots), max(o.in_flight - o.slots, 0)
             text = (f"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing {running}\n"
                     f"# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred {deferred}\n")
-            data = text.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self._plain(text)
         else:
             self.send_json(404, {"error": {"message": "not found"}})
 
@@ -239,14 +243,6 @@ class _ProxyHandler(_Handler):
         except httpx.HTTPError as e:
             return self.send_json(502, {"error": {"message": str(e)}})
         self._relay(r.status_code, r.content, r.headers.get("content-type", "application/json"))
-
-    def _plain(self, text: str):
-        data = text.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _relay(self, status: int, content: bytes, ctype: str):
         if getattr(self, "counted", False):
