@@ -2,7 +2,7 @@
 logits: llama-perplexity stores the reference's log-probabilities as uint16 over a 16-nat window (per row:
 scale, min_log_prob, then round((logit - min_logit) / scale)) and sums the KLD only over tokens whose decoded
 base log-prob is above -16. This script runs both models once per window and feeds the same logits to
-(a) checks/analysis/diff_kld.py (exact, float64) and (b) a line-by-line port of perplexity.cpp's
+(a) checks/diff/kld.py (exact, float64) and (b) a line-by-line port of perplexity.cpp's
 log_softmax(...uint16...) writer and kl_divergence reader. llama-perplexity itself needs a llama.cpp build,
 which this environment does not have.
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from checks.analysis.diff_kld import KLDAccumulator, chunks, first_scored  # noqa: E402
+from checks.diff.kld import KLDAccumulator, chunks, first_scored  # noqa: E402
 from reference_engine.engine import Engine  # noqa: E402
 from tests import assets  # noqa: E402
 

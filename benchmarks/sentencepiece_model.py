@@ -13,8 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.core import best_of  # noqa: E402
-from reference_engine.tokenizer.sentencepiece_model import read_sentencepiece_model  # noqa: E402
-from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_sentencepiece  # noqa: E402
+from reference_engine.tokenizer.sources.sentencepiece_model import read_sentencepiece_model  # noqa: E402
+from reference_engine.tokenizer.sources.spm_tokenizer import tokenizer_from_sentencepiece  # noqa: E402
 from reference_engine.tokenizer.tokenizer import Tokenizer  # noqa: E402
 from tests import assets  # noqa: E402
 

@@ -73,7 +73,7 @@ def sentencepiece_peer(name: str) -> Peer:
         return assets.mistral_sentencepiece_models()[name]
 
     def ours() -> Tokenizer:
-        from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_sentencepiece
+        from reference_engine.tokenizer.sources.spm_tokenizer import tokenizer_from_sentencepiece
         return tokenizer_from_sentencepiece(path(), Tokenizer, {"add_bos_token": False})
 
     return Peer(f"mistral-{name.rsplit('.', 1)[-1]}", "tokenizer.model", ours,

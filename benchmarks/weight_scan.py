@@ -1,4 +1,4 @@
-"""The weight scan (checks/analysis/tensor_scan.py) is bound by reading bytes: its time against a plain read of the
+"""The weight scan (checks/shared/tensor_scan.py) is bound by reading bytes: its time against a plain read of the
 same tensors, block by block, with the same reader and no statistics (the peer, measured in the same run).
 
     python benchmarks/weight_scan.py [MODEL_DIR] [--repeat 5]
@@ -17,8 +17,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checks.analysis.block_reader import BlockReader, row_blocks  # noqa: E402
-from checks.analysis.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, scan_weights  # noqa: E402
+from checks.shared.block_reader import BlockReader, row_blocks  # noqa: E402
+from checks.shared.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, scan_weights  # noqa: E402
 from reference_engine.files.weights import Weights  # noqa: E402
 
 

@@ -1,15 +1,16 @@
-"""The check catalogue. Every module `checks/<name>.py` (except the machinery below) is a check module and is
-imported by `load_all()`; there is no central list to edit."""
+"""The check catalogue: one package per check family (`checks/<family>/`), each holding its checks and the analysis
+only it uses; `checks/shared/` holds what several families share. `load_all()` imports every module below
+`checks/` (the machinery here excepted), so a new check module needs no central list."""
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 
 from checks.registry import REGISTRY, CheckSpec, Problem, RegistryError, Skip, check, specs
 
-MACHINERY = {"registry", "context", "engine_builder", "analysis"}
+MACHINERY = {"registry", "context", "engine_builder"}
 
 __all__ = ["REGISTRY", "CheckSpec", "Problem", "RegistryError", "Skip", "check", "specs", "load_all",
            "LoadError", "load_errors"]
@@ -28,8 +29,11 @@ _loaded = False
 
 
 def check_module_names() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(__path__)
-                  if not m.name.startswith("_") and m.name not in MACHINERY)
+    """Every module below checks/ (dotted, without the leading `checks.`), packages included, machinery left out."""
+    root = Path(__file__).parent
+    names = (".".join(path.relative_to(root).with_suffix("").parts) for path in root.rglob("*.py"))
+    return sorted(n for n in names if not any(part.startswith("_") for part in n.split("."))
+                  and n.split(".")[0] not in MACHINERY)
 
 
 def load_all() -> list[CheckSpec]:

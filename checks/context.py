@@ -51,6 +51,7 @@ class CheckContext:
         self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
         self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
         self.selected: set[str] | None = None    # ids of the checks this run runs (the runner says; None: unknown)
+        self.shared: dict = {}                   # SharedRun -> ids of the chosen checks that read it (the runner)
         self.shared_runs: Callable | None = None  # runs the engine work checks share (shared_pass.prepare)
         self._cache: dict[str, Any] = {}
         self.built: list[str] = []               # resources actually built, in order
@@ -232,7 +233,7 @@ class CheckContext:
         a format it does not size): the engine is then built resident without a budget, a fallback recorded
         in self.plan_fallback (the report states it, the run warns) and refused where the run must stream."""
         from checks.engine_builder import fallback_reason
-        from reference_engine.budget.pipeline import PipelineError
+        from reference_engine.streaming.pipeline import PipelineError
         from reference_engine.budget.plan import PlanError
         if self.workload is None or self.plan_fallback is not None:
             return None
@@ -284,7 +285,7 @@ class CheckContext:
     # ---- what the runner calls ------------------------------------------------------------------
     def prepare_engine_runs(self) -> None:
         """Called by an engine check before its own runs: the run's shared passes go first, so the check finds
-        its results in self.state (checks/analysis/shared_pass.py; the runner sets the hook)."""
+        its results in self.state (checks/shared/passes.py; the runner sets the hook)."""
         if self.shared_runs is not None:
             self.shared_runs(self)
 

@@ -40,7 +40,7 @@ class BuiltEngine:
 
 def make_engine_plan(spec: EngineSpec):
     """Resident or streaming, predicted peak and passes, before loading; PlanError when nothing fits."""
-    from reference_engine.budget.pipeline import world
+    from reference_engine.streaming.pipeline import world
     from reference_engine.budget.plan import make_plan
     from reference_engine.core.engine import resolve_dtype
     ranks, rank = world() if spec.distributed else (1, 0)
@@ -54,7 +54,7 @@ def fallback_reason(spec: EngineSpec, error: Exception) -> str | None:
     states and the run warns with before the engine is built resident without a budget. None for a model whose
     files are broken (a plain ModelDirError): no fallback, the engine build raises the same one-line error. A
     run that must stream (LLMDOCTOR_STREAMING=1, a torchrun pipeline) cannot fall back: PlanError (exit 2)."""
-    from reference_engine.budget.pipeline import world
+    from reference_engine.streaming.pipeline import world
     from reference_engine.budget.plan import PlanError
     from reference_engine.errors import ModelDirError
     if type(error) is ModelDirError:
@@ -73,7 +73,7 @@ def plan_or_none(spec: EngineSpec, warn: Callable[[str], None] | None = None):
     """The plan, or None without a workload; a model the planner cannot read falls back to an unbudgeted
     resident build, announced through warn (stderr by default; fallback_reason)."""
     import sys
-    from reference_engine.budget.pipeline import PipelineError
+    from reference_engine.streaming.pipeline import PipelineError
     from reference_engine.budget.plan import PlanError
     if spec.workload is None:
         return None
@@ -105,7 +105,7 @@ def kv_blocks(plan, kv_from_plan: bool = True, block_size: int = BLOCK_SIZE) -> 
 def build_engine(spec: EngineSpec, plan=PLAN_HERE, *, on_layer: Callable | None = None) -> BuiltEngine:
     """Load the engine as `plan` says (None: resident, unplanned; by default planned here from the spec);
     on_layer(done, total, bytes_read): the progress of a streaming pass."""
-    from reference_engine.budget.pipeline import attach_pipeline
+    from reference_engine.streaming.pipeline import attach_pipeline
     from reference_engine.engine import Engine
     if plan is PLAN_HERE:
         plan = plan_or_none(spec)

@@ -7,6 +7,10 @@
         Body: what `llmdoctor explain VOC001` prints.'''
         yield Problem("one-line message", evidence={"tokenizer_len": 32004, "embedding_rows": 32000})
 
+A check whose engine runs other checks share declares them: `@check(..., shares=(FORWARD,))` names the
+SharedRun values it reads (defined beside the code that makes their inputs); the runner makes each chosen run
+once, riding on the greedy traces' passes when the engine streams (checks/shared/passes.py).
+
 A check yields (or returns a list of) Problem; yielding nothing means it passed. It raises Skip("reason")
 when it does not apply. Mistakes in a declaration (bad id, unknown category, an id used twice) raise
 RegistryError when the module is imported, so they cannot reach a user.
@@ -22,10 +26,10 @@ from findings import CATEGORIES, Location, Severity
 
 ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
-         "adapter",  # adapter: a LoRA adapter run on its base (`check ADAPTER_DIR --base BASE`; checks/adapter.py)
+         "adapter",  # adapter: a LoRA adapter run on its base (`check ADAPTER_DIR --base BASE`; checks/adapter/)
          "pair",  # pair: two models, `llmdoctor diff` only (checks/diff/pair.py)
          "endpoint",  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
-         "load")  # load: a loaded server measured, `probe load` / `triage --load` only (checks/endpoint/load*.py)
+         "load")  # load: a loaded server measured, `probe load` / `triage --load` only (checks/endpoint/load/)
 # id family prefix -> the category it belongs to (a family never changes category); None: a family that spans
 # categories, each check in the category of what it checks (GGF: GGUF-format checks; DRF: drift, any engine category)
 FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "EMB": "embeddings",
@@ -74,6 +78,21 @@ class Problem:
     location: Location | None = None   # file (relative to the model root) and logical name; line resolved later
 
 
+@dataclass(frozen=True, eq=False)
+class SharedRun:
+    """An engine run several checks share. `describe(ctx)` returns its passes.Part (the throwaway prefills and
+    scripts it needs, and where their results go; None: nothing to run on this model). `traces(ctx, prefill,
+    decode)` marks the greedy traces themselves, whose passes the other runs ride on: it runs them with the
+    passes' own prefill and decode steps. Compared by identity: one value per run."""
+    name: str
+    describe: Callable | None = None
+    traces: Callable | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.traces is not None
+
+
 @dataclass(frozen=True)
 class CheckSpec:
     id: str
@@ -85,6 +104,7 @@ class CheckSpec:
     doc: str                   # the rest of the docstring, dedented
     func: Callable
     module: str
+    shares: tuple[SharedRun, ...] = ()     # the shared engine runs it reads (checks/shared/passes.py)
 
     @property
     def family(self) -> str:
@@ -95,10 +115,10 @@ REGISTRY: dict[str, CheckSpec] = {}
 
 
 def check(id: str, *, category: str, severity: str = "error", needs: tuple[str, ...] | list[str] = (),
-          hint: str = "") -> Callable[[Callable], Callable]:
+          hint: str = "", shares: tuple[SharedRun, ...] = ()) -> Callable[[Callable], Callable]:
     """Declare a check; see the module docstring."""
     def register(func: Callable) -> Callable:
-        spec = make_spec(func, id, category, severity, tuple(needs), hint)
+        spec = make_spec(func, id, category, severity, tuple(needs), hint, tuple(shares))
         existing = REGISTRY.get(id)
         if existing is not None and not _same_function(existing.func, func):
             raise RegistryError(f"check id {id} declared twice: {existing.module}.{existing.func.__name__} "
@@ -110,7 +130,7 @@ def check(id: str, *, category: str, severity: str = "error", needs: tuple[str, 
 
 
 def make_spec(func: Callable, id: str, category: str, severity: str, needs: tuple[str, ...],
-              hint: str) -> CheckSpec:
+              hint: str, shares: tuple[SharedRun, ...] = ()) -> CheckSpec:
     where = f"{func.__module__}.{func.__name__}"
     if not ID_PATTERN.match(id):
         raise RegistryError(f"{where}: check id {id!r} is not a family prefix + 3 digits (e.g. VOC001)")
@@ -130,10 +150,14 @@ def make_spec(func: Callable, id: str, category: str, severity: str, needs: tupl
     unknown = [n for n in needs if n not in NEEDS]
     if unknown:
         raise RegistryError(f"{where}: unknown needs {unknown} (expected any of: {', '.join(NEEDS)})")
+    if any(not isinstance(run, SharedRun) for run in shares):
+        raise RegistryError(f"{where}: shares= takes SharedRun values, got {shares!r}")
+    if shares and "engine" not in needs:
+        raise RegistryError(f"{where}: a check that shares engine runs needs 'engine'")
     summary, doc = split_docstring(func)
     if not summary:
         raise RegistryError(f"{where}: a check needs a docstring (first line = summary)")
-    return CheckSpec(id, category, sev, needs, hint, summary, doc, func, func.__module__)
+    return CheckSpec(id, category, sev, needs, hint, summary, doc, func, func.__module__, shares)
 
 
 def split_docstring(func: Callable) -> tuple[str, str]:

@@ -1,5 +1,5 @@
 """Golden baselines for the CI gate: `llmdoctor baseline MODEL -o golden.json` records what the model does on the
-built-in probes; `llmdoctor check MODEL --baseline golden.json` (checks/drift.py) reports drift against it.
+built-in probes; `llmdoctor check MODEL --baseline golden.json` (checks/runtime/drift.py) reports drift against it.
 
 A baseline holds, per probe: its text and token ids, the top-k log-probabilities at every position, and the
 greedy continuation; plus the per-layer activation statistics. JSON, versioned by `schema_version`; a file
@@ -12,7 +12,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from checks.analysis.baseline_file import (DEFAULT_TOP_K, KIND, SCHEMA_VERSION, BaselineError, clean,
+from checks.shared.baseline_file import (DEFAULT_TOP_K, KIND, SCHEMA_VERSION, BaselineError, clean,
                                           top_k_rows)
 from llmdoctor.output_guard import refuse_inside_model
 
@@ -22,9 +22,9 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
            adapter: str | Path | None = None) -> dict:
     """Run the probes on the model and return the baseline document (the engine planned against
     memory_budget like a check run, reference_engine/budget/plan.py; the plan printed to plan_stream)."""
-    from checks.analysis.probe_runs import eos_ids, forward_runs, greedy_traces
-    from checks.analysis.prompts import new_tokens
-    from checks.activations import activation_table
+    from checks.shared.probe_runs import eos_ids, forward_runs, greedy_traces
+    from checks.shared.prompts import new_tokens
+    from checks.runtime.activations import activation_table
     from checks.context import CheckContext
     from llmdoctor import __version__
     from llmdoctor.fingerprint import fingerprint

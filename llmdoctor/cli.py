@@ -34,7 +34,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     from llmdoctor.output_guard import OutputError
     from llmdoctor.adapter_target import AdapterUsageError
     from reference_engine.errors import ModelDirError
-    from reference_engine.budget.pipeline import PipelineError
+    from reference_engine.streaming.pipeline import PipelineError
     from reference_engine.budget.plan import PlanError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
             OutputError, PlanError, PipelineError, KnownReportError, AdapterUsageError)
@@ -127,7 +127,7 @@ def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, qui
 
 def pipeline_rank() -> int:
     """This process's rank under torchrun (starting the process group); 0 without one."""
-    from reference_engine.budget.pipeline import world
+    from reference_engine.streaming.pipeline import world
     return world()[1]
 
 

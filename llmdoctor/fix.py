@@ -8,7 +8,7 @@
                         remedy for NaN losses when fine-tuning on a chat template (unsloth#658, llama3#77).
 
 New rows are set to the same mean (transformers' mean_resizing without the noise). Rows are judged exactly as
-the EMB checks judge them (checks/analysis/special_rows.py). Mean rows are a safe starting point, not trained
+the EMB checks judge them (checks/vocab/special_rows.py). Mean rows are a safe starting point, not trained
 vectors: the copy's EMB005 lists them as mean-initialised (no trained meaning yet) until they are fine-tuned,
 and FixResult.reinitialised names them so `llmdoctor fix` can say exactly that. Tensors
 that do not change are copied byte for byte, file by file; the copy is assembled in a temporary directory
@@ -25,10 +25,10 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from checks.analysis.special_rows import UNTRAINED, classify, read_rows, row_key
-from checks.analysis.tensor_layout import EMBED, LM_HEAD
-from checks.analysis.tensor_scan import scan_weights
-from checks.embeddings import special_token_ids
+from checks.vocab.special_rows import UNTRAINED, classify, read_rows, row_key
+from checks.shared.tensor_layout import EMBED, LM_HEAD
+from checks.shared.tensor_scan import scan_weights
+from checks.vocab.embeddings import special_token_ids
 from llmdoctor.output_guard import is_inside
 from llmdoctor.safetensors_writer import write_safetensors
 from reference_engine.config import load_config, model_dir_path, read_json

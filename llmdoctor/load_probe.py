@@ -14,7 +14,7 @@ from pathlib import Path
 import checks
 from checks.context import ResourceError
 from checks.endpoint.context import EndpointContext
-from checks.endpoint.load_context import LoadContext
+from checks.endpoint.load.context import LoadContext
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import checks
-from checks.analysis import shared_pass
+from checks.shared import passes as shared_pass
 from checks.context import CheckContext, ResourceError
 from checks.registry import CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
@@ -29,7 +29,7 @@ from llmdoctor.selection import category_selected, parse_selectors, select_check
 from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import return_freed_memory_to_os
-from reference_engine.budget.pipeline import PipelineError
+from reference_engine.streaming.pipeline import PipelineError
 from reference_engine.budget.plan import measured_peak, parse_size
 
 # a directory with none of these is not a model directory (exit 2), not a broken model (exit 1)
@@ -111,7 +111,8 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget),
                        workload=check_workload(quick, device), adapter_dir=adapter)
-    ctx.selected = {spec.id for spec in chosen}      # the engine runs they share ride on few passes (shared_pass)
+    ctx.selected = {spec.id for spec in chosen}
+    ctx.shared = shared_pass.declared(chosen)        # the engine runs they share ride on few passes (shared_pass)
     ctx.shared_runs = shared_pass.prepare
     progress = progress or Progress(0, enabled=False)
     plan = plan_engine(ctx, chosen, plan_stream)

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import torch
 
-from checks.kv_cache import FAR_TOKENS_GPU
+from checks.engine.kv_cache import FAR_TOKENS_GPU
 from reference_engine.budget.plan import Workload
 
 # passes counted by the streaming core on the demo model (docs/memory.md "Passes"): one shared pass (every run
-# the checks know up front, beside the greedy traces' prefill: checks/analysis/shared_pass.py) and one per
+# the checks know up front, beside the greedy traces' prefill: checks/shared/passes.py) and one per
 # greedy decode step: 1 + 31 for a full check, 1 + 11 with --quick; a model whose probes all stop early makes
 # fewer. KV tokens: the far-position check (KVC003: 2048 tokens, 128 with --quick, on a CPU) holds its
 # incremental and its full-recompute sequences at once when streaming, plus room for the probes' greedy

@@ -33,7 +33,7 @@ class Engine:
         kw = dict(device=device, dtype=dtype, num_blocks=num_blocks, block_size=block_size,
                   prefix_caching=prefix_caching, adapter=adapter)
         if streaming:
-            from reference_engine.budget.streaming import StreamingCore
+            from reference_engine.streaming.streaming_core import StreamingCore
             return cls(StreamingCore.from_pretrained(model_dir, **kw), adapter_dir=_path(adapter))
         return cls(CoreEngine.from_pretrained(model_dir, **kw), adapter_dir=_path(adapter))
 
@@ -89,7 +89,7 @@ class Engine:
         """float32 logits [len(ids), vocab] per token list, as `logits` gives each, all in one pass over the
         weights when streaming; dtypes[i] (e.g. torch.bfloat16) runs list i as a low-precision shadow;
         variants[i] (sweep.NormShift) runs it on adjusted weights."""
-        from reference_engine.budget.sweep import LogitsRequest, logits_many
+        from reference_engine.streaming.sweep import LogitsRequest, logits_many
         n = len(token_lists)
         captures, dtypes, variants = captures or [None] * n, dtypes or [None] * n, variants or [None] * n
         return logits_many(self.core, [LogitsRequest(list(t), c, d, v)
@@ -98,14 +98,14 @@ class Engine:
     def run_scripts(self, scripts):
         """Steps whose tokens are known in advance (budget/scripted.py): per script and step, float32 logits as
         prefill/decode return them; step by step when resident, all in one pass over the weights when streaming."""
-        from reference_engine.budget.scripted import run_scripts
+        from reference_engine.streaming.scripted import run_scripts
         return run_scripts(self.core, scripts)
 
     def run_pass(self, requests, scripts, step=None):
         """Throwaway prefills (sweep.LogitsRequest), scripts and a step of sequences the caller keeps
         (scripted.LiveStep: a prefill or a decode), all in ONE pass over the weights when streaming; each as it
         runs alone when resident. -> (logits per request, results per script, the step's logits or None)."""
-        from reference_engine.budget.scripted import run_pass
+        from reference_engine.streaming.scripted import run_pass
         return run_pass(self.core, requests, scripts, step)
 
     streaming = property(lambda self: getattr(self.core, "streaming", False))

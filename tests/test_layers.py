@@ -18,14 +18,17 @@ ALLOWED = {
     "checks": {"findings", "probes", "reference_engine"},
     "llmdoctor": {"findings", "probes", "checks", "reference_engine", "reports"},
 }
-# inside the engine a stage never reaches forward: files < tokenizer, core < generate; the core never sees the
-# tokenizer. Nothing inside a stage imports the facade (reference_engine.engine) or the testing tools.
-LATER = {
-    "reference_engine.files": ("reference_engine.tokenizer", "reference_engine.core", "reference_engine.generate"),
-    "reference_engine.tokenizer": ("reference_engine.core", "reference_engine.generate"),
+# Inside the engine and inside the catalogue, subpackages import one way. The order is read from the tree, not from
+# a list: every folder with an __init__.py below reference_engine/ or checks/ is a node, and the graph of imports
+# between nodes (lazy ones too) must have no two nodes that reach each other. Besides, nothing inside the engine
+# imports the facade (reference_engine.engine) or the testing tools, and the core never sees the tokenizer or
+# the generate stage (it runs on token ids alone).
+ENGINE_FORBIDDEN = {
     "reference_engine.core": ("reference_engine.tokenizer", "reference_engine.generate"),
-    "reference_engine.generate": ("reference_engine.tokenizer",),
+    "reference_engine.files": ("reference_engine.tokenizer", "reference_engine.core", "reference_engine.generate"),
 }
+CATCH_ALL = {"analysis", "utils", "util", "helpers", "helper", "common", "misc"}
+MAX_MODULES = 16
 
 def imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
@@ -56,13 +59,81 @@ def test_imports_point_one_way(package):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("stage", sorted(LATER))
-def test_engine_stages_do_not_reach_forward(stage):
-    forbidden = LATER[stage] + ("reference_engine.engine", "reference_engine.testing")
-    bad = [f"{path.relative_to(ROOT)} imports {module}"
-           for path in sources(stage.replace(".", "/")) for module in imported_modules(path)
-           if module.startswith(forbidden)]
+def package_of(module: str, packages: set[str]) -> str | None:
+    """The innermost package (folder with __init__.py) a dotted module name lies in."""
+    parts = module.split(".")
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in packages:
+            return ".".join(parts[:k])
+    return None
+
+
+def subpackages(root: str) -> set[str]:
+    return {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / root).rglob("__init__.py")}
+
+
+def package_graph(root: str) -> dict[str, set[str]]:
+    """Each subpackage below `root` -> the subpackages it imports, by the innermost package a module lies in. The
+    modules directly in `root` (config, errors, the facade, the registry ...) are nodes of their own. A package's
+    own __init__ re-exporting its children is no edge up from them."""
+    packages = subpackages(root) - {root} | {".".join(p.relative_to(ROOT).with_suffix("").parts)
+                                             for p in (ROOT / root).glob("*.py") if p.name != "__init__.py"}
+    graph = {p: set() for p in packages}
+    for path in sources(root):
+        if path.name == "__init__.py":
+            continue
+        here = package_of(".".join(path.relative_to(ROOT).with_suffix("").parts), packages)
+        if here is None:
+            continue
+        for module in imported_modules(path):
+            there = package_of(module, packages)
+            if there and there != here:
+                graph[here].add(there)
+    return graph
+
+
+def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+@pytest.mark.parametrize("root", ["reference_engine", "checks"])
+def test_subpackages_import_one_way(root):
+    graph = package_graph(root)
+    assert len(graph) > 5, graph                      # the tree was read
+    both = sorted({tuple(sorted((a, b))) for a in graph for b in reaches(graph, a)
+                   if a != b and a in reaches(graph, b)})
+    assert not both, "subpackages that reach each other: " + ", ".join(f"{a} <-> {b}" for a, b in both)
+
+
+def test_engine_stages_do_not_reach_forward():
+    bad = []
+    for package in subpackages("reference_engine"):
+        forbidden = ("reference_engine.engine", "reference_engine.testing")
+        for stage, later in ENGINE_FORBIDDEN.items():
+            if package == stage or package.startswith(stage + "."):
+                forbidden += later
+        if package in ("reference_engine", "reference_engine.testing"):
+            continue
+        for path in sorted((ROOT / package.replace(".", "/")).glob("*.py")):
+            bad += [f"{path.relative_to(ROOT)} imports {m}" for m in imported_modules(path) if m.startswith(forbidden)]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("root", ["reference_engine", "checks"])
+def test_folders_are_small_and_plainly_named(root):
+    too_big, catch_all = [], []
+    for folder in [ROOT / root, *(p for p in (ROOT / root).rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+        modules = list(folder.glob("*.py"))
+        if len(modules) > MAX_MODULES:
+            too_big.append(f"{folder.relative_to(ROOT)}: {len(modules)} modules")
+        catch_all += [str(p.relative_to(ROOT)) for p in [folder, *modules] if p.stem in CATCH_ALL]
+    assert not too_big, "; ".join(too_big)
+    assert not catch_all, "catch-all names: " + ", ".join(catch_all)
 
 
 def test_reports_know_only_the_findings_model():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from checks.analysis.probe_runs import eos_ids, greedy_traces
-from checks.analysis.prompts import encode_probes, new_tokens, probe_texts
+from checks.shared.probe_runs import eos_ids, greedy_traces
+from checks.shared.prompts import encode_probes, new_tokens, probe_texts
 from checks.registry import Problem, Skip, check
 
 TOP = 5

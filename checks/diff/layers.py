@@ -1,11 +1,11 @@
 """Diff section 5, where it starts: per layer and sub-module hidden-state NMSE (dB) and cosine of the candidate
 against the reference on the same tokens, the first point that crosses a threshold, and what each layer adds
-(checks/analysis/diff_layers.py)."""
+(checks/diff/layer_walk.py)."""
 from __future__ import annotations
 
 import math
 
-from checks.analysis.diff_layers import table_rows, trace
+from checks.diff.layer_walk import table_rows, trace
 from checks.diff.logits import corpus_text, encode_prefix
 from checks.registry import Problem, Skip, check
 
@@ -81,7 +81,7 @@ def where_it_starts(ctx):
 
 
 def _key(p) -> tuple[int, int]:
-    from checks.analysis.diff_layers import ORDER
+    from checks.diff.layer_walk import ORDER
     return p.layer, ORDER.get(p.module, 9)
 
 

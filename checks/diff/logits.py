@@ -1,5 +1,5 @@
 """Diff section 4, logits on text: the statistics llama-perplexity prints in its KL-divergence mode, computed in
-one run over both models (checks/analysis/diff_kld.py). With a baseline JSON as the candidate, what its top-k
+one run over both models (checks/diff/kld.py). With a baseline JSON as the candidate, what its top-k
 log-probabilities allow (a lower bound of the KLD, top-1 agreement) on the baseline's own probes."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from checks.analysis.diff_kld import KLDAccumulator, chunks, first_scored, format_llama
-from checks.analysis.diff_text import CORPUS
-from checks.analysis.prompts import DEFAULT_PROBES
+from checks.diff.kld import KLDAccumulator, chunks, first_scored, format_llama
+from checks.diff.text import CORPUS
+from checks.shared.prompts import DEFAULT_PROBES
 from checks.registry import Problem, Skip, check
 
 DEFAULT_CTX = 512              # llama-perplexity's -c default

@@ -53,7 +53,7 @@ class Side:
         if self.kind != "baseline":
             raise ValueError("not a baseline side")
         if self._baseline is None:
-            from checks.analysis.baseline_file import BaselineError, load
+            from checks.shared.baseline_file import BaselineError, load
             try:
                 self._baseline = load(self.path)
             except BaselineError as e:

@@ -2,7 +2,7 @@
 lines plus --text): the share of lines with identical ids and the first differing spans, as text and ids."""
 from __future__ import annotations
 
-from checks.analysis.diff_text import CORPUS, first_span
+from checks.diff.text import CORPUS, first_span
 from checks.registry import Problem, check
 
 MAX_TEXT_LINES = 2000          # --text lines tokenized by both sides

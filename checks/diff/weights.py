@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from checks.analysis.diff_tensors import TensorDiff, by_part, compare, match_roles, role_of, stored_as, to_db
-from checks.analysis.quant_modules import quant_side
+from checks.diff.tensor_stats import TensorDiff, by_part, compare, match_roles, role_of, stored_as, to_db
+from checks.quant.grouping import quant_side
 from checks.registry import Problem, check
 
 SHOWN = 15

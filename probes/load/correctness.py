@@ -3,7 +3,7 @@
 Solo: each probe is asked `repeats` times, one request at a time (the noise floor: a server that is not
 deterministic even alone says so here). Under load: background clients send the mixed traffic of
 probes/load/workload.py while `probe_workers` clients ask each probe `repeats` times again. The comparison
-(exact match, near-tie flip, corruption, cross-talk) is the checks' business (checks/endpoint/load_compare.py).
+(exact match, near-tie flip, corruption, cross-talk) is the checks' business (checks/endpoint/load/compare.py).
 """
 from __future__ import annotations
 

@@ -91,8 +91,8 @@ class AdaptedWeights(TensorTable):
         self.adapter.close()
 
     def chunked_reader(self):
-        from reference_engine.budget.layer_reader import ChunkedWeights
-        from reference_engine.budget.readers import chunked_reader
+        from reference_engine.readers.layer_reader import ChunkedWeights
+        from reference_engine.readers.chunked import chunked_reader
         from reference_engine.files.gguf_weights import GGUFWeights
         return AdaptedReader(self, chunked_reader(self.base, isinstance(self.base, GGUFWeights)),
                              ChunkedWeights(self.adapter.tensors))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reference_engine.config import ModelConfig
-from reference_engine.files.source import model_source
+from reference_engine.source import model_source
 
 LAYER_NAME = re.compile(r"model\.layers\.(\d+)\.")
 
@@ -53,7 +53,7 @@ class ModelSizes:
             return largest * self.quant_scratch      # the float32 result included
         if not self.gguf:
             return 0
-        from reference_engine.budget.gguf_reader import DEQUANT_CHUNK_BYTES
+        from reference_engine.readers.gguf_reader import DEQUANT_CHUNK_BYTES
         return (largest * 4 if elem != 4 else 0) + min(DEQUANT_CHUNK_BYTES, largest * 4)
 
 

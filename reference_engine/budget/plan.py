@@ -23,7 +23,7 @@ import torch
 from reference_engine.config import ModelConfig
 from reference_engine.core.linear import PACKABLE
 from reference_engine.budget.model_sizes import ModelSizes, model_sizes
-from reference_engine.budget.sweep import HEAD_BLOCK_BYTES
+from reference_engine.streaming.sweep import HEAD_BLOCK_BYTES
 from reference_engine.limits import memory_left
 
 GiB, MiB = 1 << 30, 1 << 20

@@ -17,13 +17,13 @@ import torch.nn.functional as F
 from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
-from reference_engine.budget.readers import chunked_reader
+from reference_engine.readers.chunked import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode, single_row_plain
 from reference_engine.core.model import (CaptureHook, Projection, check_supported, final_logits, forward,
                                          layer_windows)
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
-from reference_engine.files.source import model_source
+from reference_engine.source import model_source
 from reference_engine.limits import available_bytes, check_allocation
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,

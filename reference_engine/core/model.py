@@ -81,7 +81,7 @@ def final_logits(logits: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
-def _emit(capture: CaptureHook | None, layer: int, module: str, x: torch.Tensor) -> torch.Tensor:
+def emit_capture(capture: CaptureHook | None, layer: int, module: str, x: torch.Tensor) -> torch.Tensor:
     if capture is None:
         return x
     replaced = capture(layer, module, x)
@@ -128,7 +128,7 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
     act = ACTIVATIONS[config.raw.get("hidden_act", "silu") if s.activation == "silu" else s.activation]
     if w.router is None:
         return mlp_block(x, w, linear, act)
-    return moe_mlp(x, w, s.moe, act, linear, lambda r: _emit(capture, i, "router", r))
+    return moe_mlp(x, w, s.moe, act, linear, lambda r: emit_capture(capture, i, "router", r))
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,
@@ -138,17 +138,18 @@ def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int,
     The resident forward below and a layer-by-layer (streaming) forward both run exactly this.
     Capture points: "attn" and "mlp" are the branches as added to the residual (after Gemma's closing norms),
     "post_norm" is the MLP's input (Gemma: pre_feedforward_layernorm's output)."""
-    x = _emit(capture, i, "input_norm", norm(h, w.input_norm, config))
+    x = emit_capture(capture, i, "input_norm", norm(h, w.input_norm, config))
     a = attention_block(x, w, config, i, cache, meta, cos, sin, window, linear)
     if w.pre_ff_norm is not None:                              # Gemma sandwich: norm the branch, then add
         a = norm(a, w.post_norm, config)
-    h = h + _emit(capture, i, "attn", a)
-    x = _emit(capture, i, "post_norm", norm(h, w.pre_ff_norm if w.pre_ff_norm is not None else w.post_norm, config))
+    h = h + emit_capture(capture, i, "attn", a)
+    ff_norm = w.pre_ff_norm if w.pre_ff_norm is not None else w.post_norm
+    x = emit_capture(capture, i, "post_norm", norm(h, ff_norm, config))
     m = feed_forward(x, w, config, i, capture, linear)
     if w.post_ff_norm is not None:
         m = norm(m, w.post_ff_norm, config)
-    m = _emit(capture, i, "mlp", m)
-    return _emit(capture, i, "hidden", h + m)
+    m = emit_capture(capture, i, "mlp", m)
+    return emit_capture(capture, i, "hidden", h + m)
 
 
 def forward(weights: ModelWeights, config: ModelConfig, tokens: torch.Tensor, cache: PagedKVCache,
@@ -156,7 +157,7 @@ def forward(weights: ModelWeights, config: ModelConfig, tokens: torch.Tensor, ca
             capture: CaptureHook | None = None, linear: Projection = F.linear) -> torch.Tensor:
     """tokens [num_tokens] -> final-norm hidden states [num_tokens, hidden]; writes this step's K/V."""
     cos, sin = rope.lookup(meta.positions, check=False, ends=meta.ends)   # [T, rot] each ([2, T, rot]: local too)
-    h = _emit(capture, -1, "embed", embed(tokens, weights.embed, config))
+    h = emit_capture(capture, -1, "embed", embed(tokens, weights.embed, config))
     for i, w in enumerate(weights.layers):
         h = decoder_layer(h, w, config, i, cache, meta, cos, sin, windows[i], capture, linear)
-    return _emit(capture, len(weights.layers), "final_norm", norm(h, weights.norm, config))
+    return emit_capture(capture, len(weights.layers), "final_norm", norm(h, weights.norm, config))

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 
 import regex
 
-from reference_engine.tokenizer.pre_tokenizers import BYTES_TO_UNICODE
+from reference_engine.tokenizer.pipeline.pre_tokenizers import BYTES_TO_UNICODE
 
 # The pre-tokenizer regexes of the three byte-level families we model.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

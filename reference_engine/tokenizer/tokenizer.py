@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reference_engine.tokenizer.added_tokens import AddedToken, AddedTokenMatcher, parse_added_tokens
-from reference_engine.tokenizer.bpe import BPE, build_bpe
+from reference_engine.tokenizer.pipeline.added_tokens import AddedToken, AddedTokenMatcher, parse_added_tokens
+from reference_engine.tokenizer.models.bpe import BPE, build_bpe
 from reference_engine.config import load_tokenizer_config, model_dir_path, read_json
 from reference_engine.limits import check_token_ids
-from reference_engine.tokenizer.decoders import build_decoder
+from reference_engine.tokenizer.pipeline.decoders import build_decoder
 from reference_engine.errors import ModelDirError
-from reference_engine.tokenizer.normalizers import build_normalizer
-from reference_engine.tokenizer.post_processors import build_post_processor, template
-from reference_engine.tokenizer.byte_level_plan import byte_level_plan
-from reference_engine.tokenizer.pre_tokenizers import Piece, build_pre_tokenizer, to_byte_level
+from reference_engine.tokenizer.pipeline.normalizers import build_normalizer
+from reference_engine.tokenizer.pipeline.post_processors import build_post_processor, template
+from reference_engine.tokenizer.pipeline.byte_level_plan import byte_level_plan
+from reference_engine.tokenizer.pipeline.pre_tokenizers import Piece, build_pre_tokenizer, to_byte_level
 
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
@@ -83,14 +83,14 @@ class Tokenizer:
         template_file = directory / "chat_template.jinja"
         chat_template = template_file.read_text(encoding="utf-8") if template_file.is_file() else None
         if not spec_path.is_file():   # a SentencePiece tokenizer.model alone (Llama 2 / Mistral originals)
-            from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_model_file
+            from reference_engine.tokenizer.sources.spm_tokenizer import tokenizer_from_model_file
             return tokenizer_from_model_file(directory, config, chat_template, cls)
         return cls(read_json(spec_path), config, str(spec_path), chat_template)
 
     @classmethod
     def from_gguf(cls, gguf) -> "Tokenizer":
         """From an opened GGUFFile's tokenizer.ggml.* metadata, the way llama.cpp reads it (gguf_tokenizer.py)."""
-        from reference_engine.tokenizer.gguf_tokenizer import tokenizer_from_gguf
+        from reference_engine.tokenizer.sources.gguf_tokenizer import tokenizer_from_gguf
         return tokenizer_from_gguf(gguf, cls)
 
     @classmethod

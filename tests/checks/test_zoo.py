@@ -23,7 +23,7 @@ def test_fault_fires_expected_check(fault, broken_copy):
 
 
 def test_zoo_covers_every_static_check():
-    # GGF (GGUF) checks have their own zoo: tests/checks/test_zoo_gguf.py
+    # GGF (GGUF) checks have their own zoo: tests/checks/gguf/test_zoo_gguf.py
     static = {s.id for s in checks.load_all() if s.category in STATIC_CATEGORIES and s.family != "GGF"}
     assert len(FAULTS) >= 25
     assert len({f.name for f in FAULTS}) == len(FAULTS)

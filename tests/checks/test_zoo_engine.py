@@ -18,7 +18,7 @@ from tests.checks.zoo_engine import ENGINE_BASES, ENGINE_CATEGORIES, ENGINE_FAUL
 PRESETS = ("llama", "mistral", "qwen2", "qwen3")
 ENGINE_FAMILIES = ("GLD", "ACT", "KVC", "NUM", "GEN", "DRF", "ENG")
 # ids whose firing is tested outside the zoo (constructed cases / monkeypatched engine faults); no model file
-# can make the reference engine's self-tests (ENG) fail, so tests/checks/test_selftest.py sabotages the engine
+# can make the reference engine's self-tests (ENG) fail, so tests/checks/engine/test_selftest.py sabotages the engine
 COVERED_ELSEWHERE = {"GLD003", "ACT001", "ACT002", "NUM002", "NUM003", "GEN002", "GEN003", "GEN004", "DRF002",
                      "DRF003", "ENG001", "ENG002", "ENG003", "ENG004"}
 
@@ -116,7 +116,7 @@ def test_broken_trained_weights_keep_their_severity_though_the_loss_looks_untrai
 
     import torch
 
-    from checks.analysis.probe_runs import forward_runs
+    from checks.shared.probe_runs import forward_runs
     from checks.context import CheckContext
     from tests.checks.zoo_engine import eos_row_flipped
     broken = shutil.copytree(engine_base("demo"), tmp_path / "model")

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from reference_engine.testing.factory import EOS, IM_END, IM_START, PAD
-from reference_engine.tokenizer.pre_tokenizers import BYTES_TO_UNICODE
+from reference_engine.tokenizer.pipeline.pre_tokenizers import BYTES_TO_UNICODE
 
 EMBED, LM_HEAD = "model.embed_tokens.weight", "lm_head.weight"
 SHARD_1, SHARD_2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"

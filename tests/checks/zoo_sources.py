@@ -80,7 +80,7 @@ def build_base(name: str, root: Path) -> Path:
 
 def tiktoken_export(tokenizer_json: Path) -> str:
     """The tiktoken file of a byte-level tokenizer.json's model vocabulary (rank = id)."""
-    from reference_engine.tokenizer.pre_tokenizers import UNICODE_TO_BYTES
+    from reference_engine.tokenizer.pipeline.pre_tokenizers import UNICODE_TO_BYTES
     vocab = json.loads(tokenizer_json.read_text(encoding="utf-8"))["model"]["vocab"]
     lines = [f"{base64.b64encode(bytes(UNICODE_TO_BYTES[c] for c in token)).decode()} {i}"
              for token, i in sorted(vocab.items(), key=lambda kv: kv[1])]
@@ -135,7 +135,7 @@ def swap_tekken_ranks(tekken: dict) -> None:
 
 def gpt2_regex(tok: dict) -> None:
     """The pre-tokenizer regex replaced by GPT-2's (what a converter without Tekken's pattern would write)."""
-    from reference_engine.tokenizer.pre_tokenizers import GPT2_REGEX
+    from reference_engine.tokenizer.pipeline.pre_tokenizers import GPT2_REGEX
 
     def walk(spec):
         if isinstance(spec, dict):

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from checks.analysis.baseline_file import SCHEMA_VERSION, BaselineError, load
+from checks.shared.baseline_file import SCHEMA_VERSION, BaselineError, load
 from llmdoctor.cli import cli
 from tests.checks.zoo import LM_HEAD
 from tests.checks.zoo_engine import perturb

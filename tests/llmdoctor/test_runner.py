@@ -149,12 +149,12 @@ def test_thresholds_reach_the_check(registry_sandbox, config_only_dir):
 
 def test_a_broken_check_module_is_reported_not_silent(registry_sandbox, config_only_dir, monkeypatch):
     register_fakes()
-    broken = LoadError("checks.gpu", "SyntaxError: invalid syntax (gpu.py, line 3)", "Traceback ...")
+    broken = LoadError("checks.system.gpu", "SyntaxError: invalid syntax (gpu.py, line 3)", "Traceback ...")
     monkeypatch.setattr(checks, "load_errors", lambda: [broken])
     report = run(config_only_dir, select=["ENV906", "gpu"])
-    run_ = next(r for r in report.checks if r.id == "checks.gpu")
-    assert run_.status == "crashed" and report.findings_for("checks.gpu")[0].category == "gpu"
-    assert "checks.gpu" not in {r.id for r in run(config_only_dir, select=["ENV906"]).checks}
+    run_ = next(r for r in report.checks if r.id == "checks.system.gpu")
+    assert run_.status == "crashed" and report.findings_for("checks.system.gpu")[0].category == "gpu"
+    assert "checks.system.gpu" not in {r.id for r in run(config_only_dir, select=["ENV906"]).checks}
 
 
 @pytest.mark.parametrize("make, problem", [

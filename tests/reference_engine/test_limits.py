@@ -194,7 +194,7 @@ def test_shard_and_tensor_counts_of_an_index_are_bounded_before_any_lookup(tiny,
 
 
 def test_merges_must_be_a_bounded_list(monkeypatch):
-    import reference_engine.tokenizer.bpe as bpe
+    import reference_engine.tokenizer.models.bpe as bpe
     vocab = {"a": 0, "b": 1, "ab": 2}
     with pytest.raises(ModelDirError, match="model.merges must be a list, found int"):
         bpe.parse_merges(5, vocab, None, "tokenizer.json")

@@ -165,8 +165,8 @@ def test_triage_load_puts_the_levels_in_the_bundle(model, fake, tmp_path):
 
 
 def test_a_server_that_dies_after_connecting_is_counted_not_raised(model):
-    from checks.endpoint.load_context import LoadContext
-    from checks.endpoint.load import failed_requests
+    from checks.endpoint.load.context import LoadContext
+    from checks.endpoint.load.throughput import failed_requests
     from probes.endpoint import EndpointClient, Surface
     from probes.load import run_load
     surface = Surface(EndpointClient(f"http://127.0.0.1:{free_port()}"), "m")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.endpoint.load_compare import first_divergence
-from checks.endpoint.load_server import preemptions, queue_share
+from checks.endpoint.load.compare import first_divergence
+from checks.endpoint.load.server_metrics import preemptions, queue_share
 from probes.endpoint.types import TokenLogprob
 from probes.load.metrics import parse, server_family
 from probes.load.stats import percentile, summarize

@@ -62,8 +62,8 @@ def test_norms_saved_as_full_gains_are_caught_by_the_probes(gemma3_270m_dir):
     """The real model with every norm weight + 1 (what a converter writing 1 + w does): its weights are trained,
     so CNV001 decides from the probes' loss (the tiny random case is tests/checks/zoo_engine.py's)."""
     from checks.context import CheckContext
-    from checks.conversion import norm_convention
-    from reference_engine.budget.sweep import NormShift
+    from checks.runtime.conversion import norm_convention
+    from reference_engine.streaming.sweep import NormShift
     ctx = CheckContext(gemma3_270m_dir, quick=True)
     weights = ctx.engine.core.weights
     weights.layers = [NormShift(1.0).layer(w) for w in weights.layers]

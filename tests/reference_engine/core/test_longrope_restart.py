@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reference_engine.budget.scripted import chunked_then_decoded, run_scripts
-from reference_engine.budget.streaming import StreamingCore
+from reference_engine.streaming.scripted import chunked_then_decoded, run_scripts
+from reference_engine.streaming.streaming_core import StreamingCore
 from reference_engine.core import CoreEngine
 from tests.hf_models import hf_logits
 

@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 
 from reference_engine.engine import Engine
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.source import model_source
+from reference_engine.source import model_source
 from reference_engine.testing.factory import build_model_dir
 from tests.quant_builders import build_variant
 

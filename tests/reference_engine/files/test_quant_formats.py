@@ -8,7 +8,7 @@ import torch
 
 from reference_engine.engine import Engine
 from reference_engine.files.quant import QuantizedWeights
-from reference_engine.files.source import model_source
+from reference_engine.source import model_source
 from reference_engine.testing.factory import build_model_dir
 from tests.hf_models import hf_logits, load_hf_model
 from tests.quant_builders import VARIANTS, build_variant, float_copy

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from tokenizers import Tokenizer as HFTokenizer, models
 
-from reference_engine.tokenizer.bpe import build_bpe, merge_heap, merge_loop
+from reference_engine.tokenizer.models.bpe import build_bpe, merge_heap, merge_loop
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.tokenizer.tokenizer import Tokenizer
 

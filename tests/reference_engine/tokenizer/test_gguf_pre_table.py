@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_engine.tokenizer.gguf_pre import NOT_TRANSCRIBED, PRE_TOKENIZERS, REGEXES, pre_tokenizer_for
+from reference_engine.tokenizer.sources.gguf_pre import NOT_TRANSCRIBED, PRE_TOKENIZERS, REGEXES, pre_tokenizer_for
 from tests import assets, assets_gguf
 from tests.conftest import _asset
 
@@ -138,7 +138,7 @@ def test_the_missing_name_is_llama_cpp_default_with_its_regexes(cpp):
 # ---- the regexes against the tokenizers library running the original tokenizer.json regexes ------------------
 
 def _ours(kind: str):
-    from reference_engine.tokenizer.pre_tokenizers import Piece, build_pre_tokenizer
+    from reference_engine.tokenizer.pipeline.pre_tokenizers import Piece, build_pre_tokenizer
     run = build_pre_tokenizer({"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False} for r in REGEXES[kind]]},
         "gguf_pre")

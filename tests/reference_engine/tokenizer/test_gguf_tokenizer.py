@@ -75,7 +75,7 @@ def test_special_tokens_split_out_and_skip_on_decode(vocab):
 
 def test_spm_merges_by_score_not_rank(vocab):
     """A hand-made case where the score order and the id order disagree: llama.cpp takes the higher score."""
-    from reference_engine.tokenizer.spm import SpmModel
+    from reference_engine.tokenizer.models.spm import SpmModel
     vocab_ = {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4}
     high_bc = SpmModel(vocab_, scores=[0, 0, 0, -5.0, -1.0])
     high_ab = SpmModel(vocab_, scores=[0, 0, 0, -1.0, -5.0])

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tokenizers import Tokenizer as HFTokenizer, models
 
-from reference_engine.tokenizer.merge_cuts import merge_cuts
-from reference_engine.tokenizer.spm import SpmModel
+from reference_engine.tokenizer.models.merge_cuts import merge_cuts
+from reference_engine.tokenizer.models.spm import SpmModel
 from reference_engine.tokenizer.tokenizer import Tokenizer
 from tests import assets_gguf
 from tests.conftest import _asset
@@ -78,7 +78,7 @@ def test_score_based_cuts_match_transformers_conversion_of_phi3():
 def test_sentencepiece_mode_cuts_match_sentencepiece(mistral_sentencepiece_models):
     import sentencepiece
 
-    from reference_engine.tokenizer.spm_tokenizer import tokenizer_from_sentencepiece
+    from reference_engine.tokenizer.sources.spm_tokenizer import tokenizer_from_sentencepiece
 
     path = mistral_sentencepiece_models["mistral_instruct_tokenizer_240323.model.v3"]
     reference = sentencepiece.SentencePieceProcessor(model_file=str(path))

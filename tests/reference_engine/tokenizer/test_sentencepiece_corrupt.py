@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from sentencepiece import sentencepiece_model_pb2 as pb
 
 from reference_engine.errors import ModelDirError
-from reference_engine.tokenizer.sentencepiece_model import parse_sentencepiece_model
+from reference_engine.tokenizer.sources.sentencepiece_model import parse_sentencepiece_model
 from reference_engine.tokenizer.tokenizer import Tokenizer
 from tests import spm_files
 

@@ -7,7 +7,7 @@ import pytest
 import sentencepiece as spm
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.tokenizer.sentencepiece_model import read_sentencepiece_model
+from reference_engine.tokenizer.sources.sentencepiece_model import read_sentencepiece_model
 from reference_engine.tokenizer.tokenizer import Tokenizer
 from tests import spm_files
 

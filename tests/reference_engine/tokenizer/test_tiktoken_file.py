@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reference_engine.errors import ModelDirError
-from reference_engine.tokenizer.tiktoken_file import looks_like_tiktoken, read_tekken, read_tiktoken
+from reference_engine.tokenizer.sources.tiktoken_file import looks_like_tiktoken, read_tekken, read_tiktoken
 from tests.checks.zoo_sources import tiktoken_export
 
 TEKKEN = "tekken_240718.json"

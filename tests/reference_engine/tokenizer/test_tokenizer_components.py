@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from tokenizers import Regex, Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers
 
-from reference_engine.tokenizer.decoders import build_decoder
+from reference_engine.tokenizer.pipeline.decoders import build_decoder
 from reference_engine.errors import UnsupportedError
-from reference_engine.tokenizer.normalizers import build_normalizer
-from reference_engine.tokenizer.pre_tokenizers import Piece, build_pre_tokenizer
+from reference_engine.tokenizer.pipeline.normalizers import build_normalizer
+from reference_engine.tokenizer.pipeline.pre_tokenizers import Piece, build_pre_tokenizer
 from reference_engine.tokenizer.tokenizer import Tokenizer
 
 

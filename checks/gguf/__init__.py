@@ -1,0 +1,2 @@
+"""GGF: GGUF files — the file and its tokenizer metadata (metadata.py, pre_tokenizer.py and pre_hashes.py: llama.cpp's
+pre-tokenizer names and their hashes), tensors and model metadata (tensors.py)."""

@@ -1,0 +1,92 @@
+"""Mixture-of-experts routing on the probe prompts: per MoE layer, how many routed slots each expert got, and
+whether the router logits were finite and spread. Built from the engine's "router" capture point (the router
+logits of every token, before softmax/top-k), with the family's own top-k, so the counts are exactly the
+engine's routing decisions. Cached in ctx.state; shared by the MOE checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from checks.shared.prompts import probe_inputs
+
+COLLAPSED_SPREAD = 1e-6     # router logits this close across experts for every token: no routing signal
+FLAT_RATIO = 1e-3           # an expert's logit varying this much less over the tokens than its siblings': flat
+
+
+@dataclass
+class LayerRouting:
+    layer: int
+    experts: int
+    top_k: int
+    counts: torch.Tensor = None        # [experts] int64: routed slots per expert
+    tokens: int = 0
+    nonfinite: int = 0                 # tokens whose router logits hold NaN/Inf
+    max_spread: float = 0.0            # largest (max - min) of one token's router logits
+    low: torch.Tensor = None           # [experts] float32: lowest finite router logit of each expert
+    high: torch.Tensor = None          # [experts] float32: highest
+
+    @property
+    def expert_spread(self) -> torch.Tensor:
+        """[experts]: how far each expert's router logit moves over the probe tokens."""
+        return (self.high - self.low).clamp(min=0)
+
+    @property
+    def flat(self) -> list[int]:
+        """Experts whose router logit is (nearly) the same for every token while their siblings' move: a zeroed
+        router row gives logit 0 whatever the token, so the expert is picked by where the others happen to fall,
+        never by what the token is."""
+        spread = self.expert_spread
+        median = float(spread.median())
+        if self.low is None or median <= COLLAPSED_SPREAD:   # the whole router is flat: MOE003/MOE005's case
+            return []
+        return [e for e in range(self.experts) if float(spread[e]) <= FLAT_RATIO * median]
+
+    @property
+    def slots(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def dead(self) -> list[int]:
+        return [e for e in range(self.experts) if int(self.counts[e]) == 0]
+
+
+@dataclass
+class Routing:
+    layers: dict[int, LayerRouting] = field(default_factory=dict)
+
+
+def moe_settings(engine):
+    from reference_engine.core.families import settings
+    return settings(engine.config).moe
+
+
+def routing(ctx) -> Routing:
+    """Routing statistics of the probe prompts (empty for a dense model)."""
+    if "routing" in ctx.state:
+        return ctx.state["routing"]
+    engine, moe, out = ctx.engine, moe_settings(ctx.engine), Routing()
+    if moe is not None:
+        def capture(layer: int, module: str, logits: torch.Tensor):
+            if module != "router":
+                return None
+            n = moe.num_experts
+            stats = out.layers.setdefault(layer, LayerRouting(
+                layer, n, moe.top_k, torch.zeros(n, dtype=torch.int64), low=torch.full((n,), float("inf")),
+                high=torch.full((n,), float("-inf"))))
+            logits = logits.float().cpu()
+            finite = torch.isfinite(logits).all(dim=-1)
+            stats.tokens += logits.shape[0]
+            stats.nonfinite += int((~finite).sum())
+            if finite.any():
+                good = logits[finite]
+                stats.max_spread = max(stats.max_spread, float((good.max(-1).values - good.min(-1).values).max()))
+                stats.low = torch.minimum(stats.low, good.min(0).values)
+                stats.high = torch.maximum(stats.high, good.max(0).values)
+                ids = torch.topk(torch.softmax(good, dim=-1), moe.top_k, dim=-1).indices
+                stats.counts += torch.bincount(ids.flatten(), minlength=moe.num_experts)
+            return None
+        for probe in probe_inputs(ctx):
+            engine.logits(list(probe.ids), capture=capture)
+    ctx.state["routing"] = out
+    return out

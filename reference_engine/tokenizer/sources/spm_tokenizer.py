@@ -1,0 +1,163 @@
+"""A Tokenizer from a SentencePiece BPE `tokenizer.model` (+ tokenizer_config.json), for directories without
+tokenizer.json.
+
+Encoding is SentencePiece's own (score-based merge, spm.SpmModel in SentencePiece mode), wrapped the way
+transformers' LlamaConverter wraps it, so a directory behaves as transformers loads it:
+- normalizer: SentencePiece's extra-whitespace removal (only when the model asks for it), then with
+  `legacy` (tokenizer_config.json; absent means true, as in transformers) Prepend("▁") + Replace(" ", "▁") on
+  every stretch between added tokens; with legacy=false a Metaspace pre-tokenizer that prefixes only the start
+  of the text (prepend_scheme "first"). add_prefix_space in tokenizer_config.json overrides add_dummy_prefix.
+- CONTROL, USER_DEFINED and UNKNOWN pieces become added tokens (CONTROL and UNKNOWN special), matched in raw text.
+- BOS/EOS follow add_bos_token (default true) / add_eos_token (default false), LlamaTokenizer's defaults; the
+  token strings come from tokenizer_config.json, else from the trainer spec's ids.
+- decoder: "▁" -> " ", byte fallback, fuse, strip the one dummy-prefix space.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.tokenizer.sources.sentencepiece_model import (BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED,
+                                                                    USER_DEFINED, SentencePieceModel,
+                                                                    read_sentencepiece_model)
+from reference_engine.tokenizer.models.spm import SpmModel
+
+# `cls` is the Tokenizer class, passed in by Tokenizer.from_pretrained so that this module does not import it
+BPE_TYPE = 2
+SPACE = "▁"
+ADDED_TYPES = (UNKNOWN, CONTROL, USER_DEFINED)
+MERGEABLE_TYPES = (NORMAL, USER_DEFINED, UNUSED)   # model_interface.cc: the pieces_ map, the rest are reserved
+SPECIAL_IDS = (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("unk_token", "unk_id"), ("pad_token", "pad_id"))
+
+
+def tokenizer_from_model_file(directory: Path, config: dict, chat_template: str | None, cls):
+    """A directory without tokenizer.json: its tokenizer.model, if it is a SentencePiece one."""
+    from reference_engine.tokenizer.sources.tiktoken_file import looks_like_tiktoken
+
+    path = directory / "tokenizer.model"
+    if not path.is_file():
+        raise ModelDirError(directory / "tokenizer.json", "file not found, and no tokenizer.model either "
+                                                          "(tokenizer.json or a SentencePiece tokenizer.model needed)")
+    if looks_like_tiktoken(path):
+        raise UnsupportedError(path, "a tiktoken-format file (base64 token + rank per line, as in Llama 3's "
+                                     "original release): it has no pre-tokenizer regex; export a tokenizer.json")
+    return tokenizer_from_sentencepiece(path, cls, config, chat_template)
+
+
+def tokenizer_from_sentencepiece(path: str | Path, cls, config: dict | None = None,
+                                 chat_template: str | None = None):
+    """The Tokenizer of tokenizer.model at `path`; ModelDirError / UnsupportedError naming the file."""
+    model = read_sentencepiece_model(path)
+    check_runnable(model)
+    return tokenizer_from_model(model, cls, config, chat_template)
+
+
+def tokenizer_from_model(model: SentencePieceModel, cls, config: dict | None = None,
+                         chat_template: str | None = None):
+    """The Tokenizer (`cls`) of a parsed, check_runnable model under tokenizer_config.json settings `config`."""
+    config = dict(config or {})
+    spec = tokenizer_spec(model, config)
+    tok = cls(spec, special_config(model, config), model.path, chat_template)
+    unk = model.ids_of_type(UNKNOWN)
+    tok.model = SpmModel(vocab=tok.model.vocab, scores=list(model.scores), unk_id=unk[0] if unk else None,
+                         byte_fallback=bool(model.byte_fallback),
+                         mergeable={p: i for i, p in enumerate(model.pieces) if model.types[i] in MERGEABLE_TYPES},
+                         unused=frozenset(model.ids_of_type(UNUSED)))
+    tok.sentencepiece = model
+    tok.sentencepiece_spec = spec
+    return tok
+
+
+def check_runnable(model: SentencePieceModel) -> None:
+    """Refuse what sentencepiece itself refuses (duplicates, bad byte pieces) and what is not reproduced here."""
+    path = model.path
+    if not model.has_trainer_spec:
+        raise ModelDirError(path, "no trainer_spec (truncated file, or not a SentencePiece model)")
+    if model.trainer["model_type"] != BPE_TYPE:
+        raise UnsupportedError(path, f"a {model.model_type_name} SentencePiece model; only BPE tokenizer.model "
+                                     "files are run here (export a tokenizer.json with transformers)")
+    if model.precompiled_charsmap:
+        raise UnsupportedError(path, f"normalizer {model.normalizer['name']!r} uses a precompiled character map, "
+                                     "which is not reproduced here (export a tokenizer.json with transformers)")
+    if model.treat_whitespace_as_suffix:
+        raise UnsupportedError(path, "treat_whitespace_as_suffix is not supported")
+    seen: dict[str, int] = {}
+    for i, (piece, kind) in enumerate(zip(model.pieces, model.types)):
+        if not piece:
+            raise ModelDirError(path, f"piece {i} is empty")
+        if piece in seen:
+            raise ModelDirError(path, f"piece {piece!r} is defined twice (ids {seen[piece]} and {i})")
+        seen[piece] = i
+        if kind == BYTE and (not model.byte_fallback or byte_value(piece) is None):
+            raise ModelDirError(path, f"byte piece {piece!r} (id {i}) "
+                                      + ("but byte_fallback is false" if model.byte_fallback is False else
+                                         "is not of the form <0xNN>"))
+    if model.byte_fallback:
+        missing = sorted(set(range(256)) - {byte_value(model.pieces[i]) for i in model.ids_of_type(BYTE)})
+        if missing:
+            raise ModelDirError(path, f"byte_fallback is on but {len(missing)} byte piece(s) are missing, e.g. "
+                                      f"<0x{missing[0]:02X}>")
+    unknown = model.ids_of_type(UNKNOWN)
+    if len(unknown) != 1:
+        raise ModelDirError(path, f"{len(unknown)} UNKNOWN pieces; a SentencePiece model has exactly one")
+
+
+def byte_value(piece: str) -> int | None:
+    """0xNN for a "<0xNN>" piece (upper-case hex, as sentencepiece writes them), else None."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        digits = piece[3:5]
+        if all(c in "0123456789ABCDEF" for c in digits):
+            return int(digits, 16)
+    return None
+
+
+def tokenizer_spec(model: SentencePieceModel, config: dict) -> dict:
+    """The tokenizer.json LlamaConverter would write for this model and tokenizer_config (flags: legacy,
+    add_prefix_space). Its model section lists the vocabulary; the encoding itself is SpmModel's."""
+    legacy = config.get("legacy") is not False
+    prefix = config.get("add_prefix_space")
+    prefix = model.add_dummy_prefix if not isinstance(prefix, bool) else prefix
+    normalizers = []
+    if model.remove_extra_whitespaces:   # SentencePiece trims and collapses ASCII spaces only
+        normalizers += [{"type": "Replace", "pattern": {"Regex": r"\A +| +\Z"}, "content": ""},
+                        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
+    pre_tokenizer = None
+    if legacy:
+        if prefix:
+            normalizers.append({"type": "Prepend", "prepend": SPACE})
+        if model.escape_whitespaces:
+            normalizers.append({"type": "Replace", "pattern": {"String": " "}, "content": SPACE})
+    else:
+        pre_tokenizer = {"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "first" if prefix else "never",
+                         "split": False}
+    decoders = [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "}]
+    if model.byte_fallback:
+        decoders.append({"type": "ByteFallback"})
+    decoders.append({"type": "Fuse"})
+    if prefix:
+        decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
+    unk = model.ids_of_type(UNKNOWN)
+    return {
+        "model": {"type": "BPE", "vocab": {p: i for i, p in enumerate(model.pieces)}, "merges": [],
+                  "byte_fallback": bool(model.byte_fallback),
+                  "unk_token": model.pieces[unk[0]] if unk else None},
+        "normalizer": {"type": "Sequence", "normalizers": normalizers} if normalizers else None,
+        "pre_tokenizer": pre_tokenizer,
+        "decoder": {"type": "Sequence", "decoders": decoders},
+        "added_tokens": [{"id": i, "content": p, "special": t != USER_DEFINED, "normalized": False,
+                          "lstrip": False, "rstrip": False, "single_word": False}
+                         for i, (p, t) in enumerate(zip(model.pieces, model.types)) if t in ADDED_TYPES],
+    }
+
+
+def special_config(model: SentencePieceModel, config: dict) -> dict:
+    """tokenizer_config.json with the special tokens it leaves out taken from the trainer spec's ids and
+    LlamaTokenizer's add_bos_token=True / add_eos_token=False defaults."""
+    config = dict(config)
+    for name, id_field in SPECIAL_IDS:
+        piece = model.piece_at(model.trainer[id_field])
+        if config.get(name) is None and piece is not None:
+            config[name] = piece
+    config.setdefault("add_bos_token", True)
+    config.setdefault("add_eos_token", False)
+    return config
