@@ -28,7 +28,7 @@ class Engine:
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
                         block_size: int = 16, prefix_caching: bool = False, streaming: bool = False,
                         adapter=None) -> "Engine":
-        """streaming=True: one decoder layer in memory at a time (budget/streaming.py; budget/plan.py decides).
+        """streaming=True: one decoder layer in memory at a time (streaming/streaming_core.py; budget/plan.py decides).
         adapter: a PEFT LoRA adapter directory merged into the weights at load (reference_engine/adapter/)."""
         kw = dict(device=device, dtype=dtype, num_blocks=num_blocks, block_size=block_size,
                   prefix_caching=prefix_caching, adapter=adapter)
@@ -96,7 +96,7 @@ class Engine:
                                        for t, c, d, v in zip(token_lists, captures, dtypes, variants)])
 
     def run_scripts(self, scripts):
-        """Steps whose tokens are known in advance (budget/scripted.py): per script and step, float32 logits as
+        """Steps whose tokens are known in advance (streaming/scripted.py): per script and step, float32 logits as
         prefill/decode return them; step by step when resident, all in one pass over the weights when streaming."""
         from reference_engine.streaming.scripted import run_scripts
         return run_scripts(self.core, scripts)

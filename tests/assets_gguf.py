@@ -69,7 +69,7 @@ def llamacpp_vocab_gguf(name: str) -> LlamaCppVocab:
 
 
 def llamacpp_vocab_source() -> Path:
-    """vendor/llama.cpp/src/llama-vocab.cpp of the same sdist, the source tokenizer/gguf_pre.py transcribes."""
+    """vendor/llama.cpp/src/llama-vocab.cpp of the same sdist, the source tokenizer/sources/gguf_pre.py transcribes."""
     member = f"{LLAMACPP_ROOT}src/llama-vocab.cpp"
     d = cached_dir("llamacpp-vocab-cpp", lambda tmp: fetch_members(LLAMACPP_PACKAGE, [member], tmp, sdist=True))
     return d / "llama-vocab.cpp"

@@ -4,7 +4,7 @@ Two measures per decoder layer, because they differ for a quantized file: its el
 compute copy holds, in the compute dtype) and its file bytes (what a streaming pass reads: the safetensors
 bytes, or a GGUF file's quantized bytes). A Hugging Face directory and a GGUF file (reference_engine/files/
 source.py) give the same fields; a GGUF is dequantized to float32 tensor by tensor before the cast, which
-costs one float32 copy of the tensor being loaded and gguf's kernel scratch (budget/gguf_reader.py). A quantized
+costs one float32 copy of the tensor being loaded and gguf's kernel scratch (readers/gguf_reader.py). A quantized
 safetensors directory (files/quant/) counts each weight's stored parts as its file bytes, its logical shape as
 its elements, and its dequantization's scratch per element (measured, files/quant/formats.py).
 """
@@ -36,7 +36,7 @@ class ModelSizes:
 
     @property
     def reads_ahead(self) -> bool:
-        """Whether streaming reads the next layer while this one computes (budget/read_ahead.py): plain
+        """Whether streaming reads the next layer while this one computes (readers/read_ahead.py): plain
         safetensors files; GGUF and quantized tensors are dequantized as they are read, on the main thread."""
         return not self.gguf and not self.quant_scratch
 
@@ -46,7 +46,7 @@ class ModelSizes:
         return self.head_file_bytes / vocab_rows if vocab_rows else 0.0
 
     def dequant_bytes(self, largest: int, elem: int) -> int:
-        """Transient of loading one GGUF tensor of `largest` elements (budget/gguf_reader.py, resident and
+        """Transient of loading one GGUF tensor of `largest` elements (readers/gguf_reader.py, resident and
         streaming): its float32 copy before the cast to a narrower compute dtype (in float32 it is the compute
         copy itself) and gguf's kernel scratch (~1x its float32 output, a few rows at a time)."""
         if self.quant_scratch:

@@ -111,7 +111,7 @@ class GGUFWeights(TensorTable):
 
     def hf_layout(self, name: str, out: torch.Tensor) -> torch.Tensor:
         """A dequantized tensor as Hugging Face stores it: Q/K permutation undone, norm offset removed (the
-        streaming reader, budget/gguf_reader.py, dequantizes on its own and finishes here too)."""
+        streaming reader, readers/gguf_reader.py, dequantizes on its own and finishes here too)."""
         tensor = self.gguf.tensors[self._infos[name].gguf_name]
         if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = self.heads if name.endswith("q_proj.weight") else self.kv_heads

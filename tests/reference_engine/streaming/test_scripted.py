@@ -1,4 +1,4 @@
-"""Scripted steps (budget/scripted.py): step by step on the resident engine, one pass on the streaming core,
+"""Scripted steps (streaming/scripted.py): step by step on the resident engine, one pass on the streaming core,
 and both equal to driving prefill/decode by hand."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tokenizer/gguf_pre.py against its source: llama.cpp's src/llama-vocab.cpp from the llama-cpp-python sdist the
+"""tokenizer/sources/gguf_pre.py against its source: llama.cpp's src/llama-vocab.cpp from the llama-cpp-python sdist the
 vocab vectors come from. Every `tokenizer.ggml.pre` name we accept has llama.cpp's regex list (string for
 string) and flags (ignore_merges, add_bos, clean_spaces); every name llama.cpp knows and we refuse is listed
 in NOT_TRANSCRIBED with the reason. The vectors (test_gguf_tokenizer.py) cover the names with test files."""
