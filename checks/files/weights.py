@@ -80,7 +80,8 @@ def unexpected_tensors(ctx):
     cfg = ctx.config
     _need_table(cfg)
     known = set(expected_tensors(cfg, ctx.weights.names)) | optional_tensors(cfg)
-    extra = [n for n in ctx.weights.names if n not in known]
+    droppable = getattr(ctx.weights, "droppable", frozenset())     # quantized modules' biases: QNT013's
+    extra = [n for n in ctx.weights.names if n not in known and n not in droppable]
     harmless = [n for n in extra if HARMLESS_EXTRA.search(n)]
     suspicious = [n for n in extra if n not in harmless]
     if suspicious:

@@ -128,7 +128,7 @@ def fp8_block_scales(ctx):
         modules = [m.module for m in bad]
         first = bad[0]
         yield Problem(f"{first.module}.weight_scale_inv: {first.found}, expected {first.expected} for "
-                      f"weight_block_size {list(view.scheme.block or (128, 128))}"
+                      f"weight_block_size {list(view.scheme.block_for(first.module) or (128, 128))}"
                       + (f" (also {_listed(modules[1:])})" if len(bad) > 1 else ""),
                       evidence={"modules": modules[:50], "found": first.found, "expected": first.expected},
                       location=at_tensor(view.raw, f"{first.module}.weight_scale_inv"))
@@ -203,9 +203,13 @@ def quantization_summary(ctx):
     stored = sum(info.nbytes for m in view.inv.quantized.values() for info in m.tensors.values())
     logical = sum(o * i for o, i in view.logical.values())
     ratio = f", {stored * 8 / logical:.2f} bits per weight with scales" if logical else ""
-    yield Problem(f"{s.method} ({s.fmt}), bits {s.bits}, group_size {s.group_size}: {len(view.inv.quantized)} "
+    declared = [{"group": g.name, "targets": list(g.targets), "format": g.fmt or s.fmt, "bits": g.bits,
+                 "group_size": g.group_size, "sym": g.sym, "actorder": g.actorder} for g in s.groups]
+    how = f"bits {s.bits}, group_size {s.group_size}" if len(s.groups) <= 1 else \
+        "; ".join(f"{g['group']}: {g['format']} {g['bits']}-bit g{g['group_size']}" for g in declared)
+    yield Problem(f"{s.method} ({s.fmt}), {how}: {len(view.inv.quantized)} "
                   f"modules quantized, {len(view.inv.float_linear)} linear modules in float{ratio}",
                   evidence={"method": s.method, "format": s.fmt, "bits": s.bits, "group_size": s.group_size,
-                            "sym": s.sym, "desc_act": s.desc_act, "layouts": layouts,
+                            "sym": s.sym, "desc_act": s.desc_act, "groups": declared, "layouts": layouts,
                             "float_linear": view.inv.float_linear[:50], "stored_bytes": stored},
                   location=at_key("quant_method"))

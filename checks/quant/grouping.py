@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from checks.quant.scheme import QuantScheme
+from reference_engine.files.quant.scheme import QuantScheme
 
 # a suffix only quantized modules store -> the layout it marks
 MARKERS = {"qweight": "packed-int", "weight_packed": "packed", "weight_scale_inv": "fp8-block",

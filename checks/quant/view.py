@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 from checks.quant.layout import Expect, expected_layout
 from checks.quant.grouping import Inventory, QuantModule, inventory
-from checks.quant.scheme import ConfigProblem, QuantScheme, parse_scheme
 from checks.quant.values import read, read_state
 from checks.context import ResourceError
 from checks.registry import Skip
+from reference_engine.files.quant.declaration import read_declaration
+from reference_engine.files.quant.scheme import ConfigProblem, QuantScheme
 
 STATE_KEY = "quant_view"
 
@@ -26,7 +27,7 @@ class Mismatch:
 @dataclass
 class QuantView:
     qc: dict | None                        # quantization_config as written (None: not declared)
-    scheme: QuantScheme | None
+    scheme: QuantScheme | None             # the engine's reading of qc (files/quant/declaration.py)
     config_problems: list[ConfigProblem]
     raw: object                            # the stored tensors (reference_engine.files.weights.Weights)
     inv: Inventory
@@ -71,7 +72,7 @@ def quantized_view(ctx) -> QuantView:
 
 def _build(ctx) -> QuantView:
     qc = ctx.quantization_config
-    scheme, problems = parse_scheme(qc) if qc is not None else (None, [])
+    scheme, problems = read_declaration(qc) if qc is not None else (None, [])   # the engine's own reader
     raw = raw_weights(ctx)
     view = QuantView(qc, scheme, problems, raw, inventory(raw))
     if scheme is None:

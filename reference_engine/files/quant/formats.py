@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.errors import ModelDirError
 from reference_engine.files.weights import Weights
 
 FLOATS = ("F32", "F16", "BF16")
@@ -36,20 +36,6 @@ def scratch_bytes_per_elem(table) -> int:
     return SCRATCH_BYTES_PER_ELEM_ODD_BITS if odd else SCRATCH_BYTES_PER_ELEM
 
 
-def config_int(qconfig: dict, keys: tuple[str, ...], where: Path, default=None, allowed=None, lo=None, hi=None):
-    """The first of `keys` present in qconfig, checked to be an int (in `allowed`, or in lo..hi)."""
-    key = next((k for k in keys if k in qconfig), keys[0])
-    value = qconfig.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ModelDirError(where, f"quantization_config.{key} must be an integer, found {value!r}")
-    if allowed is not None and value not in allowed:
-        raise UnsupportedError(where, f"quantization_config.{key} = {value} is not supported "
-                                      f"(supported: {', '.join(map(str, allowed))})")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ModelDirError(where, f"quantization_config.{key} = {value} is out of range {lo}..{hi}")
-    return value
-
-
 def stored_prefixes(raw: Weights, suffix: str) -> list[str]:
     """Module prefixes that store `prefix + suffix` (".qweight" -> "model.layers.0.self_attn.q_proj")."""
     return [n[: -len(suffix)] for n in raw.names if n.endswith(suffix)]
@@ -75,7 +61,13 @@ def disagree(info, scheme: str, problem: str) -> ModelDirError:
     return ModelDirError(info.file, f"{info.name} ({scheme}): {problem}")
 
 
-def skipped(name: str, skip) -> bool:
-    """modules_to_not_convert / llm_int8_skip_modules: a module is skipped when a listed name is in its path."""
-    return bool(skip) and any(isinstance(s, str) and s and (name == s or s in name.split(".") or
-                                                            name.endswith("." + s) or s in name) for s in skip)
+def check_groups(raw: Weights, g_idx, groups: int, scheme: str) -> None:
+    """A g_idx ([in], the group of each input column) names only groups 0..groups-1: read when the table
+    opens (4 bytes a column), so an index past the last group is one line before any pass, not a failure
+    inside the first layer's dequantization."""
+    g = raw.get(g_idx.name).long()
+    bad = (g < 0) | (g >= groups)
+    if bool(bad.any()):
+        first = int(bad.nonzero()[0, 0])
+        raise disagree(g_idx, scheme, f"{int(bad.sum())} entries outside 0..{groups - 1} (column {first} is in "
+                                      f"group {int(g[first])}): they would read scales that do not exist")

@@ -43,6 +43,10 @@ class QuantizedWeights(TensorTable):
                 self._infos[name] = raw.info(name)
         for module in modules.values():
             self._infos.setdefault(module.name, self._logical_info(module))
+        # A quantized module's bias: applied where the architecture has one (Qwen2's q/k/v), skipped where it
+        # has none, as transformers and vLLM do ("skip loading extra bias for GPTQ models"): AutoGPTQ wrote
+        # a zero bias on every QuantLinear (AutoGPTQ#555). The core's tensor check tolerates these names.
+        self.droppable = frozenset(n for m in modules.values() if (n := m.name[: -len("weight")] + "bias") in raw)
 
     @classmethod
     def open(cls, root: str | Path, qconfig: dict, config_path: Path) -> QuantizedWeights:
