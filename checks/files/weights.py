@@ -157,7 +157,7 @@ def tensor_dtypes(ctx):
 def stored_float_names(weights) -> list[str]:
     """The tensors stored as they are: a quantized table's dequantized weights (float32 by construction) and
     its scales (float32 beside bfloat16 weights by design) say nothing about the checkpoint's float dtype."""
-    from checks.quant.grouping import quant_side
+    from reference_engine.files.quant.module import quant_side
     is_quantized = getattr(weights, "is_quantized", None)
     if is_quantized is None:
         return list(weights.names)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 
-from checks.quant.grouping import MARKERS, expected_quantized, lm_head_expected_quantized
+from checks.quant.expected import expected_quantized, lm_head_expected_quantized
 from checks.quant.values import read
 from checks.quant.view import quant_view, quantized_view
 from checks.quant.storage import NVFP4_MAX_ABS, _listed, at_key, at_tensor
 from checks.registry import Problem, Skip, check
 from findings import Location
+from reference_engine.files.quant.module import MARKERS
 
 FP4_MAX = 6.0
 SIDE_CONFIGS = ("quantize_config.json", "hf_quant_config.json")   # declarations outside config.json
@@ -93,7 +94,8 @@ def nvfp4_global_scale(ctx):
         raise Skip("no NVFP4 module (weight_global_scale)")
     off = []
     for module in modules:
-        glob, block = read(view.raw, module.name("weight_global_scale")), read(view.raw, module.name("weight_scale"))
+        glob = read(view.raw, module.member("weight_global_scale"))
+        block = read(view.raw, module.member("weight_scale"))
         if glob is None or block is None or glob.numel() != 1 or not block.numel():
             continue
         g, top = float(glob.float().reshape(())), float(block.float().abs().max())

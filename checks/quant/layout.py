@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from checks.quant.grouping import QuantModule
 from reference_engine.files.quant.compressed_tensors import NVFP4_BLOCK
+from reference_engine.files.quant.module import QuantModule
 from reference_engine.files.quant.scheme import QuantScheme
 
 FLOATS = ("F32", "F16", "BF16")

@@ -165,7 +165,7 @@ def gptq_zero_point_convention(ctx):
         bits = scheme.bits_for(prefix)
         if module.layout != "packed-int" or "qzeros" not in module.tensors or not bits or 32 % bits:
             continue
-        values = stored_zero_values(view.raw, module.name("qzeros"), bits)
+        values = stored_zero_values(view.raw, module.member("qzeros"), bits)
         if values is None or not values.numel():
             continue
         if scheme.version == 1 and int(values.max()) == (1 << bits) - 1:
@@ -226,7 +226,7 @@ def group_index_valid(ctx):
                 yield Problem(f"{prefix}: desc_act/actorder is declared but the module stores no g_idx",
                               evidence={"module": prefix}, location=at_key("desc_act"))
             continue
-        g = read(view.raw, module.name(suffix))
+        g = read(view.raw, module.member(suffix))
         if g is None or g.is_floating_point():
             continue
         gs = scheme.group_for(prefix)
@@ -234,7 +234,7 @@ def group_index_valid(ctx):
             found = True
             yield Problem(f"{prefix}.{suffix} {problem}", evidence={"module": prefix, "group_size": gs,
                                                                     "desc_act": desc_act, "in_features": inp},
-                          location=at_tensor(view.raw, module.name(suffix)))
+                          location=at_tensor(view.raw, module.member(suffix)))
     if not found and not any(s in m.tensors for m in view.inv.quantized.values() for s in ("g_idx", "weight_g_idx")) \
             and not scheme.desc_act:
         raise Skip("no module stores a g_idx and act-order is not declared")
@@ -256,13 +256,13 @@ def quantization_scales_valid(ctx):
         for suffix in SCALE_SUFFIXES:
             if suffix not in module.tensors:
                 continue
-            stats = scale_stats(view.raw, module.name(suffix))
+            stats = scale_stats(view.raw, module.member(suffix))
             if stats is None:
                 continue
             if stats.nonfinite or stats.negative:
-                bad.append((module.name(suffix), stats))
+                bad.append((module.member(suffix), stats))
             elif stats.zero:
-                zeros.append((module.name(suffix), stats))
+                zeros.append((module.member(suffix), stats))
     for name, s in bad:
         yield Problem(f"{name}: {s.nonfinite} non-finite and {s.negative} negative of {s.count} scales",
                       evidence={"tensor": name, "nonfinite": s.nonfinite, "negative": s.negative, "count": s.count},

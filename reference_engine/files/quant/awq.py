@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.files.quant.formats import FLOATS, QuantModule, disagree, part, stored_prefixes
+from reference_engine.files.quant.formats import FLOATS, disagree, part, stored_prefixes
+from reference_engine.files.quant.module import QuantModule, decoded
 from reference_engine.files.quant.packing import unpack_int32
 
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)          # column of nibble k, as from_linear packs
@@ -54,5 +55,5 @@ def _module(raw, prefix: str, bits: int, group_size: int, scheme: str) -> QuantM
         w.sub_(unpack(t["qzeros"]).T.float()[:, g])
         return w.mul_(t["scales"].T.float()[:, g])
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f),
+    return decoded(prefix, (out_f, in_f),
                        {"qweight": qweight.name, "qzeros": qzeros.name, "scales": scales.name}, dequant, scheme)

@@ -21,7 +21,8 @@ import math
 import torch
 
 from reference_engine.errors import ModelDirError
-from reference_engine.files.quant.formats import QuantModule, disagree, part
+from reference_engine.files.quant.formats import disagree, part
+from reference_engine.files.quant.module import QuantModule, decoded
 
 STATE_SUFFIXES = (".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4")
 
@@ -103,4 +104,4 @@ def _module(raw, weight: str, suffix: str, where) -> QuantModule:
         del codes
         return w.mul_(amax.repeat_interleave(blocksize)[:n]).reshape(shape)
 
-    return QuantModule(weight, (shape[0], shape[1]), parts, dequant, scheme, {"quant_state": state})
+    return decoded(prefix, (shape[0], shape[1]), parts, dequant, scheme, {"quant_state": state})

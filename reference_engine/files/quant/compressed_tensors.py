@@ -24,12 +24,12 @@ import torch
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.quant.formats import (
     FLOATS,
-    QuantModule,
     check_groups,
     disagree,
     part,
     stored_prefixes,
 )
+from reference_engine.files.quant.module import QuantModule, decoded
 from reference_engine.files.quant.packing import unpack_int32, words_for
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -94,7 +94,7 @@ def _module(raw, prefix: str, args, scheme: str, where) -> QuantModule:
             w = w - expand(t["weight_zero_point"].float(), None)
         return w * expand(t["weight_scale"].float(), None)
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme)
 
 
 def _scale_expander(scale, args, out_f: int, in_f: int, scheme: str):
@@ -166,7 +166,7 @@ def _packed(raw, prefix: str, args, bits: int, scheme: str) -> QuantModule:
             w.sub_(expand(z.float().reshape(t["weight_scale"].shape), g))
         return w.mul_(expand(t["weight_scale"].float(), g))
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme,
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme,
                        {"bits": bits, "symmetric": not asym, "strategy": args.strategy})
 
 
@@ -187,4 +187,4 @@ def _nvfp4(raw, prefix: str, scheme: str) -> QuantModule:
         return table[codes.int()].mul_(s.repeat_interleave(NVFP4_BLOCK, 1)[:, :in_f])
 
     parts = {"weight_packed": packed.name, "weight_scale": scale.name, "weight_global_scale": global_scale.name}
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme)

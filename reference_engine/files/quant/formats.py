@@ -1,27 +1,13 @@
-"""What the format modules share: QuantModule (one logical weight: its stored parts and its dequantization),
-the config and tensor checks that make bad input one line, and the measured dequantization scratch."""
+"""What the format modules share: the tensor checks that make bad input one line (a part present with its
+dtype and rank, a g_idx within its groups) and the measured dequantization scratch. QuantModule is module.py's."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
 
 from reference_engine.errors import ModelDirError
 from reference_engine.files.weights import Weights
 
 FLOATS = ("F32", "F16", "BF16")
-
-
-@dataclass
-class QuantModule:
-    name: str                                   # logical tensor name, e.g. "...q_proj.weight"
-    shape: tuple[int, int]                      # [out, in] of the dequantized weight
-    parts: dict[str, str]                       # role -> stored tensor name ("qweight" -> "...q_proj.qweight")
-    dequant: Callable[[dict[str, torch.Tensor]], torch.Tensor]   # parts' tensors -> float32 [out, in]
-    scheme: str = ""                            # what error messages and reports call it ("gptq 4-bit g128")
-    extra: dict = field(default_factory=dict)
 
 
 # Peak bytes per element while one weight is dequantized (its float32 result included), measured with

@@ -10,7 +10,8 @@ weight_dequant. Static activation scales (activation_scheme "static": input_scal
 """
 from __future__ import annotations
 
-from reference_engine.files.quant.formats import QuantModule, disagree, part, stored_prefixes
+from reference_engine.files.quant.module import QuantModule, decoded
+from reference_engine.files.quant.formats import disagree, part, stored_prefixes
 
 
 def modules(raw, scheme, where):
@@ -41,5 +42,5 @@ def _module(raw, prefix: str, block, scheme: str) -> QuantModule:
             s = s.repeat_interleave(block[0], 0)[:out_f].repeat_interleave(block[1], 1)[:, :in_f]
         return t["weight"].float() * s
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), {"weight": weight.name, "weight_scale_inv": scale.name},
+    return decoded(prefix, (out_f, in_f), {"weight": weight.name, "weight_scale_inv": scale.name},
                        dequant, scheme)

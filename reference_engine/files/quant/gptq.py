@@ -17,12 +17,12 @@ import torch
 
 from reference_engine.files.quant.formats import (
     FLOATS,
-    QuantModule,
     check_groups,
     disagree,
     part,
     stored_prefixes,
 )
+from reference_engine.files.quant.module import QuantModule, decoded
 from reference_engine.files.quant.packing import unpack_int32, words_for
 
 
@@ -66,5 +66,5 @@ def _module(raw, prefix: str, bits: int, group_size: int, v1: bool, scheme: str)
         w.sub_(z.T.float()[:, g])
         return w.mul_(t["scales"].T.float()[:, g])
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme,
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme,
                        {"bits": bits, "group_size": group_size, "v1": v1})

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from reference_engine.errors import ModelDirError
-from reference_engine.files.quant.formats import QuantModule
+from reference_engine.files.quant.module import QuantModule, inventory
 from reference_engine.files.weights import TensorInfo, TensorTable, Weights
 
 
@@ -28,6 +28,10 @@ class QuantizedWeights(TensorTable):
 
     def __init__(self, raw: Weights, method: str, modules: dict[str, QuantModule], hidden: set[str]):
         self.raw, self.method, self.modules = raw, method, modules
+        stored = inventory(raw).quantized            # the stored half of each module (its layout, its tensors)
+        for module in modules.values():
+            if module.prefix in stored:
+                module.layout, module.tensors = stored[module.prefix].layout, stored[module.prefix].tensors
         self._owner = {part: m for m in modules.values() for part in m.parts.values()}
         consumed = set(self._owner) | hidden
         self._infos: dict[str, TensorInfo] = {}
