@@ -118,9 +118,10 @@ def _awq(qc: dict, problems: list) -> QuantScheme:
 
 def _compressed(qc: dict, problems: list) -> QuantScheme:
     top = qc.get("format") or "dense"
-    if top not in CT_FORMATS:
+    if not isinstance(top, str) or top not in CT_FORMATS:
         problems.append(ConfigProblem("format", f"quantization_config.format {top!r} is not a compressed-tensors "
                                                 f"format llmdoctor reads ({', '.join(CT_FORMATS)})", UNKNOWN))
+        top = str(top)
     groups = qc.get("config_groups") or {}
     if not isinstance(groups, dict):
         problems.append(ConfigProblem("config_groups", "quantization_config.config_groups must be an object"))
@@ -146,9 +147,10 @@ def _ct_group(name: str, group, top: str, problems: list) -> SchemeGroup | None:
     if not isinstance(group, dict) or not isinstance(group.get("weights"), dict):
         return None                  # activation-only or malformed: no weights to dequantize
     fmt = group.get("format") or top
-    if fmt != top and fmt not in CT_FORMATS:
+    if fmt != top and (not isinstance(fmt, str) or fmt not in CT_FORMATS):
         problems.append(ConfigProblem(where + "format", f"quantization_config.{where}format {fmt!r} is not a "
                                                         f"compressed-tensors format llmdoctor reads", UNKNOWN))
+        fmt = str(fmt)
     w = group["weights"]
     bits = _int(w, ("num_bits",), problems, where=where + "weights.")
     if bits is not None and not 1 <= bits <= 8:

@@ -235,3 +235,45 @@ def test_extra_nonzero_bias_is_skipped_as_loaders_do_and_flagged(float_dir, tmp_
     assert ("QNT013", "warning") in fired and not any(c == "WGT002" for c, _ in fired)
     fired = {(f.check, f.severity.value) for f in run_checks(zero.path, select=["QNT", "weights"]).findings}
     assert ("QNT013", "info") in fired and not [f for f in fired if f[1] != "info"]
+
+
+JUNK = [10 ** 9, -1, 0, 3, 1.5, "4", None, True, [], {}, [[4]], {"a": 1}, "", 2 ** 63, float("nan"), "re:(",
+        {"group_0": 5}]
+DECLARED = {
+    "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True, "checkpoint_format": "gptq"},
+    "awq": {"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"},
+    "compressed-tensors": {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+                           "config_groups": {"g": {"targets": ["Linear"], "weights": {
+                               "num_bits": 4, "type": "int", "strategy": "group", "group_size": 32}}}},
+    "fp8": {"quant_method": "fp8", "weight_block_size": [32, 32], "activation_scheme": "dynamic"},
+    "bitsandbytes": {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+}
+
+
+@pytest.mark.parametrize("method", list(DECLARED))
+def test_the_reader_turns_junk_into_problems_never_exceptions(method):
+    """Every key any producer writes, set to junk: read_declaration returns (scheme, one-line problems) and the
+    per-module questions answer; nothing raises (the fuzz test's QNT001 relies on it)."""
+    from reference_engine.files.quant.declaration import read_declaration
+    keys = {k for d in DECLARED.values() for k in d} | {"dynamic", "modules_to_not_convert", "ignore", "lm_head",
+                                                        "sparsity_config", "load_in_8bit", "kv_cache_scheme"}
+    edits = [(key, value) for key in sorted(keys - {"quant_method"}) for value in JUNK]
+    if method == "compressed-tensors":
+        edits += [(f"weights.{sub}", value) for sub in ("num_bits", "group_size", "strategy", "block_structure",
+                                                        "type", "symmetric", "actorder") for value in JUNK]
+        edits += [(f"group.{sub}", value) for sub in ("targets", "format") for value in JUNK]
+    flagged, own = 0, 0
+    for key, value in edits:
+        qc = json.loads(json.dumps(DECLARED[method]))
+        where, _, sub = key.partition(".")
+        target = qc if not sub else qc["config_groups"]["g"]["weights"] if where == "weights" else \
+            qc["config_groups"]["g"]
+        target[sub or key] = value
+        scheme, found = read_declaration(qc)
+        assert scheme is not None and all("\n" not in p.message and p.message for p in found)
+        for prefix in (ATTN, "lm_head"):
+            (scheme.bits_for(prefix), scheme.group_for(prefix), scheme.sym_for(prefix), scheme.fmt_for(prefix),
+             scheme.block_for(prefix), scheme.excluded(prefix), scheme.targeted(prefix))
+        if sub or key in DECLARED[method]:
+            own, flagged = own + 1, flagged + bool(found)
+    assert flagged > own // 3               # junk in the method's own keys is noticed, not only survived
