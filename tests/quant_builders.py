@@ -171,7 +171,11 @@ def gptq_quantize(w: torch.Tensor, bits: int, group_size: int, desc_act: bool, s
 
 
 def gptq(src, dst, *, bits: int = 4, group_size: int = 32, desc_act: bool = False, sym: bool = True,
-         checkpoint_format: str = "gptq", seed: int = 0, lm_head: bool = False) -> QuantBuild:
+         checkpoint_format: str = "gptq", seed: int = 0, lm_head: bool = False,
+         bias: dict[str, torch.Tensor] | None = None) -> QuantBuild:
+    """bias: AutoGPTQ's QuantLinear stores a `.bias` on every quantized linear (AutoGPTQ#555): the model's
+    own where the architecture has one, else zeros. `bias` = {} writes that; an entry overrides one module's
+    extra bias (a bias the architecture has no slot for: loaders skip it, so the oracle does too)."""
     config, weights = load_float(src)
     gen = torch.Generator().manual_seed(seed)
     names = targets(weights)
@@ -186,6 +190,9 @@ def gptq(src, dst, *, bits: int = 4, group_size: int = 32, desc_act: bool = Fals
         tensors[p + ".qzeros"] = _as_int32(autogptq_pack_rows(stored_zeros.T.numpy(), bits).T)  # [g, out*b/32]
         tensors[p + ".scales"] = scales                                                    # [g, out] fp16
         tensors[p + ".g_idx"] = g_idx
+        if bias is not None:
+            tensors.setdefault(p + ".bias", bias.get(p + ".bias", torch.zeros(q.shape[0],
+                                                                               dtype=weights[name].dtype)))
     qconfig = {"quant_method": "gptq", "bits": bits, "group_size": group_size, "desc_act": desc_act, "sym": sym,
                "checkpoint_format": checkpoint_format, "damp_percent": 0.01, "static_groups": False,
                "true_sequential": True, "lm_head": lm_head}
@@ -427,6 +434,7 @@ VARIANTS: dict[str, tuple] = {
     "gptq_v1_b8_g128_asym": (gptq, {"bits": 8, "group_size": 128, "sym": False}),
     "gptq_v1_b3_g32_asym": (gptq, {"bits": 3, "group_size": 32, "sym": False}),
     "gptq_v2_b2_g32_sym": (gptq, {"bits": 2, "group_size": 32, "checkpoint_format": "gptq_v2"}),
+    "gptq_v1_b4_g32_bias": (gptq, {"bits": 4, "group_size": 32, "bias": {}}),
     "awq_gemm_g32": (awq, {"group_size": 32}),
     "awq_gemm_g64": (awq, {"group_size": 64}),
     "ct_w4a16_group_sym": (compressed_tensors, {"scheme": "W4A16", "group_size": 32}),

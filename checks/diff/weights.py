@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from checks.diff.tensor_stats import TensorDiff, by_part, compare, match_roles, role_of, stored_as, to_db
-from checks.quant.grouping import quant_side
+from reference_engine.files.quant.module import quant_side
 from checks.registry import Problem, check
 
 SHOWN = 15

@@ -80,7 +80,8 @@ def unexpected_tensors(ctx):
     cfg = ctx.config
     _need_table(cfg)
     known = set(expected_tensors(cfg, ctx.weights.names)) | optional_tensors(cfg)
-    extra = [n for n in ctx.weights.names if n not in known]
+    droppable = getattr(ctx.weights, "droppable", frozenset())     # quantized modules' biases: QNT013's
+    extra = [n for n in ctx.weights.names if n not in known and n not in droppable]
     harmless = [n for n in extra if HARMLESS_EXTRA.search(n)]
     suspicious = [n for n in extra if n not in harmless]
     if suspicious:
@@ -156,7 +157,7 @@ def tensor_dtypes(ctx):
 def stored_float_names(weights) -> list[str]:
     """The tensors stored as they are: a quantized table's dequantized weights (float32 by construction) and
     its scales (float32 beside bfloat16 weights by design) say nothing about the checkpoint's float dtype."""
-    from checks.quant.grouping import quant_side
+    from reference_engine.files.quant.module import quant_side
     is_quantized = getattr(weights, "is_quantized", None)
     if is_quantized is None:
         return list(weights.names)

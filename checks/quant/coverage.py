@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 
-from checks.quant.grouping import MARKERS, expected_quantized, lm_head_expected_quantized
+from checks.quant.expected import expected_quantized, lm_head_expected_quantized
 from checks.quant.values import read
 from checks.quant.view import quant_view, quantized_view
 from checks.quant.storage import NVFP4_MAX_ABS, _listed, at_key, at_tensor
 from checks.registry import Problem, Skip, check
 from findings import Location
+from reference_engine.files.quant.module import MARKERS
 
 FP4_MAX = 6.0
 SIDE_CONFIGS = ("quantize_config.json", "hf_quant_config.json")   # declarations outside config.json
@@ -93,7 +94,8 @@ def nvfp4_global_scale(ctx):
         raise Skip("no NVFP4 module (weight_global_scale)")
     off = []
     for module in modules:
-        glob, block = read(view.raw, module.name("weight_global_scale")), read(view.raw, module.name("weight_scale"))
+        glob = read(view.raw, module.member("weight_global_scale"))
+        block = read(view.raw, module.member("weight_scale"))
         if glob is None or block is None or glob.numel() != 1 or not block.numel():
             continue
         g, top = float(glob.float().reshape(())), float(block.float().abs().max())
@@ -128,7 +130,7 @@ def fp8_block_scales(ctx):
         modules = [m.module for m in bad]
         first = bad[0]
         yield Problem(f"{first.module}.weight_scale_inv: {first.found}, expected {first.expected} for "
-                      f"weight_block_size {list(view.scheme.block or (128, 128))}"
+                      f"weight_block_size {list(view.scheme.block_for(first.module) or (128, 128))}"
                       + (f" (also {_listed(modules[1:])})" if len(bad) > 1 else ""),
                       evidence={"modules": modules[:50], "found": first.found, "expected": first.expected},
                       location=at_tensor(view.raw, f"{first.module}.weight_scale_inv"))
@@ -203,9 +205,13 @@ def quantization_summary(ctx):
     stored = sum(info.nbytes for m in view.inv.quantized.values() for info in m.tensors.values())
     logical = sum(o * i for o, i in view.logical.values())
     ratio = f", {stored * 8 / logical:.2f} bits per weight with scales" if logical else ""
-    yield Problem(f"{s.method} ({s.fmt}), bits {s.bits}, group_size {s.group_size}: {len(view.inv.quantized)} "
+    declared = [{"group": g.name, "targets": list(g.targets), "format": g.fmt or s.fmt, "bits": g.bits,
+                 "group_size": g.group_size, "sym": g.sym, "actorder": g.actorder} for g in s.groups]
+    how = f"bits {s.bits}, group_size {s.group_size}" if len(s.groups) <= 1 else \
+        "; ".join(f"{g['group']}: {g['format']} {g['bits']}-bit g{g['group_size']}" for g in declared)
+    yield Problem(f"{s.method} ({s.fmt}), {how}: {len(view.inv.quantized)} "
                   f"modules quantized, {len(view.inv.float_linear)} linear modules in float{ratio}",
                   evidence={"method": s.method, "format": s.fmt, "bits": s.bits, "group_size": s.group_size,
-                            "sym": s.sym, "desc_act": s.desc_act, "layouts": layouts,
+                            "sym": s.sym, "desc_act": s.desc_act, "groups": declared, "layouts": layouts,
                             "float_linear": view.inv.float_linear[:50], "stored_bytes": stored},
                   location=at_key("quant_method"))

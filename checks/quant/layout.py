@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from checks.quant.grouping import QuantModule
-from checks.quant.scheme import QuantScheme
 from reference_engine.files.quant.compressed_tensors import NVFP4_BLOCK
+from reference_engine.files.quant.module import QuantModule
+from reference_engine.files.quant.scheme import QuantScheme
 
 FLOATS = ("F32", "F16", "BF16")
 INT32 = ("I32", "U32")
@@ -36,44 +36,53 @@ def groups(in_features: int, group_size: int | None) -> int:
     return -(-in_features // group_size)
 
 
+def gemv(scheme: QuantScheme) -> bool:
+    """AutoAWQ's GEMV layouts (qweight [out, in*b/32]); gemm, exllama and ipex all store GEMM's."""
+    return scheme.method == "awq" and scheme.fmt.startswith("gemv")
+
+
 def expected_layout(scheme: QuantScheme, module: QuantModule, out: int, inp: int,
                     state: dict | None = None) -> dict[str, Expect]:
-    """suffix -> Expect for a module of logical shape [out, inp]; `state` is a bitsandbytes quant_state."""
-    bits = scheme.bits_for(module.prefix) or 4
-    gs = scheme.group_for(module.prefix)
+    """suffix -> Expect for a module of logical shape [out, inp]; `state` is a bitsandbytes quant_state. Bits,
+    group size, symmetry and format are the module's own (its compressed-tensors config group, its gptqmodel
+    dynamic override), so a mixed-precision checkpoint is measured group by group."""
+    p = module.prefix
+    bits, gs, sym = scheme.bits_for(p) or 4, scheme.group_for(p), scheme.sym_for(p)
     g = groups(inp, gs)
-    if module.layout == "packed-int" and scheme.method == "awq" and scheme.fmt == "gemv":
+    if module.layout == "packed-int" and gemv(scheme):
         return {"qweight": Expect((out, inp * bits // 32), INT32, True, "weight"),
                 "scales": Expect(None, FLOATS, True, "scale"),
-                "qzeros": Expect(None, INT32, not scheme.sym, "zero")}
+                "qzeros": Expect(None, INT32, not sym, "zero")}
     if module.layout == "packed-int" and scheme.method == "awq":
         return {"qweight": Expect((inp, out * bits // 32), INT32, True, "weight"),
                 "scales": Expect((g, out), FLOATS, True, "scale"),
-                "qzeros": Expect((g, out * bits // 32), INT32, not scheme.sym, "zero")}
+                "qzeros": Expect((g, out * bits // 32), INT32, not sym, "zero")}
     if module.layout == "packed-int":        # GPTQ (also what a GPTQ layout under another method looks like)
         return {"qweight": Expect((inp * bits // 32, out), INT32, True, "weight"),
                 "scales": Expect((g, out), FLOATS, True, "scale"),
                 "qzeros": Expect((g, out * bits // 32), INT32, True, "zero"),
                 "g_idx": Expect((inp,), INT32, False, "g_idx")}
-    if module.layout == "packed" and module.tensors["weight_packed"].dtype == "U8" or scheme.fmt.startswith("nvfp4"):
+    if module.layout == "packed" and (module.tensors["weight_packed"].dtype == "U8"
+                                      or scheme.fmt_for(p).startswith("nvfp4")):
         return {"weight_packed": Expect((out, inp // 2), ("U8",), True, "weight"),
                 "weight_scale": Expect((out, inp // NVFP4_BLOCK), ("F8_E4M3",), True, "scale"),
                 "weight_global_scale": Expect(None, ("F32",), True, "scale"),
                 "weight_shape": Expect((2,), ("I64", "I32"), False, "shape")}
     if module.layout == "packed":
+        scale = _ct_scale_shape(scheme, p, out, inp, g)
         return {"weight_packed": Expect((out, math.ceil(inp * bits / 32)), INT32, True, "weight"),
-                "weight_scale": Expect(_ct_scale_shape(scheme, out, inp, g), FLOATS, True, "scale"),
-                "weight_zero_point": Expect((math.ceil(out * bits / 32), _ct_scale_shape(scheme, out, inp, g)[-1])
-                                            if not scheme.sym else None, INT32 + ("I8",), not scheme.sym, "zero"),
+                "weight_scale": Expect(scale, FLOATS, True, "scale"),
+                "weight_zero_point": Expect((math.ceil(out * bits / 32), scale[-1]) if not sym and scale else None,
+                                            INT32 + ("I8",), not sym, "zero"),
                 "weight_shape": Expect((2,), ("I64", "I32"), True, "shape"),
                 "weight_g_idx": Expect((inp,), INT32, False, "g_idx")}
     if module.layout == "fp8-block":
-        bo, bi = scheme.block or (128, 128)
+        bo, bi = scheme.block_for(p) or (128, 128)
         return {"weight": Expect((out, inp), ("F8_E4M3",), True, "weight"),
                 "weight_scale_inv": Expect((-(-out // bo), -(-inp // bi)), ("F32", "BF16"), True, "block_scale")}
     if module.layout in ("fp8", "int8"):
         return {"weight": Expect((out, inp), ("F8_E4M3",) if module.layout == "fp8" else ("I8",), True, "weight"),
-                "weight_scale": Expect(_ct_scale_shape(scheme, out, inp, g), FLOATS, True, "scale")}
+                "weight_scale": Expect(_ct_scale_shape(scheme, p, out, inp, g), FLOATS, True, "scale")}
     if module.layout == "bnb4":
         return _bnb4(scheme, out * inp, state or {})
     if module.layout == "bnb8":
@@ -81,14 +90,14 @@ def expected_layout(scheme: QuantScheme, module: QuantModule, out: int, inp: int
     return {}
 
 
-def _ct_scale_shape(scheme: QuantScheme, out: int, inp: int, g: int) -> tuple[int, ...] | None:
-    strategy = scheme.strategy
+def _ct_scale_shape(scheme: QuantScheme, prefix: str, out: int, inp: int, g: int) -> tuple[int, ...] | None:
+    strategy, block = scheme.strategy_for(prefix), scheme.block_for(prefix)
     if strategy == "tensor":
         return None                 # [1] or [] — both are written
     if strategy == "channel":
         return out, 1
-    if strategy == "block" and scheme.block:
-        return -(-out // scheme.block[0]), -(-inp // scheme.block[1])
+    if strategy == "block" and block:
+        return -(-out // block[0]), -(-inp // block[1])
     return out, g
 
 
@@ -110,7 +119,7 @@ def implied_bits(scheme: QuantScheme, module: QuantModule, out: int, inp: int) -
     """The bit width the packed tensor's shape implies (None when it says nothing)."""
     if module.layout == "packed-int" and "qweight" in module.tensors:
         rows, cols = (module.tensors["qweight"].shape + (0, 0))[:2]
-        if scheme.method == "awq" and scheme.fmt == "gemm":
+        if scheme.method == "awq" and not gemv(scheme):
             return cols * 32 // out if out and cols * 32 % out == 0 else None
         if scheme.method == "awq":
             return cols * 32 // inp if inp and cols * 32 % inp == 0 else None
@@ -124,7 +133,7 @@ def implied_bits(scheme: QuantScheme, module: QuantModule, out: int, inp: int) -
 
 def implied_group(module: QuantModule, out: int, inp: int, scheme: QuantScheme) -> int | None:
     """The group size the scales' shape implies (-1 for one group; None when it says nothing)."""
-    if module.layout == "packed-int" and "scales" in module.tensors and scheme.fmt != "gemv":
+    if module.layout == "packed-int" and "scales" in module.tensors and not gemv(scheme):
         g = (module.tensors["scales"].shape + (0,))[0]
     elif module.layout == "packed" and len(getattr(module.tensors.get("weight_scale"), "shape", ())) == 2:
         g = module.tensors["weight_scale"].shape[1]

@@ -13,6 +13,7 @@ from checks.quant.values import g_idx_problems, read, scale_stats, stored_zero_v
 from checks.quant.view import quant_view, quantized_view
 from checks.registry import Problem, Skip, check
 from findings import Location
+from reference_engine.files.quant.scheme import ENGINE
 
 CONFIG = "config.json"
 SHOWN = 8                     # modules listed in a message before "and N more"
@@ -46,14 +47,21 @@ def quantization_config_valid(ctx):
     checkpoint_format (GPTQ), version (AWQ), the config groups and format (compressed-tensors),
     weight_block_size (FP8) and the bitsandbytes quant type. An unknown method, a bit width the format has no
     kernel for, or a group size that is neither -1 nor a positive size makes the model unloadable or loads it
-    with the wrong formula. The finding names the key.
+    with the wrong formula. The finding names the key. The declaration is read by the engine's own reader
+    (reference_engine/files/quant/declaration.py), so what is an error here is what the engine refuses; a
+    real producer's layout the engine does not dequantize (AWQ GEMV, gptqmodel `dynamic`, bitsandbytes
+    8-bit) is a note, and the engine-backed checks skip with the engine's one-line reason.
     """
     view = quant_view(ctx)
     if view.qc is None:
         raise Skip("not a quantized model (config.json has no quantization_config)")
     for p in view.config_problems:
-        yield Problem(f"quantization_config: {p.message}", evidence={"key": p.key, "quantization_config": view.qc},
-                      location=at_key(p.key))
+        if p.kind == ENGINE:     # a real producer's declaration the engine cannot run: a note, not a fault
+            yield Problem(f"{p.message}: the engine-backed checks are skipped, the file checks still run",
+                          severity="info", evidence={"key": p.key, "quantization_config": view.qc},
+                          location=at_key(p.key))
+        else:
+            yield Problem(p.message, evidence={"key": p.key, "quantization_config": view.qc}, location=at_key(p.key))
 
 
 @check("QNT002", category="quantization", severity="error", needs=("config",),
@@ -83,7 +91,7 @@ def _config_level(view, bad) -> list[Problem]:
                                                                           scheme.group_size)):
         values = {implied(scheme, view.inv.quantized[p], *view.logical[p]) if key == "bits" else
                   implied(view.inv.quantized[p], *view.logical[p], scheme) for p in view.logical}
-        if len(values) == 1 and None not in values and values != {declared}:
+        if declared is not None and len(values) == 1 and None not in values and values != {declared}:
             value = values.pop()
             out.append(Problem(f"quantization_config.{key} = {declared} but the tensors of all {len(view.logical)} "
                                f"quantized modules are laid out for {key} = {value}",
@@ -157,7 +165,7 @@ def gptq_zero_point_convention(ctx):
         bits = scheme.bits_for(prefix)
         if module.layout != "packed-int" or "qzeros" not in module.tensors or not bits or 32 % bits:
             continue
-        values = stored_zero_values(view.raw, module.name("qzeros"), bits)
+        values = stored_zero_values(view.raw, module.member("qzeros"), bits)
         if values is None or not values.numel():
             continue
         if scheme.version == 1 and int(values.max()) == (1 << bits) - 1:
@@ -211,21 +219,22 @@ def group_index_valid(ctx):
         if prefix not in view.logical:
             continue
         out, inp = view.logical[prefix]
+        desc_act = scheme.desc_act_for(prefix)
         if suffix is None:
-            if scheme.desc_act and module.layout in ("packed-int", "packed") and scheme.method != "awq":
+            if desc_act and module.layout in ("packed-int", "packed") and scheme.method != "awq":
                 found = True
                 yield Problem(f"{prefix}: desc_act/actorder is declared but the module stores no g_idx",
                               evidence={"module": prefix}, location=at_key("desc_act"))
             continue
-        g = read(view.raw, module.name(suffix))
+        g = read(view.raw, module.member(suffix))
         if g is None or g.is_floating_point():
             continue
         gs = scheme.group_for(prefix)
-        for problem in g_idx_problems(g, inp, groups(inp, gs), gs, scheme.desc_act):
+        for problem in g_idx_problems(g, inp, groups(inp, gs), gs, desc_act):
             found = True
             yield Problem(f"{prefix}.{suffix} {problem}", evidence={"module": prefix, "group_size": gs,
-                                                                    "desc_act": scheme.desc_act, "in_features": inp},
-                          location=at_tensor(view.raw, module.name(suffix)))
+                                                                    "desc_act": desc_act, "in_features": inp},
+                          location=at_tensor(view.raw, module.member(suffix)))
     if not found and not any(s in m.tensors for m in view.inv.quantized.values() for s in ("g_idx", "weight_g_idx")) \
             and not scheme.desc_act:
         raise Skip("no module stores a g_idx and act-order is not declared")
@@ -247,13 +256,13 @@ def quantization_scales_valid(ctx):
         for suffix in SCALE_SUFFIXES:
             if suffix not in module.tensors:
                 continue
-            stats = scale_stats(view.raw, module.name(suffix))
+            stats = scale_stats(view.raw, module.member(suffix))
             if stats is None:
                 continue
             if stats.nonfinite or stats.negative:
-                bad.append((module.name(suffix), stats))
+                bad.append((module.member(suffix), stats))
             elif stats.zero:
-                zeros.append((module.name(suffix), stats))
+                zeros.append((module.member(suffix), stats))
     for name, s in bad:
         yield Problem(f"{name}: {s.nonfinite} non-finite and {s.negative} negative of {s.count} scales",
                       evidence={"tensor": name, "nonfinite": s.nonfinite, "negative": s.negative, "count": s.count},

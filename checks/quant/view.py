@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from checks.quant.layout import Expect, expected_layout
-from checks.quant.grouping import Inventory, QuantModule, inventory
-from checks.quant.scheme import ConfigProblem, QuantScheme, parse_scheme
 from checks.quant.values import read, read_state
 from checks.context import ResourceError
 from checks.registry import Skip
+from reference_engine.files.quant.declaration import read_declaration
+from reference_engine.files.quant.module import Inventory, QuantModule, inventory
+from reference_engine.files.quant.scheme import ConfigProblem, QuantScheme
 
 STATE_KEY = "quant_view"
 
@@ -26,7 +27,7 @@ class Mismatch:
 @dataclass
 class QuantView:
     qc: dict | None                        # quantization_config as written (None: not declared)
-    scheme: QuantScheme | None
+    scheme: QuantScheme | None             # the engine's reading of qc (files/quant/declaration.py)
     config_problems: list[ConfigProblem]
     raw: object                            # the stored tensors (reference_engine.files.weights.Weights)
     inv: Inventory
@@ -71,7 +72,7 @@ def quantized_view(ctx) -> QuantView:
 
 def _build(ctx) -> QuantView:
     qc = ctx.quantization_config
-    scheme, problems = parse_scheme(qc) if qc is not None else (None, [])
+    scheme, problems = read_declaration(qc) if qc is not None else (None, [])   # the engine's own reader
     raw = raw_weights(ctx)
     view = QuantView(qc, scheme, problems, raw, inventory(raw))
     if scheme is None:
@@ -102,7 +103,7 @@ def _bnb_state(view: QuantView, module: QuantModule) -> dict | None:
         return None
     for suffix in module.tensors:
         if suffix.startswith("weight.quant_state."):
-            return read_state(view.raw, module.name(suffix)) or {}
+            return read_state(view.raw, module.member(suffix)) or {}
     return {}
 
 
@@ -111,7 +112,7 @@ def _stored_shape(view: QuantView, module: QuantModule) -> tuple[int, ...] | Non
     t = module.tensors
     bits = view.scheme.bits_for(module.prefix) or 4
     if "weight_shape" in t:
-        shape = read(view.raw, module.name("weight_shape"))
+        shape = read(view.raw, module.member("weight_shape"))
         if shape is not None and shape.numel() == 2:
             return tuple(int(v) for v in shape.tolist())
     if module.layout in ("fp8", "fp8-block", "int8", "bnb8") and len(t["weight"].shape) == 2:

@@ -89,6 +89,7 @@ def check_tensor_table(weights: Weights, config: ModelConfig, root: Path) -> Non
             raise UnsupportedError(info.file, f"tensor {name!r} has dtype {info.dtype}; "
                                               f"only F32/F16/BF16 weights are supported (no quantised formats)")
     tolerated = {"lm_head.weight"} if config.tie_word_embeddings else set()
+    tolerated |= getattr(weights, "droppable", frozenset())   # quantized modules' biases (files/quant/table.py)
     unexpected = [n for n in weights.names
                   if n not in shapes and n not in tolerated and not n.endswith(IGNORED_SUFFIXES)]
     if unexpected:

@@ -308,6 +308,9 @@ FAULTS = [
                anchor="gptqmodel: v1 asymmetric zero points overflow"),
     QuantFault("lm_head_quantized_gptq", "gptq", _quantize_lm_head("gptq"), "QNT011"),
     QuantFault("lm_head_declared_not_stored", "gptq", edit_qc(lm_head=True), "QNT011"),
+    QuantFault("gptq_extra_bias_nonzero", "gptq", edit_tensors(lambda t: t.__setitem__(
+        f"{MLP0}.bias", torch.full((t[f"{MLP0}.scales"].shape[1],), 0.05))), "QNT013", "warning",
+        anchor="AutoGPTQ#555: a bias on every QuantLinear; vLLM skips extra GPTQ biases"),
     QuantFault("bnb_missing_quant_state", "bnb_nf4", edit_tensors(lambda t: [
         t.pop(k) for k in list(t) if k.startswith(MLP0) and ".quant_state." in k]), "QNT003"),
 ]

@@ -13,36 +13,20 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import (
-    FLOATS,
-    QuantModule,
-    config_int,
-    disagree,
-    part,
-    skipped,
-    stored_prefixes,
-)
+from reference_engine.files.quant.formats import FLOATS, disagree, part, stored_prefixes
+from reference_engine.files.quant.module import QuantModule, decoded
 from reference_engine.files.quant.packing import unpack_int32
 
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)          # column of nibble k, as from_linear packs
 AWQ_REVERSE_ORDER = (0, 4, 1, 5, 2, 6, 3, 7)  # nibble of column j
 
 
-def modules(raw, qconfig: dict, where):
-    bits = config_int(qconfig, ("bits", "w_bit"), where, default=4, allowed=(4,))
-    group_size = config_int(qconfig, ("group_size", "q_group_size"), where, default=128, lo=-1, hi=1 << 20)
-    if group_size in (0,) or group_size < -1:
-        raise ModelDirError(where, f"quantization_config.group_size = {group_size}: must be -1 or positive")
-    version = str(qconfig.get("version", "gemm")).lower()
-    if version not in ("gemm", "exllama", "ipex"):    # exllama/ipex backends read GEMM-packed checkpoints
-        raise UnsupportedError(where, f"awq version {version!r} is not supported (gemm)")
-    if qconfig.get("zero_point", True) is not True:
-        raise UnsupportedError(where, "awq without zero points (zero_point: false) is not supported")
-    skip = qconfig.get("modules_to_not_convert") or []
-    scheme = f"awq {bits}-bit g{group_size} {version}"
-    prefixes = [p for p in stored_prefixes(raw, ".qweight") if not skipped(p, skip)]
-    return [_module(raw, prefix, bits, group_size, scheme) for prefix in prefixes], set()
+def modules(raw, scheme, where):
+    """(modules, hidden) for an AWQ declaration (declaration.py: 4 bits, GEMM-packed versions, zero points)."""
+    bits, group_size = scheme.bits, scheme.group_size
+    label = f"awq {bits}-bit g{group_size} {scheme.fmt}"
+    prefixes = [p for p in stored_prefixes(raw, ".qweight") if not scheme.excluded(p)]
+    return [_module(raw, prefix, bits, group_size, label) for prefix in prefixes], set()
 
 
 def _module(raw, prefix: str, bits: int, group_size: int, scheme: str) -> QuantModule:
@@ -71,5 +55,5 @@ def _module(raw, prefix: str, bits: int, group_size: int, scheme: str) -> QuantM
         w.sub_(unpack(t["qzeros"]).T.float()[:, g])
         return w.mul_(t["scales"].T.float()[:, g])
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f),
+    return decoded(prefix, (out_f, in_f),
                        {"qweight": qweight.name, "qzeros": qzeros.name, "scales": scales.name}, dequant, scheme)

@@ -20,24 +20,22 @@ import math
 
 import torch
 
-from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import QuantModule, disagree, part, skipped
+from reference_engine.errors import ModelDirError
+from reference_engine.files.quant.formats import disagree, part
+from reference_engine.files.quant.module import QuantModule, decoded
 
 STATE_SUFFIXES = (".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4")
 
 
-def modules(raw, qconfig: dict, where):
-    if qconfig.get("load_in_8bit") or qconfig.get("_load_in_8bit"):
-        raise UnsupportedError(where, "bitsandbytes 8-bit (LLM.int8) checkpoints are not supported")
-    if not (qconfig.get("load_in_4bit") or qconfig.get("_load_in_4bit")):
-        raise ModelDirError(where, "bitsandbytes quantization_config sets neither load_in_4bit nor load_in_8bit")
-    skip = qconfig.get("llm_int8_skip_modules") or []
+def modules(raw, scheme, where):
+    """(modules, hidden) for a bitsandbytes 4-bit declaration (declaration.py refuses 8-bit); the quant type
+    and block size of each module come from its stored quant_state."""
     out, hidden = [], set()
     for name in raw.names:
         for suffix in STATE_SUFFIXES:
             if name.endswith(suffix):
                 weight = name[: -len(suffix)]
-                if not skipped(weight[: -len(".weight")], skip):
+                if not scheme.excluded(weight[: -len(".weight")]):
                     out.append(_module(raw, weight, suffix, where))
                     hidden.add(name)      # read once, when the table opens
     return out, hidden
@@ -106,4 +104,4 @@ def _module(raw, weight: str, suffix: str, where) -> QuantModule:
         del codes
         return w.mul_(amax.repeat_interleave(blocksize)[:n]).reshape(shape)
 
-    return QuantModule(weight, (shape[0], shape[1]), parts, dequant, scheme, {"quant_state": state})
+    return decoded(prefix, (shape[0], shape[1]), parts, dequant, scheme, {"quant_state": state})

@@ -10,58 +10,45 @@
                      magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}), weight_scale fp8 [out, in / 16],
                      weight_global_scale f32 [1] stored as a divisor: W = fp4 * weight_scale / weight_global_scale
 
-The scheme of a module comes from the config group whose targets match it ("Linear", "re:<regex>" or a
-module name); `ignore` entries keep a module float. Activation, KV-cache and input scales are not weights:
-they stay in `.raw` for the checks. Sources: compressed_tensors/compressors/{pack_quantized,nvfp4,
-naive_quantized}/, quantization/lifecycle/forward_helpers.py (_dequantize), vLLM compressed_tensors scheme
-files (weight_g_idx for actorder "group").
+The arguments of a module come from the config group whose targets match it ("Linear", "re:<regex>" or a
+module name; scheme.py's `matches`, the QNT checks' too); `ignore` entries keep a module float.
+Activation, KV-cache and input scales are not weights: they stay in `.raw` for the checks.
+Sources: compressed_tensors/compressors/{pack_quantized,nvfp4,naive_quantized}/,
+quantization/lifecycle/forward_helpers.py (_dequantize), vLLM compressed_tensors scheme files
+(weight_g_idx for actorder "group").
 """
 from __future__ import annotations
-
-import re
 
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.quant.formats import (
     FLOATS,
-    QuantModule,
+    check_groups,
     disagree,
     part,
     stored_prefixes,
 )
+from reference_engine.files.quant.module import QuantModule, decoded
 from reference_engine.files.quant.packing import unpack_int32, words_for
 
-FORMATS = ("pack-quantized", "nvfp4-pack-quantized", "float-quantized", "int-quantized", "naive-quantized",
-           "dense", "mixed-precision")
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 NVFP4_BLOCK = 16   # values sharing one fp8 scale
 HIDDEN_SUFFIXES = (".input_scale", ".input_zero_point", ".input_global_scale", ".output_scale", ".k_scale",
                    ".v_scale", ".q_scale", ".k_zero_point", ".v_zero_point", ".weight_shape")
 
 
-def modules(raw, qconfig: dict, where):
-    top_format = qconfig.get("format") or "dense"
-    groups = qconfig.get("config_groups") or {}
-    if not isinstance(groups, dict):
-        raise ModelDirError(where, "quantization_config.config_groups must be an object")
-    ignore = qconfig.get("ignore") or []
-    if not isinstance(ignore, list):
-        raise ModelDirError(where, "quantization_config.ignore must be a list")
-    if qconfig.get("sparsity_config"):
-        raise UnsupportedError(where, "compressed-tensors sparsity_config (sparse checkpoints) is not supported")
+def modules(raw, scheme, where):
+    """(modules, hidden): each stored quantized module dequantized with the arguments of the config group
+    that targets it (declaration.py keeps every group's weights, bits and format)."""
     packed = stored_prefixes(raw, ".weight_packed")
     scaled = [p for p in stored_prefixes(raw, ".weight_scale") if p not in packed and f"{p}.weight" in raw]
     out = []
     for prefix in packed + scaled:
         if prefix in scaled and raw.info(f"{prefix}.weight").dtype in FLOATS:
             continue     # quantization_status "frozen": the float weight is stored, its scales ride along
-        name, group = _group(prefix, groups, ignore, where)
-        fmt = group.get("format") or top_format
-        if fmt not in FORMATS:
-            raise UnsupportedError(where, f"compressed-tensors format {fmt!r} ({prefix}) is not supported "
-                                          f"(supported: {', '.join(FORMATS[:5])})")
-        out.append(_module(raw, prefix, group.get("weights") or {}, f"compressed-tensors {fmt} {name}", where))
+        group = _group(prefix, scheme, where)
+        out.append(_module(raw, prefix, group, f"compressed-tensors {group.fmt} {group.name}", where))
     consumed = {p for m in out for p in m.parts.values()}
     hidden = {n for n in raw.names if n.endswith(HIDDEN_SUFFIXES) or
               (n.endswith((".weight_scale", ".weight_zero_point", ".weight_global_scale", ".weight_g_idx"))
@@ -69,32 +56,20 @@ def modules(raw, qconfig: dict, where):
     return out, hidden
 
 
-def matches(target, module: str) -> bool:
-    if not isinstance(target, str):
-        return False
-    if target.startswith("re:"):
-        return re.match(target[3:], module) is not None
-    if target == "Linear":                       # every decoder matrix but the embedding is an nn.Linear
-        return not module.endswith("embed_tokens")
-    if target == "Embedding":
-        return module.endswith("embed_tokens")
-    return module == target or module.endswith("." + target)
-
-
-def _group(prefix: str, groups: dict, ignore: list, where):
-    if any(matches(entry, prefix) for entry in ignore):
+def _group(prefix: str, scheme, where):
+    if scheme.excluded(prefix):
         raise ModelDirError(where, f"{prefix} is stored quantized but quantization_config.ignore lists it")
-    for name, group in groups.items():
-        if isinstance(group, dict) and any(matches(t, prefix) for t in group.get("targets") or []):
-            return name, group
-    raise ModelDirError(where, f"{prefix} is stored quantized but no quantization_config.config_groups "
-                               f"entry targets it")
+    group = scheme.group_of(prefix)
+    if group is None:
+        raise ModelDirError(where, f"{prefix} is stored quantized but no quantization_config.config_groups "
+                                   f"entry targets it")
+    return group
 
 
-def _module(raw, prefix: str, args: dict, scheme: str, where) -> QuantModule:
-    bits, kind = args.get("num_bits"), args.get("type", "int")
-    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 8:
-        raise ModelDirError(where, f"{prefix} ({scheme}): weights.num_bits {bits!r} is not 1..8")
+def _module(raw, prefix: str, args, scheme: str, where) -> QuantModule:
+    bits, kind = args.bits, args.kind
+    if bits is None:
+        raise ModelDirError(where, f"{prefix} ({scheme}): config group {args.name} declares no weights.num_bits")
     if f"{prefix}.weight_packed" in raw:
         if kind == "float" and bits == 4:
             return _nvfp4(raw, prefix, scheme)
@@ -108,7 +83,7 @@ def _module(raw, prefix: str, args: dict, scheme: str, where) -> QuantModule:
     scale = part(raw, prefix, "weight_scale", FLOATS, (0, 1, 2), scheme)
     expand = _scale_expander(scale, args, out_f, in_f, scheme)
     parts = {"weight": weight.name, "weight_scale": scale.name}
-    asym = args.get("symmetric") is False
+    asym = not args.sym
     if asym:
         parts["weight_zero_point"] = part(raw, prefix, "weight_zero_point", ("I8", "I32") + FLOATS, (0, 1, 2),
                                           scheme).name
@@ -119,12 +94,12 @@ def _module(raw, prefix: str, args: dict, scheme: str, where) -> QuantModule:
             w = w - expand(t["weight_zero_point"].float(), None)
         return w * expand(t["weight_scale"].float(), None)
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme)
 
 
-def _scale_expander(scale, args: dict, out_f: int, in_f: int, scheme: str):
+def _scale_expander(scale, args, out_f: int, in_f: int, scheme: str):
     """A function (per-module tensor of scale's shape, g_idx) -> broadcastable to [out, in]."""
-    strategy = args.get("strategy") or ("group" if args.get("group_size") else "tensor")
+    strategy = args.strategy or ("group" if args.group_size else "tensor")
     shape = tuple(scale.shape)
     if strategy == "tensor" or shape in ((), (1,)):
         if shape not in ((), (1,), (1, 1)):
@@ -135,16 +110,16 @@ def _scale_expander(scale, args: dict, out_f: int, in_f: int, scheme: str):
             raise disagree(scale, scheme, f"shape {list(shape)}, expected [{out_f}, 1] for per-channel scales")
         return lambda s, g: s.reshape(out_f, 1)
     if strategy in ("group", "tensor_group"):
-        gs = args.get("group_size")
-        if isinstance(gs, bool) or not isinstance(gs, int) or gs < 1:
+        gs = args.group_size
+        if gs is None or gs < 1:
             raise disagree(scale, scheme, f"group strategy with group_size {gs!r}")
         if shape != (out_f, -(-in_f // gs)):
             raise disagree(scale, scheme, f"shape {list(shape)}, expected {[out_f, -(-in_f // gs)]} "
                                           f"({in_f} inputs in groups of {gs})")
         return lambda s, g: s[:, g] if g is not None else s.repeat_interleave(gs, 1)[:, :in_f]
     if strategy == "block":
-        block = args.get("block_structure")
-        if not (isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
+        block = args.block
+        if block is None:
             raise disagree(scale, scheme, f"block strategy with block_structure {block!r}")
         bo, bi = block
         if shape != (-(-out_f // bo), -(-in_f // bi)):
@@ -153,7 +128,7 @@ def _scale_expander(scale, args: dict, out_f: int, in_f: int, scheme: str):
     raise UnsupportedError(scale.file, f"{scale.name} ({scheme}): weight strategy {strategy!r} is not supported")
 
 
-def _packed(raw, prefix: str, args: dict, bits: int, scheme: str) -> QuantModule:
+def _packed(raw, prefix: str, args, bits: int, scheme: str) -> QuantModule:
     packed = part(raw, prefix, "weight_packed", ("I32",), 2, scheme)
     shape_info = part(raw, prefix, "weight_shape", ("I64", "I32"), 1, scheme)
     shape = raw.get(shape_info.name).tolist()
@@ -170,8 +145,9 @@ def _packed(raw, prefix: str, args: dict, bits: int, scheme: str) -> QuantModule
         g_idx = part(raw, prefix, "weight_g_idx", ("I32", "I64"), 1, scheme)
         if tuple(g_idx.shape) != (in_f,):
             raise disagree(g_idx, scheme, f"shape {list(g_idx.shape)}, expected [{in_f}]")
+        check_groups(raw, g_idx, scale.shape[1] if len(scale.shape) == 2 else 1, scheme)
         parts["weight_g_idx"] = g_idx.name
-    asym = args.get("symmetric") is False
+    asym = not args.sym
     if asym:
         zp = part(raw, prefix, "weight_zero_point", ("I32", "I8"), (1, 2), scheme)
         groups = scale.shape[1] if len(scale.shape) == 2 else 1
@@ -180,12 +156,9 @@ def _packed(raw, prefix: str, args: dict, bits: int, scheme: str) -> QuantModule
                                        f"(zero points packed along out)")
         parts["weight_zero_point"] = zp.name
     offset = 1 << (bits - 1)
-    n_groups = scale.shape[1] if len(scale.shape) == 2 else 1
 
     def dequant(t):
         g = t["weight_g_idx"].long() if "weight_g_idx" in t else None
-        if g is not None and g.numel() and (g.min() < 0 or g.max() >= n_groups):
-            raise ValueError(f"weight_g_idx holds groups outside 0..{n_groups - 1}")
         w = unpack_int32(t["weight_packed"], bits, in_f, 1).float().sub_(offset)   # [out, in] signed
         if asym:
             z = t["weight_zero_point"]
@@ -193,8 +166,8 @@ def _packed(raw, prefix: str, args: dict, bits: int, scheme: str) -> QuantModule
             w.sub_(expand(z.float().reshape(t["weight_scale"].shape), g))
         return w.mul_(expand(t["weight_scale"].float(), g))
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme,
-                       {"bits": bits, "symmetric": not asym, "strategy": args.get("strategy")})
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme,
+                       {"bits": bits, "symmetric": not asym, "strategy": args.strategy})
 
 
 def _nvfp4(raw, prefix: str, scheme: str) -> QuantModule:
@@ -214,4 +187,4 @@ def _nvfp4(raw, prefix: str, scheme: str) -> QuantModule:
         return table[codes.int()].mul_(s.repeat_interleave(NVFP4_BLOCK, 1)[:, :in_f])
 
     parts = {"weight_packed": packed.name, "weight_scale": scale.name, "weight_global_scale": global_scale.name}
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme)
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme)

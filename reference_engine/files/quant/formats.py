@@ -1,27 +1,13 @@
-"""What the format modules share: QuantModule (one logical weight: its stored parts and its dequantization),
-the config and tensor checks that make bad input one line, and the measured dequantization scratch."""
+"""What the format modules share: the tensor checks that make bad input one line (a part present with its
+dtype and rank, a g_idx within its groups) and the measured dequantization scratch. QuantModule is module.py's."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from reference_engine.errors import ModelDirError, UnsupportedError
+from reference_engine.errors import ModelDirError
 from reference_engine.files.weights import Weights
 
 FLOATS = ("F32", "F16", "BF16")
-
-
-@dataclass
-class QuantModule:
-    name: str                                   # logical tensor name, e.g. "...q_proj.weight"
-    shape: tuple[int, int]                      # [out, in] of the dequantized weight
-    parts: dict[str, str]                       # role -> stored tensor name ("qweight" -> "...q_proj.qweight")
-    dequant: Callable[[dict[str, torch.Tensor]], torch.Tensor]   # parts' tensors -> float32 [out, in]
-    scheme: str = ""                            # what error messages and reports call it ("gptq 4-bit g128")
-    extra: dict = field(default_factory=dict)
 
 
 # Peak bytes per element while one weight is dequantized (its float32 result included), measured with
@@ -34,20 +20,6 @@ SCRATCH_BYTES_PER_ELEM_ODD_BITS = 32
 def scratch_bytes_per_elem(table) -> int:
     odd = any(m.extra.get("bits", 4) not in (1, 2, 4, 8) for m in table.modules.values())
     return SCRATCH_BYTES_PER_ELEM_ODD_BITS if odd else SCRATCH_BYTES_PER_ELEM
-
-
-def config_int(qconfig: dict, keys: tuple[str, ...], where: Path, default=None, allowed=None, lo=None, hi=None):
-    """The first of `keys` present in qconfig, checked to be an int (in `allowed`, or in lo..hi)."""
-    key = next((k for k in keys if k in qconfig), keys[0])
-    value = qconfig.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ModelDirError(where, f"quantization_config.{key} must be an integer, found {value!r}")
-    if allowed is not None and value not in allowed:
-        raise UnsupportedError(where, f"quantization_config.{key} = {value} is not supported "
-                                      f"(supported: {', '.join(map(str, allowed))})")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ModelDirError(where, f"quantization_config.{key} = {value} is out of range {lo}..{hi}")
-    return value
 
 
 def stored_prefixes(raw: Weights, suffix: str) -> list[str]:
@@ -75,7 +47,13 @@ def disagree(info, scheme: str, problem: str) -> ModelDirError:
     return ModelDirError(info.file, f"{info.name} ({scheme}): {problem}")
 
 
-def skipped(name: str, skip) -> bool:
-    """modules_to_not_convert / llm_int8_skip_modules: a module is skipped when a listed name is in its path."""
-    return bool(skip) and any(isinstance(s, str) and s and (name == s or s in name.split(".") or
-                                                            name.endswith("." + s) or s in name) for s in skip)
+def check_groups(raw: Weights, g_idx, groups: int, scheme: str) -> None:
+    """A g_idx ([in], the group of each input column) names only groups 0..groups-1: read when the table
+    opens (4 bytes a column), so an index past the last group is one line before any pass, not a failure
+    inside the first layer's dequantization."""
+    g = raw.get(g_idx.name).long()
+    bad = (g < 0) | (g >= groups)
+    if bool(bad.any()):
+        first = int(bad.nonzero()[0, 0])
+        raise disagree(g_idx, scheme, f"{int(bad.sum())} entries outside 0..{groups - 1} (column {first} is in "
+                                      f"group {int(g[first])}): they would read scales that do not exist")

@@ -10,30 +10,17 @@ weight_dequant. Static activation scales (activation_scheme "static": input_scal
 """
 from __future__ import annotations
 
-from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.quant.formats import (
-    QuantModule,
-    disagree,
-    part,
-    skipped,
-    stored_prefixes,
-)
+from reference_engine.files.quant.module import QuantModule, decoded
+from reference_engine.files.quant.formats import disagree, part, stored_prefixes
 
 
-def modules(raw, qconfig: dict, where):
-    block = qconfig.get("weight_block_size")
-    if block is not None and not (isinstance(block, list) and len(block) == 2 and
-                                  all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 1 << 16
-                                      for b in block)):
-        raise ModelDirError(where, f"quantization_config.weight_block_size must be [rows, cols], found {block!r}")
-    if qconfig.get("activation_scheme", "dynamic") not in ("dynamic", "static"):
-        raise UnsupportedError(where, f"fp8 activation_scheme {qconfig.get('activation_scheme')!r} is not "
-                                      f"supported (dynamic, static)")
-    skip = qconfig.get("modules_to_not_convert") or []
-    scheme = f"fp8 block {block[0]}x{block[1]}" if block else "fp8 per-tensor"
-    prefixes = [p for p in stored_prefixes(raw, ".weight_scale_inv") if not skipped(p, skip)]
+def modules(raw, scheme, where):
+    """(modules, hidden) for a block-FP8 declaration (declaration.py has checked weight_block_size)."""
+    block = scheme.block
+    label = f"fp8 block {block[0]}x{block[1]}" if block else "fp8 per-tensor"
+    prefixes = [p for p in stored_prefixes(raw, ".weight_scale_inv") if not scheme.excluded(p)]
     hidden = {n for n in raw.names if n.endswith((".input_scale", ".k_scale", ".v_scale"))}
-    return [_module(raw, p, block, scheme) for p in prefixes], hidden
+    return [_module(raw, p, block, label) for p in prefixes], hidden
 
 
 def _module(raw, prefix: str, block, scheme: str) -> QuantModule:
@@ -55,5 +42,5 @@ def _module(raw, prefix: str, block, scheme: str) -> QuantModule:
             s = s.repeat_interleave(block[0], 0)[:out_f].repeat_interleave(block[1], 1)[:, :in_f]
         return t["weight"].float() * s
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), {"weight": weight.name, "weight_scale_inv": scale.name},
+    return decoded(prefix, (out_f, in_f), {"weight": weight.name, "weight_scale_inv": scale.name},
                        dequant, scheme)

@@ -15,30 +15,23 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.quant.formats import (
     FLOATS,
-    QuantModule,
-    config_int,
+    check_groups,
     disagree,
     part,
     stored_prefixes,
 )
+from reference_engine.files.quant.module import QuantModule, decoded
 from reference_engine.files.quant.packing import unpack_int32, words_for
 
 
-def modules(raw, qconfig: dict, where):
-    bits = config_int(qconfig, ("bits",), where, allowed=(2, 3, 4, 8))
-    group_size = config_int(qconfig, ("group_size",), where, default=-1, lo=-1, hi=1 << 20)
-    if group_size == 0 or group_size < -1:
-        raise ModelDirError(where, f"quantization_config.group_size = {group_size}: must be -1 or positive")
-    fmt = qconfig.get("checkpoint_format") or "gptq"
-    if fmt not in ("gptq", "gptq_v2"):
-        raise UnsupportedError(where, f"gptq checkpoint_format {fmt!r} is not supported (gptq, gptq_v2)")
-    if qconfig.get("dynamic"):
-        raise UnsupportedError(where, "gptq 'dynamic' per-module overrides are not supported")
-    scheme = f"gptq {bits}-bit g{group_size}{' v2' if fmt == 'gptq_v2' else ''}"
-    out = [_module(raw, prefix, bits, group_size, fmt == "gptq", scheme) for prefix in stored_prefixes(raw, ".qweight")]
+def modules(raw, scheme, where):
+    """(modules, hidden) for a GPTQ declaration (declaration.py has checked bits, group_size, the format)."""
+    bits, group_size = scheme.bits, scheme.group_size
+    label = f"gptq {bits}-bit g{group_size}{' v2' if scheme.fmt == 'gptq_v2' else ''}"
+    out = [_module(raw, prefix, bits, group_size, scheme.fmt == "gptq", label)
+           for prefix in stored_prefixes(raw, ".qweight")]
     return out, set()
 
 
@@ -62,18 +55,16 @@ def _module(raw, prefix: str, bits: int, group_size: int, v1: bool, scheme: str)
         g_idx = part(raw, prefix, "g_idx", ("I32", "I64"), 1, scheme)
         if tuple(g_idx.shape) != (in_f,):
             raise disagree(g_idx, scheme, f"shape {list(g_idx.shape)}, expected [{in_f}]")
+        check_groups(raw, g_idx, groups, scheme)     # [in] int32: read now, so a bad index fails the open
         parts["g_idx"] = g_idx.name
     gs = in_f if group_size == -1 else group_size
 
     def dequant(t: dict[str, torch.Tensor]) -> torch.Tensor:
         g = t["g_idx"].long() if "g_idx" in t else torch.arange(in_f) // gs
-        if g.numel() and (g.min() < 0 or g.max() >= groups):
-            raise ValueError(f"g_idx holds group {int(g.max() if g.max() >= groups else g.min())}, "
-                             f"outside 0..{groups - 1}")
         z = unpack_int32(t["qzeros"], bits, out_f, 1) + (1 if v1 else 0)   # [groups, out]
         w = unpack_int32(t["qweight"], bits, in_f, 0).T.float()            # [out, in] (in place from here)
         w.sub_(z.T.float()[:, g])
         return w.mul_(t["scales"].T.float()[:, g])
 
-    return QuantModule(f"{prefix}.weight", (out_f, in_f), parts, dequant, scheme,
+    return decoded(prefix, (out_f, in_f), parts, dequant, scheme,
                        {"bits": bits, "group_size": group_size, "v1": v1})

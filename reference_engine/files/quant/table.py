@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from reference_engine.errors import ModelDirError
-from reference_engine.files.quant.formats import QuantModule
+from reference_engine.files.quant.module import QuantModule, inventory
 from reference_engine.files.weights import TensorInfo, TensorTable, Weights
 
 
@@ -28,6 +28,10 @@ class QuantizedWeights(TensorTable):
 
     def __init__(self, raw: Weights, method: str, modules: dict[str, QuantModule], hidden: set[str]):
         self.raw, self.method, self.modules = raw, method, modules
+        stored = inventory(raw).quantized            # the stored half of each module (its layout, its tensors)
+        for module in modules.values():
+            if module.prefix in stored:
+                module.layout, module.tensors = stored[module.prefix].layout, stored[module.prefix].tensors
         self._owner = {part: m for m in modules.values() for part in m.parts.values()}
         consumed = set(self._owner) | hidden
         self._infos: dict[str, TensorInfo] = {}
@@ -43,6 +47,10 @@ class QuantizedWeights(TensorTable):
                 self._infos[name] = raw.info(name)
         for module in modules.values():
             self._infos.setdefault(module.name, self._logical_info(module))
+        # A quantized module's bias: applied where the architecture has one (Qwen2's q/k/v), skipped where it
+        # has none, as transformers and vLLM do ("skip loading extra bias for GPTQ models"): AutoGPTQ wrote
+        # a zero bias on every QuantLinear (AutoGPTQ#555). The core's tensor check tolerates these names.
+        self.droppable = frozenset(n for m in modules.values() if (n := m.name[: -len("weight")] + "bias") in raw)
 
     @classmethod
     def open(cls, root: str | Path, qconfig: dict, config_path: Path) -> QuantizedWeights:

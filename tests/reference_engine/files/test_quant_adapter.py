@@ -24,5 +24,5 @@ def test_lora_over_a_quantized_base_matches_peft(variant, tmp_path):
     ours = Engine.from_pretrained(build.path, adapter=adapter).logits(IDS)
     assert (ours - unmerged).abs().max().item() <= 1e-4
     streamed = Engine.from_pretrained(build.path, adapter=adapter, streaming=True).logits(IDS)
-    assert torch.equal(streamed, ours)
+    assert torch.equal(streamed, ours)   # the same products: layers merged whole, the head in one block (same_sums.py)
     assert (ours - Engine.from_pretrained(build.path).logits(IDS)).abs().max().item() > 1e-3   # the adapter acts

@@ -46,7 +46,8 @@ def test_dequantized_weights_equal_the_oracle(variant, builds):
         assert torch.allclose(ours, build.dequantized[name], rtol=0, atol=1e-7), name
         assert table.read_bytes(name) == sum(table.raw.info(p).nbytes for p in table.modules[name].parts.values())
         assert table.read_bytes(name) < ours.numel() * 4 / 1.9     # 8 bits or fewer per weight, plus scales
-    assert sorted(table.names) == sorted(build.dequantized)        # logical names only, nothing left over
+    # logical names only, nothing left over but AutoGPTQ's biases on linears without a bias slot (droppable)
+    assert sorted(set(table.names) - table.droppable) == sorted(build.dequantized)
     table.close()
 
 

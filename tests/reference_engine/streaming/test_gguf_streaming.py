@@ -17,6 +17,7 @@ from reference_engine.files.gguf_weights import GGUFWeights
 from reference_engine.generate import SamplingParams
 from tests import assets
 from tests.checks.zoo_gguf import F32, Q8_0, export_spec, write_spec
+from tests.same_sums import assert_same_sums
 from tests.conftest import _asset
 
 IDS = list(range(3, 45))
@@ -30,14 +31,15 @@ def gguf(request, tmp_path_factory):
     return write_spec(export_spec(preset, quant=quant), tmp_path_factory.mktemp("gguf") / "model.gguf")
 
 
-def test_logits_bit_identical_to_the_resident_gguf_engine(gguf):
+def test_logits_same_sums_as_the_resident_gguf_engine(gguf):
     resident = CoreEngine.from_pretrained(gguf, num_blocks=64)
     streaming = StreamingCore.from_pretrained(gguf, num_blocks=64, head_block_bytes=8192)   # many head blocks
     assert isinstance(streaming.reader, GGUFChunkedWeights)
-    assert torch.equal(resident.logits(IDS), streaming.logits(IDS))
+    assert_same_sums(streaming.logits(IDS), resident.logits(IDS))        # head blocks: tests/same_sums.py
     assert streaming.passes == 1 and all(layer is None for layer in streaming.weights.layers)
     shadow = logits_many(streaming, [LogitsRequest(IDS[:9], dtype=torch.bfloat16)])[0]
-    assert torch.equal(shadow, CoreEngine.from_pretrained(gguf, dtype="bfloat16", num_blocks=8).logits(IDS[:9]))
+    assert_same_sums(shadow, CoreEngine.from_pretrained(gguf, dtype="bfloat16", num_blocks=8).logits(IDS[:9]),
+                     torch.bfloat16)
 
 
 def test_greedy_generation_same_tokens(gguf):

@@ -1,12 +1,12 @@
 """Quantized safetensors under a memory budget: the plan counts the stored (quantized) bytes a pass reads and
 the dequantized elements the compute copy holds, and the streaming core reads every quantized weight through
-the same table, giving bit-identical logits to the resident engine."""
+the same table, giving the resident engine's logits (the same sums; the LM head in other row blocks: held to
+tests/same_sums.py's tolerance, not to bit-identity)."""
 from __future__ import annotations
 
 import re
 
 import pytest
-import torch
 from safetensors import safe_open
 
 from llmdoctor.workloads import CHECK_QUICK
@@ -19,6 +19,7 @@ from reference_engine.engine import Engine
 from reference_engine.generate import SamplingParams
 from reference_engine.testing.factory import build_model_dir
 from tests.quant_builders import build_variant
+from tests.same_sums import assert_same_sums
 
 WIDE = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 4,
         "num_key_value_heads": 2}
@@ -61,7 +62,7 @@ def test_sizes_are_the_stored_bytes_and_the_dequantized_elements(quant_dir):
     assert sizes.quant_scratch > 0 and sizes.dequant_bytes(1000, 4) == 1000 * sizes.quant_scratch
 
 
-def test_streams_under_a_budget_with_identical_logits(quant_dir):
+def test_streams_under_a_budget_with_the_same_logits(quant_dir):
     full = make_plan(quant_dir, 64 * GiB, workload=CHECK_QUICK)
     assert full.mode == "resident" and full.streaming_peak_bytes < full.resident_peak_bytes
     plan = make_plan(quant_dir, full.streaming_peak_bytes, workload=CHECK_QUICK)
@@ -70,7 +71,7 @@ def test_streams_under_a_budget_with_identical_logits(quant_dir):
     resident = CoreEngine.from_pretrained(quant_dir, num_blocks=64)
     streaming = StreamingCore.from_pretrained(quant_dir, num_blocks=64, head_block_bytes=8192)
     assert isinstance(streaming.reader, QuantChunkedWeights)
-    assert torch.equal(resident.logits(IDS), streaming.logits(IDS))
+    assert_same_sums(streaming.logits(IDS), resident.logits(IDS))     # head in 8-row blocks vs one product
     layers_read = streaming.reader.bytes_read
     assert layers_read >= sum(stored_layer_bytes(quant_dir))            # every quantized part, once a pass
 

@@ -10,6 +10,7 @@ from reference_engine.streaming.sweep import LogitsRequest, logits_many
 from reference_engine.engine import Engine
 from reference_engine.generate import SamplingParams
 from reference_engine.testing.factory import build_model_dir
+from tests.same_sums import assert_same_sums
 
 PRESETS = [("llama", {}), ("qwen3", {"tie_word_embeddings": True}), ("qwen2", {}), ("llama", {"shards": 2})]
 IDS = list(range(3, 45))
@@ -26,11 +27,10 @@ def pair(model, **kw):
             StreamingCore.from_pretrained(model, num_blocks=64, **kw))
 
 
-def test_logits_bit_identical_in_float32(model):
+def test_logits_same_sums_in_float32(model):
     resident, streaming = pair(model, head_block_bytes=8192)     # many head blocks on purpose
     want, got = resident.logits(IDS), streaming.logits(IDS)
-    diff = (want - got).abs()
-    assert torch.equal(want, got), f"max diff {float(diff.max()):.3g} at {int((diff > 0).sum())} of {diff.numel()}"
+    assert_same_sums(got, want)          # head in blocks: other GEMM shapes, the same sums (tests/same_sums.py)
     assert streaming.passes == 1
     assert all(layer is None for layer in streaming.weights.layers)     # nothing resident
 

@@ -1,12 +1,17 @@
-"""The stored tensors of a quantized checkpoint grouped by module (tensor-name prefix): which modules are stored
-quantized and in which layout, which linear layers are stored in float, and what each quantized module's
-tensors should look like for the declared scheme. Only names, dtypes and shapes: nothing here reads a tensor.
+"""The one QuantModule: a quantized linear module as the engine and the QNT checks both see it.
+
+`inventory(raw)` groups a checkpoint's stored names by module prefix (names, dtypes and shapes only: nothing
+is read), giving each module stored quantized its layout and its stored tensors by suffix; the QNT checks
+measure those, even on a checkpoint the engine refuses. A format module (gptq, awq, compressed_tensors,
+fp8, bnb) decodes a module: the stored parts its formula reads (`parts`), the logical [out, in] `shape`, and
+`dequant`; table.py joins both halves, so the engine's table holds complete modules.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from checks.quant.scheme import QuantScheme
+import torch
 
 # a suffix only quantized modules store -> the layout it marks
 MARKERS = {"qweight": "packed-int", "weight_packed": "packed", "weight_scale_inv": "fp8-block",
@@ -25,15 +30,34 @@ NEVER_LINEAR = ("embed_tokens", "wte", "tok_embeddings")
 
 @dataclass
 class QuantModule:
-    prefix: str                       # "model.layers.0.self_attn.q_proj"
-    layout: str                       # packed-int (gptq/awq), packed (compressed-tensors), fp8-block, fp8, bnb4, ...
-    tensors: dict[str, object] = field(default_factory=dict)   # suffix -> TensorInfo
+    prefix: str                                 # "model.layers.0.self_attn.q_proj"
+    layout: str = ""                            # packed-int (gptq/awq), packed (compressed-tensors), fp8-block,
+                                                # fp8, int8, bnb4, bnb8, scaled
+    tensors: dict[str, object] = field(default_factory=dict)   # suffix -> stored TensorInfo
+    # decoded by a format module (None / empty until then, and for a module the engine does not read):
+    shape: tuple[int, int] | None = None        # [out, in] of the dequantized weight
+    parts: dict[str, str] = field(default_factory=dict)       # role -> stored name ("qweight" -> "...qweight")
+    dequant: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None   # parts' tensors -> f32 [out, in]
+    scheme: str = ""                            # what error messages and reports call it ("gptq 4-bit g128")
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The logical tensor the module makes ("...q_proj.weight")."""
+        return f"{self.prefix}.weight"
+
+    def member(self, suffix: str) -> str:
+        """A stored tensor's name ("qzeros" -> "...q_proj.qzeros")."""
+        return f"{self.prefix}.{suffix}"
 
     def has(self, suffix: str) -> bool:
         return suffix in self.tensors
 
-    def name(self, suffix: str) -> str:
-        return f"{self.prefix}.{suffix}"
+
+def decoded(prefix: str, shape: tuple[int, int], parts: dict[str, str], dequant, scheme: str,
+            extra: dict | None = None) -> QuantModule:
+    """What a format module returns: the decoding half of a QuantModule (table.py adds the stored half)."""
+    return QuantModule(prefix, shape=shape, parts=parts, dequant=dequant, scheme=scheme, extra=extra or {})
 
 
 @dataclass
@@ -97,20 +121,3 @@ def _is_float_linear(prefix: str, info) -> bool:
     if info is None or info.dtype not in FLOAT_DTYPES or len(info.shape) != 2:
         return False
     return not any(part in prefix.split(".") for part in NEVER_LINEAR)
-
-
-def lm_head_expected_quantized(scheme: QuantScheme, prefix: str = "lm_head") -> bool:
-    """Whether the scheme quantizes the output projection: only GPTQ's lm_head=true and a compressed-tensors
-    group targeting it without an ignore entry do; AWQ, fp8 and bitsandbytes keep it in float."""
-    if scheme.method == "gptq":
-        return scheme.lm_head and not scheme.excluded(prefix)
-    if scheme.method == "compressed-tensors":
-        return scheme.targeted(prefix) and not scheme.excluded(prefix)
-    return False
-
-
-def expected_quantized(scheme: QuantScheme, prefix: str) -> bool:
-    """Whether the config says this linear layer is stored quantized."""
-    if prefix.split(".")[-1] == "lm_head":
-        return lm_head_expected_quantized(scheme, prefix)
-    return scheme.targeted(prefix) and not scheme.excluded(prefix)
