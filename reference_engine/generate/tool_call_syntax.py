@@ -38,7 +38,8 @@ def _objects(value) -> list:
 def marker_json_parser(fmt: str, open_: str, close: str | None = None, *, name_key: str = "name",
                        argument_keys=("arguments", "parameters"), id_key: str | None = "id") -> Callable:
     """Hermes `<tool_call>{..}</tool_call>`, Granite `<|tool_call|>[..]`, Mistral v3 `[TOOL_CALLS] [..]`,
-    FireFunction `functools[..]`, Command R7B `<|START_ACTION|>[..]<|END_ACTION|>`."""
+    FireFunction `functools[..]`, Command R7B `<|START_ACTION|>[..]<|END_ACTION|>`, Apriel `<tool_calls>[..]`,
+    MiniMax-M1 `<tool_calls>{..}\\n{..}</tool_calls>`."""
     def parse(text: str) -> ParsedCalls:
         calls, spans, errors, pos = [], [], [], 0
         while (start := text.find(open_, pos)) >= 0:
@@ -47,9 +48,9 @@ def marker_json_parser(fmt: str, open_: str, close: str | None = None, *, name_k
             if found is None:
                 errors.append(f"{open_} is not followed by JSON: {text[pos:pos + 80]!r}")
                 continue
-            value, end = found
+            values, end = _values(text, found)
             parsed = [call_from_object(o, name_key=name_key, argument_keys=argument_keys, id_key=id_key)
-                      for o in _objects(value)]
+                      for value in values for o in _objects(value)]
             bad = [why for call, why in parsed if call is None]
             if bad or not parsed:
                 errors.extend(bad or [f"{open_} holds an empty list"])
@@ -62,6 +63,15 @@ def marker_json_parser(fmt: str, open_: str, close: str | None = None, *, name_k
             pos = end
         return _finish(fmt, text, calls, spans, errors)
     return parse
+
+
+def _values(text: str, found: tuple) -> tuple[list, int]:
+    """The JSON value found and any that follow it directly (MiniMax-M1 writes one call object per line)."""
+    values, end = [found[0]], found[1]
+    while (follow := text[end:].lstrip()) and follow[0] in "{[" and (more := read_json(text, end)):
+        values.append(more[0])
+        end = more[1]
+    return values, end
 
 
 def hermes_render(calls: list[ToolCall]) -> str:
@@ -271,3 +281,8 @@ def deepseek_r1_render(calls: list[ToolCall]) -> str:
 def deepseek_v3_1_render(calls: list[ToolCall]) -> str:
     return DS_CALLS_BEGIN + "".join(f"{DS_CALL_BEGIN}{c.name}{DS_SEP}{dumps(c.arguments)}{DS_CALL_END}"
                                     for c in calls) + DS_CALLS_END
+
+
+def minimax_m1_render(calls: list[ToolCall]) -> str:
+    return "<tool_calls>\n" + "".join(f'{{"name": "{c.name}", "arguments": {dumps(c.arguments)}}}\n'
+                                      for c in calls) + "</tool_calls>"

@@ -91,9 +91,14 @@ def call_from_object(obj, *, name_key: str = "name", argument_keys=("arguments",
     if not isinstance(obj, dict) or not isinstance(obj.get(name_key), str) or not obj[name_key]:
         return None, f"not a call object (no {name_key!r} string): {json.dumps(obj)[:80]}"
     key = next((k for k in argument_keys if k in obj), None)
-    arguments, error = decode_arguments(obj[key]) if key else ({}, None)
-    if error:
-        return None, f"{obj[name_key]}: {error}"
+    arguments = obj[key] if key else {}
+    if not isinstance(arguments, dict):
+        # in generated text the arguments are the object itself; a string holding it is double-encoded
+        # (vLLM's parsers pass it on as a JSON string inside the OpenAI string)
+        decoded, _ = decode_arguments(arguments) if isinstance(arguments, str) else (None, None)
+        why = ("double-encoded: a JSON string holding the object" if decoded is not None else
+               f"a JSON {type(arguments).__name__}, not an object")
+        return None, f"{obj[name_key]}: arguments are {why}: {json.dumps(arguments)[:80]}"
     call_id = obj.get(id_key) if id_key else None
     return ToolCall(obj[name_key], arguments, call_id if isinstance(call_id, str) else None), None
 

@@ -19,6 +19,8 @@ left as raw text in a server's `content`.
     functionary_v3_2  Functionary medium v3.2                   >>>N\\n{..}
     functionary_v3_1  Functionary medium v3.1 (Llama 3.1)       <function=N>{..}</function>
     firefunction_v2   FireFunction v2                           functools[{"name": .., "arguments": {..}}]
+    apriel            Apriel 1.5, 1.6                           <tool_calls>[{"name": .., "arguments": ..}]</tool_calls>
+    minimax_m1        MiniMax-M1                                <tool_calls>\\n{"name": ..}\\n{"name": ..}</tool_calls>
     llama3_json       Llama 3.1, 3.2, 3.3                       {"name": .., "parameters": {..}}, <|python_tag|>
 
 Not in the table: Phi-4-mini (its released template never writes an assistant call, so there is nothing to hold
@@ -72,6 +74,14 @@ _TABLE = (
     ToolCallFormat("qwen3_coder", "Qwen3-Coder", ("<tool_call>", "<function=", "<parameter="),
                    ("<tool_call>", "</tool_call>"), ("<tool_call>",), syntax.qwen3_coder_render,
                    syntax.qwen3_coder_parse, servers={"vllm": "qwen3_coder", "llama.cpp": "Qwen3 Coder"}),
+    ToolCallFormat("apriel", "Apriel 1.5, 1.6", ("<tool_calls>[",), ("<tool_calls>", "</tool_calls>"),
+                   ("<tool_calls>",), syntax.json_list_renderer("<tool_calls>", "</tool_calls>"),
+                   syntax.marker_json_parser("apriel", "<tool_calls>", "</tool_calls>"),
+                   servers={"llama.cpp": "Apriel 1.5"}),
+    ToolCallFormat("minimax_m1", "MiniMax-M1", ("<tool_calls>", "<beginning_of_sentence>"),
+                   ("<tool_calls>", "</tool_calls>"), ("<tool_calls>",), syntax.minimax_m1_render,
+                   syntax.marker_json_parser("minimax_m1", "<tool_calls>", "</tool_calls>"),
+                   servers={"vllm": "minimax", "llama.cpp": "MiniMax-M1"}),
     ToolCallFormat("hermes", "Hermes 2 Pro/3, Qwen2.5, Qwen3, Granite 4", ("<tool_call>", "</tool_call>"),
                    ("<tool_call>", "</tool_call>"), ("<tool_call>",), syntax.hermes_render,
                    syntax.marker_json_parser("hermes", "<tool_call>", "</tool_call>"),
