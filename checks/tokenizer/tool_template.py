@@ -126,7 +126,7 @@ def tool_markers_atomic(ctx):
     if split:
         first = next(iter(split))
         pieces = {m: tok.convert_ids_to_tokens(ids[:12]) for m, ids in split.items()}
-        yield Problem(f"{len(split)} of the {fmt.name} tool-call markers the template writes are not single tokens, "
+        yield Problem(f"{len(split)} {fmt.name} tool-call marker(s) the template writes are not single tokens, "
                       f"e.g. {first!r} -> {len(split[first])} tokens {pieces[first][:6]}",
                       evidence={**_format_evidence(fmt), "markers": {m: ids[:12] for m, ids in split.items()},
                                 "pieces": pieces, "single": [m for m in written if m not in split]},
