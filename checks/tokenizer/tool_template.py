@@ -110,8 +110,9 @@ def tool_markers_atomic(ctx):
     that token (llama.cpp's lazy grammar, vLLM's streaming parsers look for the marker's id). If the tokenizer
     splits "[TOOL_CALLS]" into "[", "TOOL", "_CALLS", "]" (markers lost in a conversion, a template copied onto a
     tokenizer without them) the model sees unfamiliar pieces in every earlier call and rarely emits the marker,
-    so calls come back as text. Only the markers of the recognised format that the template actually writes
-    (for the definitions, the call and the result) are checked.
+    so calls come back as text. The markers of the recognised format that the template writes (for the
+    definitions, the call and the result) or holds as literals (branches such as Llama 3.1's built-in tools) are
+    checked; a Llama 3.1 template on a Llama 3.0 tokenizer (where <|python_tag|> is a reserved token) is caught.
 
     Remedy: restore the markers as added tokens with their trained ids (and check their embedding rows, EMB001).
     """
@@ -119,7 +120,9 @@ def tool_markers_atomic(ctx):
     fmt = recognise(tok.chat_template)
     if fmt is None:
         raise Skip("no known tool-call format in the template (see TOK033)")
-    text = _prompt_or_skip(tok, tools=TOOLS) + (render_tool_turns(tok, [CALL]).text or "")
+    # markers rendered, and those the template's source can write on branches this conversation does not take
+    # (Llama 3.1's <|python_tag|>/<|eom_id|> for built-in tools)
+    text = _prompt_or_skip(tok, tools=TOOLS) + (render_tool_turns(tok, [CALL]).text or "") + tok.chat_template
     written = [m for m in fmt.markers if m in text]
     split = {m: tok.encode(m, add_special_tokens=False) for m in written}
     split = {m: ids for m, ids in split.items() if len(ids) != 1}

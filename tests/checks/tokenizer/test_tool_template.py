@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,42 @@ def test_smollm2_and_gemma3_templates_do_not_mention_tools(smollm2_dir, gemma3_2
         report = findings(model)
         assert fired(report) == []
         assert all(c.status == "skipped" for c in report.checks)
+
+
+def real_tokenizer_with(tmp_path, source: Path, template: str, added: dict[str, int] | None = None) -> Path:
+    """A copy of a real tokenizer directory with another template (and added tokens at the given ids)."""
+    target = tmp_path / "tokenizer"
+    shutil.copytree(source, target)
+    (target / "chat_template.jinja").unlink(missing_ok=True)
+    zoo.edit_json("tokenizer_config.json", chat_template=template)(target)
+    if added:
+        zoo.edit_tokenizer(lambda tok: tok["added_tokens"].extend(
+            {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+             "special": False} for c, i in added.items()))(target)
+    return target
+
+
+@pytest.mark.assets
+def test_qwen2_5_template_on_the_real_qwen2_tokenizer(tmp_path, llamacpp_tokenizer_dir):
+    # Qwen2's tokenizer predates <tool_call>/</tool_call> (ids 151657/151658 in Qwen2.5's): a Qwen2 fine-tune
+    # served with Qwen2.5's template splits them; with the two tokens added as Qwen2.5 has them, it is clean
+    template = (TEMPLATES / "qwen2.5-7b-instruct.jinja").read_text(encoding="utf-8")
+    split = findings(real_tokenizer_with(tmp_path / "a", llamacpp_tokenizer_dir("qwen2"), template))
+    assert fired(split) == [("TOK032", "warning")]
+    assert set(split.findings[0].evidence["markers"]) == {"<tool_call>", "</tool_call>"}
+    whole = real_tokenizer_with(tmp_path / "b", llamacpp_tokenizer_dir("qwen2"), template,
+                                {"<tool_call>": 151657, "</tool_call>": 151658})
+    assert fired(findings(whole)) == []
+
+
+@pytest.mark.assets
+def test_llama_3_1_template_on_the_real_llama_3_tokenizer(tmp_path, llamacpp_tokenizer_dir):
+    # Llama 3.0's tokenizer has <|reserved_special_token_5|> where 3.1 has <|python_tag|> (128010), and no
+    # <|eom_id|>: the template's built-in-tool branch writes markers that tokenizer splits
+    template = (TEMPLATES / "llama-3.1-8b-instruct.jinja").read_text(encoding="utf-8")
+    report = findings(real_tokenizer_with(tmp_path, llamacpp_tokenizer_dir("llama-bpe"), template))
+    assert fired(report) == [("TOK032", "warning")]
+    assert set(report.findings[0].evidence["markers"]) == {"<|python_tag|>", "<|eom_id|>"}
 
 
 @pytest.mark.parametrize("fmt", ["sarif", "github", "gitlab", "junit"])
