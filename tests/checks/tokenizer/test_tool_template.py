@@ -225,6 +225,19 @@ def test_llama_3_1_template_on_the_real_llama_3_tokenizer(tmp_path, llamacpp_tok
     assert set(report.findings[0].evidence["markers"]) == {"<|python_tag|>", "<|eom_id|>"}
 
 
+@pytest.mark.parametrize("version,spm", [("v2", True), ("v3", True), ("v3", False), ("v7", True), ("v7", False),
+                                         ("v11", False), ("v13", False)])
+def test_mistral_common_generated_templates_are_clean(broken_copy, version, spm):
+    # mistral-common (Mistral's reference implementation, an oracle in tests only) generates the chat template of
+    # each tokenizer version: v2-v7 write the [TOOL_CALLS] JSON list, v11+ name[ARGS]{...}
+    generator = pytest.importorskip("mistral_common.integrations.chat_templates.template_generator")
+    from mistral_common.tokens.tokenizers.base import TokenizerVersion
+    template = generator.build_chat_template(generator.TemplateConfig(version=TokenizerVersion(version), spm=spm))
+    report = findings(tool_model(broken_copy, "mistral-small-3.2-24b-instruct-2506", template=template))
+    assert fired(report) == []
+    assert {c.id: c.status for c in report.checks} == dict.fromkeys(TOOL_CHECKS, "passed")
+
+
 @pytest.mark.parametrize("fmt", ["sarif", "github", "gitlab", "junit"])
 def test_tool_findings_render_in_every_ci_format(broken_copy, tmp_path, fmt):
     model = tool_model(broken_copy, "mistral-nemo-instruct-2407", drop=("[TOOL_CALLS]",))
