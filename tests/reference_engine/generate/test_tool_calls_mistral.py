@@ -50,10 +50,19 @@ TOKENIZERS = {"v3-spm": lambda tmp: DATA / "mistral_instruct_tokenizer_240323.mo
               **{f"{v}-tekken": (lambda v: lambda tmp: tekken(tmp, v))(v) for v in ("v3", "v7", "v11", "v13")}}
 
 
-def load(tmp_path, name):
-    mistral = MistralTokenizer.from_file(str(TOKENIZERS[name](tmp_path)), mode=ValidationMode.finetuning)
-    raw = mistral.instruct_tokenizer.tokenizer
-    return mistral, raw, ("mistral_v11" if raw.version >= TokenizerVersion.v11 else "mistral_v3")
+@pytest.fixture(scope="module")
+def load(tmp_path_factory):
+    """load(name) -> (MistralTokenizer, its raw tokenizer, the table's format); each loaded once (tekken is slow)."""
+    loaded = {}
+
+    def get(name):
+        if name not in loaded:
+            path = TOKENIZERS[name](tmp_path_factory.mktemp(name))
+            mistral = MistralTokenizer.from_file(str(path), mode=ValidationMode.finetuning)
+            raw = mistral.instruct_tokenizer.tokenizer
+            loaded[name] = mistral, raw, ("mistral_v11" if raw.version >= TokenizerVersion.v11 else "mistral_v3")
+        return loaded[name]
+    return get
 
 
 def assistant_tokens(mistral, raw) -> list[int]:
@@ -84,8 +93,8 @@ def as_tokens(raw, text: str) -> list[int]:
 
 
 @pytest.mark.parametrize("name", list(TOKENIZERS))
-def test_what_mistral_common_writes_is_parsed(tmp_path, name):
-    mistral, raw, fmt = load(tmp_path, name)
+def test_what_mistral_common_writes_is_parsed(load, name):
+    mistral, raw, fmt = load(name)
     parsed = parse_calls(fmt, as_text(raw, assistant_tokens(mistral, raw)))
     assert parsed.errors == [] and parsed.content == ""
     assert [(c.name, c.arguments) for c in parsed.calls] == [(c.name, c.arguments) for c in CALLS]
@@ -94,8 +103,8 @@ def test_what_mistral_common_writes_is_parsed(tmp_path, name):
 
 
 @pytest.mark.parametrize("name", list(TOKENIZERS))
-def test_what_render_calls_writes_mistral_common_reads(tmp_path, name):
-    _, raw, fmt = load(tmp_path, name)
+def test_what_render_calls_writes_mistral_common_reads(load, name):
+    _, raw, fmt = load(name)
     tokens = as_tokens(raw, render_calls(fmt, CALLS))
     content, call_tokens = _split_content_and_tool_calls(tokens, raw.get_special_token("[TOOL_CALLS]"))
     decoded = _decode_tool_calls(call_tokens, raw)
