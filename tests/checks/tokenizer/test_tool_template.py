@@ -225,6 +225,31 @@ def test_llama_3_1_template_on_the_real_llama_3_tokenizer(tmp_path, llamacpp_tok
     assert set(report.findings[0].evidence["markers"]) == {"<|python_tag|>", "<|eom_id|>"}
 
 
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_tool_turns_render_as_transformers_renders_them(broken_copy, name):
+    # what the checks read is what transformers (an oracle here; vLLM renders through it) renders for the same
+    # messages and tools, for every shape of the assistant turn both accept
+    transformers = pytest.importorskip("transformers")
+    from checks.shared.tool_conversations import CALL, SECOND_CALL, TOOLS, VARIANTS, conversation
+    from reference_engine.tokenizer.tokenizer import Tokenizer
+    model = tool_model(broken_copy, name)
+    ours, theirs = Tokenizer.from_pretrained(model), transformers.PreTrainedTokenizerFast.from_pretrained(model)
+    compared = 0
+    for calls in ([CALL], [CALL, SECOND_CALL]):
+        for arguments, content in VARIANTS:
+            texts = []
+            for tok in (ours, theirs):
+                try:
+                    texts.append(tok.apply_chat_template(conversation(calls, arguments, content), tools=TOOLS,
+                                                         add_generation_prompt=False, tokenize=False))
+                except Exception:   # both sides' template errors: compared where both render
+                    texts.append(None)
+            if None not in texts:
+                assert texts[0] == texts[1], (len(calls), arguments, content)
+                compared += 1
+    assert compared >= 2
+
+
 @pytest.mark.parametrize("version,spm", [("v2", True), ("v3", True), ("v3", False), ("v7", True), ("v7", False),
                                          ("v11", False), ("v13", False)])
 def test_mistral_common_generated_templates_are_clean(broken_copy, version, spm):
