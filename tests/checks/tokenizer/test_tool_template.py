@@ -225,6 +225,16 @@ def test_llama_3_1_template_on_the_real_llama_3_tokenizer(tmp_path, llamacpp_tok
     assert set(report.findings[0].evidence["markers"]) == {"<|python_tag|>", "<|eom_id|>"}
 
 
+def test_a_gguf_whose_template_writes_markers_its_vocabulary_lacks(tmp_path):
+    # the tiny GGUF (zoo_gguf: the factory's ChatML vocabulary) carrying Qwen2.5's tool template in
+    # tokenizer.chat_template: the template renders and round-trips, but <tool_call> is no token of the vocabulary
+    from tests.checks.zoo_gguf import write_variant
+    template = (TEMPLATES / "qwen2.5-7b-instruct.jinja").read_text(encoding="utf-8")
+    report = findings(write_variant(tmp_path, "model.gguf", metadata={"tokenizer.chat_template": template}))
+    assert fired(report) == [("TOK032", "warning")]
+    assert set(report.findings[0].evidence["markers"]) == {"<tool_call>", "</tool_call>"}
+
+
 @pytest.mark.parametrize("name", list(FAMILIES))
 def test_tool_turns_render_as_transformers_renders_them(broken_copy, name):
     # what the checks read is what transformers (an oracle here; vLLM renders through it) renders for the same
