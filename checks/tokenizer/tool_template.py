@@ -69,7 +69,7 @@ def tool_template_renders(ctx):
                       location=template_location(ctx, "tool_calls"))
 
 
-@check("TOK031", category="tokenizer", severity="error", needs=("tokenizer",),
+@check("TOK031", category="tokenizer", severity="warning", needs=("tokenizer",),
        hint="Render the `tools` variable into the prompt (the original model's template shows where), or serve "
             "the model without tools.")
 def tool_definitions_rendered(ctx):
@@ -78,8 +78,9 @@ def tool_definitions_rendered(ctx):
     A template can handle tool calls and tool results yet never render `tools` (a chat template copied from a
     sibling model, a hand-written one that forgot the block). Servers accept the request's tools, return HTTP 200,
     and the model answers in prose because it never saw them (llama-server does this silently). Caught by
-    rendering the same request with and without one tool: the prompt must change and hold the tool's name; a
-    prompt with the name but not the parameters is a warning (the model cannot fill the arguments).
+    rendering the same request with and without one tool: the prompt must change and hold the tool's name, and
+    the names of its parameters (the model cannot fill arguments it never saw). A warning, not an error: the model
+    still chats, and some released templates (the DeepSeek R1 distills) never render tools.
 
     Remedy: render `tools` as the original model's template does (a system block, [AVAILABLE_TOOLS], the first
     user message), or serve the model without tools.
@@ -96,7 +97,7 @@ def tool_definitions_rendered(ctx):
                       location=template_location(ctx, "tools"))
     elif not all(name in with_tools for name in function["parameters"]["properties"]):
         yield Problem(f"the chat template renders the tool's name but not its parameters "
-                      f"({', '.join(function['parameters']['properties'])})", severity="warning",
+                      f"({', '.join(function['parameters']['properties'])})",
                       evidence=evidence, location=template_location(ctx, "tools"))
 
 

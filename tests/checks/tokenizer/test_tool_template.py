@@ -104,15 +104,15 @@ def test_granite_3_3_drops_earlier_calls_from_history_as_a_note(broken_copy):
 def test_deepseek_r1_distill_never_renders_the_tool_definitions(broken_copy):
     # the released template handles tool calls and results but never reads `tools` (a real, known gap)
     report = findings(tool_model(broken_copy, "deepseek-r1-distill-qwen-32b"))
-    assert ("TOK031", "error") in fired(report)
+    assert ("TOK031", "warning") in fired(report)
     assert "identical with and without tools" in next(f.message for f in report.findings if f.check == "TOK031")
 
 
-def test_definitions_dropped_from_a_healthy_template_are_an_error(broken_copy):
+def test_definitions_dropped_from_a_healthy_template_are_caught(broken_copy):
     dropped = qwen(loop=("{%- for tool in tools %}\n        {{- \"\\n\" }}\n        {{- tool | tojson }}\n"
                          "    {%- endfor %}", ""))
     report = findings(tool_model(broken_copy, "qwen2.5-7b-instruct", template=dropped))
-    assert fired(report) == [("TOK031", "error")]
+    assert fired(report) == [("TOK031", "warning")]
     assert "'get_weather' never appears" in report.findings[0].message
 
 
