@@ -158,7 +158,10 @@ def call_segment(tok, fmt, calls) -> tuple[str | None, str, str | None]:
     rendered = render_tool_turns(tok, calls, results=False)
     if rendered.text is None:
         return None, "", rendered.error
-    plain, prompt = _prompt(tok, tools=TOOLS, generation_prompt=False), _prompt(tok, tools=TOOLS)
+    try:
+        plain, prompt = _prompt(tok, tools=TOOLS, generation_prompt=False), _prompt(tok, tools=TOOLS)
+    except Exception as e:      # a template may refuse a conversation ending on the user without the prompt
+        return None, "", getattr(e, "problem", None) or f"{type(e).__name__}: {e}"
     tail = prompt[len(plain):] if prompt.startswith(plain) else ""
     for base in (prompt, plain):
         if rendered.text.startswith(base):
