@@ -5,6 +5,7 @@ rendered, a marker that is not a single token, a call the family's parser does n
 fails on the tool turn). SmolLM2's and Gemma 3's real templates do not mention tools: the checks skip."""
 from __future__ import annotations
 
+import html
 import io
 import json
 import shutil
@@ -275,12 +276,13 @@ def test_mistral_common_generated_templates_are_clean(broken_copy, version, spm)
 
 @pytest.mark.parametrize("fmt", ["sarif", "github", "gitlab", "junit"])
 def test_tool_findings_render_in_every_ci_format(broken_copy, tmp_path, fmt):
-    model = tool_model(broken_copy, "mistral-nemo-instruct-2407", drop=("[TOOL_CALLS]",))
+    doubled = qwen(args=("{{- tool_call.arguments | tojson }}", "{{- tool_call.arguments | tojson | tojson }}"))
+    model = tool_model(broken_copy, "qwen2.5-7b-instruct", template=doubled, drop=("</tool_call>",))
     out = tmp_path / f"report.{fmt}"
     result = CliRunner().invoke(cli, ["check", str(model), "--select", ",".join(TOOL_CHECKS), "--format", fmt,
                                       "-o", str(out), "--fail-on", "never"])
     assert result.exit_code == 0, result.output
-    text = out.read_text(encoding="utf-8")
-    assert "TOK032" in text and "[TOOL_CALLS]" in text
+    text = html.unescape(out.read_text(encoding="utf-8"))     # JUnit is XML
+    assert "TOK032" in text and "</tool_call>" in text and "TOK033" in text and "double-encoded" in text
     if fmt in ("sarif", "gitlab"):
-        json.load(io.StringIO(text))
+        json.load(io.StringIO(out.read_text(encoding="utf-8")))
