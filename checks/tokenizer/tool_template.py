@@ -89,7 +89,9 @@ def tool_definitions_rendered(ctx):
     with_tools = _prompt_or_skip(tok, tools=TOOLS)
     without = _prompt_or_skip(tok)
     function = TOOLS[0]["function"]
-    evidence = {"tool": function["name"], "prompt_with_tools": with_tools[-EXCERPT:]}
+    fmt = recognise(tok.chat_template)
+    evidence = {**(_format_evidence(fmt) if fmt else {"format": None}), "tool": function["name"],
+                "prompt_with_tools": with_tools[-EXCERPT:]}
     if with_tools == without or function["name"] not in with_tools:
         how = "the prompt is identical with and without tools" if with_tools == without else \
             f"the tool's name {function['name']!r} never appears in the prompt"

@@ -106,7 +106,8 @@ def test_deepseek_r1_distill_never_renders_the_tool_definitions(broken_copy):
     # the released template handles tool calls and results but never reads `tools` (a real, known gap)
     report = findings(tool_model(broken_copy, "deepseek-r1-distill-qwen-32b"))
     assert ("TOK031", "warning") in fired(report)
-    assert "identical with and without tools" in next(f.message for f in report.findings if f.check == "TOK031")
+    finding = next(f for f in report.findings if f.check == "TOK031")
+    assert "identical with and without tools" in finding.message and finding.evidence["format"] == "deepseek_r1"
 
 
 def test_definitions_dropped_from_a_healthy_template_are_caught(broken_copy):
