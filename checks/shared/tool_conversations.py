@@ -45,6 +45,17 @@ def conversation(calls: list[ToolCall], arguments: str = "object", content=None,
     return [*ASK, assistant_turn(calls, arguments, content), *(tool_turns(calls) if results else [])]
 
 
+def one_shot(arguments: str = "object", content=None) -> list[dict]:
+    """A conversation that shows one complete call (question, call, result, answer) and asks again: a small model
+    calls a tool reliably only after seeing a call; the expected next call is get_weather(city="Lyon")."""
+    return [*conversation([CALL], arguments, content),
+            {"role": "assistant", "content": "It is sunny and 22 degrees Celsius in Paris."},
+            {"role": "user", "content": "And what is the weather like in Lyon?"}]
+
+
+ONE_SHOT_EXPECTED = ToolCall("get_weather", {"city": "Lyon"})
+
+
 @dataclass
 class Rendered:
     text: str | None            # None: no variant rendered
