@@ -10,6 +10,9 @@ continuous batching).
     stopping.py         EOS, stop strings, stop ids, length limits
     detokenizer.py      UTF-8-safe incremental detokenizer
     validate.py         validate(engine): the closed loop (logits -> probabilities -> token -> text)
+    tool_calls.py       the families' tool-call formats, one table: recognise a template's, render and parse calls
+    tool_call_syntax.py one render/parse pair per shape of call (marker + JSON, [ARGS], <function=...>, ...)
+    tool_call_types.py  ToolCall, ParsedCalls and the JSON reading the parsers share
 """
 from reference_engine.generate.loop import encode_prompt, eos_ids_of, generate, stream
 from reference_engine.generate.request import Output
