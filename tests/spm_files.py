@@ -18,8 +18,12 @@ MISTRAL_V7 = "mistral_instruct_tokenizer_241114.model.v7"   # v3's plus [REF] an
 
 
 def load(path: Path) -> pb.ModelProto:
+    return load_bytes(Path(path).read_bytes())
+
+
+def load_bytes(data: bytes) -> pb.ModelProto:
     proto = pb.ModelProto()
-    proto.ParseFromString(Path(path).read_bytes())
+    proto.ParseFromString(data)
     return proto
 
 

@@ -18,6 +18,7 @@ checks read it as the token table); the encoding itself is the one described abo
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from reference_engine.errors import ModelDirError, UnsupportedError
@@ -85,8 +86,12 @@ def normalizer_of(model: SentencePieceModel) -> SpmNormalizer:
     blob = model.precompiled_charsmap
     settings = Settings(bool(model.add_dummy_prefix), bool(model.remove_extra_whitespaces),
                         bool(model.escape_whitespaces))
-    return SpmNormalizer(settings, read_charsmap(blob, model.path) if blob else None,
+    return SpmNormalizer(settings, _charsmap(blob, model.path) if blob else None,
                          [model.pieces[i] for i in model.ids_of_type(USER_DEFINED)])
+
+
+# check_runnable reads the map, and so does the tokenizer built next (checks build several from one model)
+_charsmap = lru_cache(maxsize=8)(read_charsmap)
 
 
 class SentencePieceWords:
@@ -96,6 +101,11 @@ class SentencePieceWords:
 
     def __init__(self, normalizer: SpmNormalizer, legacy: bool, dummy_prefix: bool):
         self.normalizer, self.legacy, self.dummy_prefix = normalizer, legacy, dummy_prefix
+
+    def rewrite(self, text: str) -> str:
+        """What normalization alone makes of `text` (spaces as spaces, no dummy prefix), so that checks can tell
+        the normalizer's folding (NFKC, whitespace removal) from a lossy decoder."""
+        return self.normalizer.normalize(text, False).replace(SPACE, " ")
 
     def __call__(self, pieces: list[Piece]) -> list[Piece]:
         out = []
@@ -115,7 +125,7 @@ def check_runnable(model: SentencePieceModel) -> None:
         raise UnsupportedError(path, f"a {model.model_type_name} SentencePiece model; only BPE tokenizer.model "
                                      "files are run here (export a tokenizer.json with transformers)")
     if model.precompiled_charsmap:
-        read_charsmap(model.precompiled_charsmap, path)   # every offset checked: a corrupt map is one line
+        _charsmap(model.precompiled_charsmap, path)   # every offset checked: a corrupt map is one line
     if model.treat_whitespace_as_suffix:
         raise UnsupportedError(path, "treat_whitespace_as_suffix is not supported")
     seen: dict[str, int] = {}
