@@ -25,6 +25,7 @@ from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.tokenizer.models.pieces import (BYTE, CONTROL, MERGEABLE_TYPES, SPACE, UNKNOWN, UNUSED,
                                                       USER_DEFINED, byte_value)
 from reference_engine.tokenizer.models.spm import SpmModel
+from reference_engine.tokenizer.pipeline.added_tokens import AddedToken
 from reference_engine.tokenizer.pipeline.pre_tokenizers import Piece
 from reference_engine.tokenizer.sources.precompiled_charsmap import read_charsmap
 from reference_engine.tokenizer.sources.sentencepiece_model import SentencePieceModel, read_sentencepiece_model
@@ -76,6 +77,11 @@ def tokenizer_from_model(model: SentencePieceModel, cls, config: dict | None = N
                          frozen={model.pieces[i]: i for i in user_defined})
     tok.pre_tokenizer = SentencePieceWords(normalizer_of(model), config.get("legacy") is not False,
                                            _dummy_prefix(model, config))
+    for i in user_defined:   # listed as added tokens, as a converted tokenizer.json lists them (checks read the
+        # list), but matched by SentencePieceWords in the normalized text, not by the raw matcher built above
+        token = AddedToken(i, model.pieces[i], special=False, normalized=True)
+        tok.added_tokens.append(token)
+        tok.added_by_id[i] = tok.added_by_content[token.content] = token
     tok.sentencepiece = model
     tok.sentencepiece_spec = spec
     return tok
