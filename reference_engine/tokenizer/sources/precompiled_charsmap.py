@@ -51,8 +51,10 @@ class CharsMap:
         first byte followed by a second one some longer source has. Text between two such places is copied."""
         by_set: dict[frozenset[int], list[int]] = {}
         for first, second in self.followers.items():
-            by_set.setdefault(second, []).append(first)
-        branches = [_char_class(self.one_byte)] if self.one_byte else []
+            if not 0x80 <= first < 0xC0:   # a continuation byte never starts a character: no walk begins there
+                by_set.setdefault(second, []).append(first)
+        one_byte = [b for b in self.one_byte if not 0x80 <= b < 0xC0]
+        branches = [_char_class(one_byte)] if one_byte else []
         branches += [_char_class(firsts) + _char_class(second) for second, firsts in by_set.items()]
         return "|".join(branches)
 

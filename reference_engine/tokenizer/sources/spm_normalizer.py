@@ -47,9 +47,9 @@ class SpmNormalizer:
         self.split_pattern = re.compile(longest_match_pattern(user_defined)) if user_defined else None
         raw_pieces = [p.encode("utf-8").decode("latin-1") for p in user_defined]
         self.raw_pattern = re.compile(longest_match_pattern(raw_pieces)) if raw_pieces else None
-        # where the unit loop must look: a user-defined piece's first byte, or a place the map may match (see
-        # CharsMap.starts); continuation bytes (0x80-0xBF) never start a character. Elsewhere text is copied.
-        look = ["[" + re.escape("".join(sorted({p[0] for p in raw_pieces}))) + "]"] if raw_pieces else []
+        # where the unit loop must look: a user-defined piece, or a place the map may match (CharsMap.starts).
+        # Elsewhere text is copied whole.
+        look = [self.raw_pattern.pattern] if self.raw_pattern is not None else []
         if charsmap is not None and (charsmap.one_byte or charsmap.followers):
             look.append(charsmap.starts())
         self.look = re.compile("|".join(look)) if look else None

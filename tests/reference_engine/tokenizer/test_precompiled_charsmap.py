@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from reference_engine.errors import ModelDirError
 from reference_engine.tokenizer.sources.precompiled_charsmap import VALUE_BIT, read_charsmap
+from reference_engine.tokenizer.sources.spm_normalizer import Settings, SpmNormalizer
 from reference_engine.tokenizer.tokenizer import Tokenizer
 from tests import spm_files
 
@@ -52,6 +53,32 @@ def test_small_map_encodes_as_sentencepiece(small, tmp_path):
     sp = spm.SentencePieceProcessor(model_proto=small)
     assert len(charsmap(small)) < 2000
     for text in PROBES:
+        assert tok.encode(text, add_special_tokens=False) == sp.encode(text), text
+
+
+def one_byte_map(mapping: dict[int, bytes]) -> bytes:
+    """A map of one-byte source strings, laid out by hand: the root's children at 256 ^ byte, each holding its value
+    in unit `byte`. Bytes inside a character (a lead byte alone, a continuation byte) are allowed as sources."""
+    units = [0] * 512
+    units[0] = 256 << 10
+    strings = b"\0"
+    for byte, replacement in mapping.items():
+        units[256 + byte] = byte | 0x100 | (256 << 10)
+        units[byte] = VALUE_BIT | len(strings)
+        strings += replacement + b"\0"
+    return struct.pack("<I", 4 * len(units)) + struct.pack(f"<{len(units)}I", *units) + strings
+
+
+@pytest.mark.parametrize("mapping", [{0xC3: b"x", 0x81: b"y"}, {0x81: b"y"}, {0xE2: b""}, {0xC3: b"\xc3\x81"},
+                                     {ord("a"): b"bb", 0x96: b" "}], ids=str)
+def test_sources_inside_a_character_behave_as_in_sentencepiece(small, mapping, tmp_path):
+    """sentencepiece tries the map at every character start, and after a source that ended inside a character at
+    every byte (each byte that starts no character becomes U+FFFD); a continuation byte as a source matches only
+    then."""
+    data = with_map(small, one_byte_map(mapping))
+    tok = Tokenizer.from_pretrained(spm_files.write_dir(tmp_path, data))
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    for text in ("Á á ▁ ☃ Ａ", "aÁa", "▁▁", "hello Á", "ﬁne \u3000x"):
         assert tok.encode(text, add_special_tokens=False) == sp.encode(text), text
 
 
@@ -101,7 +128,7 @@ def test_corrupt_map_is_a_TOK029_error(small, tmp_path):
     assert "precompiled_charsmap" in report.findings[0].message
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(edits=st.lists(st.tuples(st.integers(0, 1040), st.integers(0, 255)), min_size=1, max_size=6))
 def test_random_byte_edits(small_map_model, edits):
     data, blob = small_map_model
@@ -119,6 +146,10 @@ def test_random_byte_edits(small_map_model, edits):
             length, replacement = parsed.longest(raw, pos)
             assert 0 <= length <= len(raw) - pos
             replacement.encode("latin-1").decode("utf-8")
+    for flags in (Settings(True, True, True), Settings(False, False, False)):   # and the whole normalizer
+        normalizer = SpmNormalizer(flags, parsed, ["[REF]", "a b"])
+        for text in PROBES + ["a b [REF] ﬁ", "\u3000a\u0301\u0301"]:
+            assert isinstance(normalizer.normalize(text), str)
 
 
 def test_edited_maps_that_load_encode_to_text(small, tmp_path):
