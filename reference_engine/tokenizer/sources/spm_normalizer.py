@@ -43,16 +43,14 @@ class SpmNormalizer:
     def __init__(self, settings: Settings, charsmap: CharsMap | None, user_defined: list[str]):
         self.settings = settings
         self.charsmap = charsmap
-        self.user_defined = set(user_defined)
         self.split_pattern = re.compile(longest_match_pattern(user_defined)) if user_defined else None
         raw_pieces = [p.encode("utf-8").decode("latin-1") for p in user_defined]
         self.raw_pattern = re.compile(longest_match_pattern(raw_pieces)) if raw_pieces else None
         # where the unit loop must look: a user-defined piece, or a place the map may match (CharsMap.starts).
         # Elsewhere text is copied whole.
         look = [self.raw_pattern.pattern] if self.raw_pattern is not None else []
-        if charsmap is not None and (charsmap.one_byte or charsmap.followers):
-            look.append(charsmap.starts())
-        self.look = re.compile("|".join(look)) if look else None
+        starts = charsmap.starts() if charsmap is not None else ""
+        self.look = re.compile("|".join(look + [starts] if starts else look)) if look or starts else None
         # without a map, and with no piece holding a space, the loop reduces to string operations
         self.plain = charsmap is None and (not settings.remove_extra_whitespaces
                                            or not any(" " in p for p in user_defined))
