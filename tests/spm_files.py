@@ -12,12 +12,18 @@ from sentencepiece import sentencepiece_model_pb2 as pb
 from tests import assets
 
 MISTRAL_V1 = "tokenizer.model.v1"          # Mistral 7B v0.1: 32000 pieces, <s> </s> only
-MISTRAL_V3 = "mistral_instruct_tokenizer_240323.model.v3"   # 32768 pieces, [INST] etc. as CONTROL pieces
+MISTRAL_V3 = "mistral_instruct_tokenizer_240323.model.v3"   # 32768 pieces, [INST] etc. as CONTROL pieces,
+#                                                              [REFERENCE_DOC_0..19] as USER_DEFINED ones
+MISTRAL_V7 = "mistral_instruct_tokenizer_241114.model.v7"   # v3's plus [REF] and [/REF] (USER_DEFINED)
 
 
 def load(path: Path) -> pb.ModelProto:
+    return load_bytes(Path(path).read_bytes())
+
+
+def load_bytes(data: bytes) -> pb.ModelProto:
     proto = pb.ModelProto()
-    proto.ParseFromString(Path(path).read_bytes())
+    proto.ParseFromString(data)
     return proto
 
 

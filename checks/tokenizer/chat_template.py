@@ -1,5 +1,6 @@
 """Chat-template checks (TOK007-TOK009): the template renders system/user/assistant turns in the sandbox, its role
-markers are single tokens, and it does not produce a doubled BOS with the tokenizer's own BOS."""
+markers are single tokens, and a rendered prompt does not start with BOS twice (the template's BOS plus the tokenizer's
+own is a note: runtimes that render templates do not add the second)."""
 from __future__ import annotations
 
 import regex
@@ -94,29 +95,40 @@ def _rendered_or_skip(tok) -> str:
 
 
 @check("TOK007", category="tokenizer", severity="warning", needs=("tokenizer",),
-       hint="Encode rendered prompts with add_special_tokens=False, or drop bos_token from the template.")
+       hint="Encode rendered prompts with add_special_tokens=False (as apply_chat_template, vLLM and llama.cpp do), "
+            "or drop bos_token from the template; a template that writes BOS twice must write it once.")
 def double_bos(ctx):
-    """A rendered chat prompt encoded with add_special_tokens=True does not start with BOS twice.
+    """A rendered chat prompt does not start with BOS twice.
 
-    Templates such as Llama-3's write `{{ bos_token }}` themselves, while the tokenizer also adds BOS
-    (add_bos_token / its post-processor). Whoever renders to text and then encodes normally — raw completions
-    endpoints, user code, several servers — feeds <BOS><BOS>, which measurably degrades output; llama.cpp
-    warns "the final prompt starts with 2 BOS tokens" at run time (llama.cpp PR #7332). transformers avoids it
-    inside apply_chat_template(tokenize=True), which is why the pairing survives in released models, but every
-    other path sends two.
+    A template that itself writes BOS twice at the start (`{{ bos_token }}` before a turn that writes it again)
+    feeds <BOS><BOS> to every runtime, which measurably degrades output: a warning.
 
-    Remedy: remove bos_token from the template (the tokenizer adds it), or encode rendered prompts with
-    add_special_tokens=False everywhere.
+    Templates such as Llama 3's and Mistral's write `{{ bos_token }}` while the tokenizer also adds BOS
+    (add_bos_token / its post-processor). That pairing is how these models ship and is not a fault: every runtime
+    that renders templates (transformers' apply_chat_template, vLLM, llama.cpp since PR #7332) encodes the
+    rendered text without adding BOS again. Code that renders to text and then encodes with the defaults (raw
+    completions endpoints, hand-written pipelines) sends two; that hazard is noted (info).
+
+    Remedy: encode rendered prompts with add_special_tokens=False, or remove bos_token from the template; a
+    template that writes BOS twice must be fixed.
     """
     tok = _template_or_skip(ctx)
     bos = tok.bos_token_id
     if bos is None:
         raise Skip("no BOS token")
     rendered = _rendered_or_skip(tok)
+    plain = tok.encode(rendered, add_special_tokens=False)
+    if plain[:2] == [bos, bos]:
+        yield Problem(f"the template writes {tok.bos_token!r} twice: the rendered prompt {rendered[:40]!r} starts "
+                      f"with BOS twice ({plain[:4]}...) before any tokenizer adds one",
+                      evidence={"input": rendered[:200], "first_ids": plain[:4], "bos_token_id": bos},
+                      location=template_location(ctx, "bos_token"))
+        return
     ids = tok.encode(rendered, add_special_tokens=True)
     if ids[:2] == [bos, bos]:
-        yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds it again: the rendered prompt "
-                      f"{rendered[:40]!r} encodes to {ids[:4]}... (BOS twice)",
+        yield Problem(f"the template writes {tok.bos_token!r} and the tokenizer adds BOS too: runtimes that render "
+                      f"templates encode without adding it again, but code that renders and then encodes with the "
+                      f"defaults sends BOS twice ({rendered[:40]!r} -> {ids[:4]}...)", severity="info",
                       evidence={"input": rendered[:200], "first_ids": ids[:4], "bos_token_id": bos,
                                 "add_bos_token": tok.add_bos_token},
                       location=template_location(ctx, "bos_token"))

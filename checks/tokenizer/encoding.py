@@ -187,6 +187,15 @@ def lossy_normalizers(spec) -> list[str]:
     return found
 
 
+def _normalization(tok, table: TokenTable):
+    """(names of the lossy normalizers, the text -> text normalization) of a tokenizer. A tokenizer.model one
+    normalizes in its pre-tokenizer slot (sentencepiece's map, whitespace removal): lossy when it rewrites."""
+    rewrite = getattr(tok.pre_tokenizer, "rewrite", None)
+    if rewrite is not None:
+        return [f"sentencepiece {tok.sentencepiece.normalizer.get('name') or 'normalizer'}"], rewrite
+    return lossy_normalizers(table.raw.get("normalizer")), getattr(tok, "normalizer", None)
+
+
 @check("TOK005", category="tokenizer", severity="error", needs=("tokenizer",),
        hint="Fix the decoder/pre-tokenizer pair (e.g. a ByteLevel decoder for a ByteLevel pre-tokenizer); "
             "lossy normalizers (NFKC) are by design and reported as info.")
@@ -205,8 +214,7 @@ def round_trip(ctx):
     Remedy: repair the decoder chain, or accept the normalizer's folding knowingly.
     """
     tok = ctx.tokenizer
-    lossy = lossy_normalizers(token_table(ctx).raw.get("normalizer"))
-    normalize = getattr(tok, "normalizer", None)
+    lossy, normalize = _normalization(tok, token_table(ctx))
     broken, folded, prefix = [], [], []
     for text in PROBES:
         ids = tok.encode(text, add_special_tokens=False)

@@ -106,7 +106,9 @@ def tiktoken_ranks_agree(ctx):
     Llama 3's original release ships tokenizer.model in tiktoken format next to tokenizer.json (sentencepiece
     cannot read it, sentencepiece#1054); tools that start from the original file (Meta's reference code,
     tiktoken-based servers, conversion scripts) and tools that read tokenizer.json must agree on every id, or
-    one of them feeds the model wrong tokens.
+    one of them feeds the model wrong tokens. A tiktoken file holds no special tokens: ids tokenizer.json
+    declares as added or special tokens are left out of the comparison, whether or not its model.vocab lists
+    them too (Llama 3's tokenizer.json does).
 
     Remedy: regenerate one file from the other.
     """
@@ -122,9 +124,16 @@ def tiktoken_ranks_agree(ctx):
         except ModelDirError as e:
             yield Problem(f"{name} does not parse: {e.problem}", location=Location(file=name))
             continue
-        bad = _compare_ids(vocab.tokens, actual, tok.model.id_to_token)
+        added = _added_ids(tok)
+        ranks = {i: b for i, b in vocab.tokens.items() if i not in added}
+        bad = _compare_ids(ranks, actual, [i for i in tok.model.id_to_token if i not in added])
         if bad:
-            yield _id_problem(tok, name, vocab.tokens, actual, bad)
+            yield _id_problem(tok, name, ranks, actual, bad)
+
+
+def _added_ids(tok) -> set[int]:
+    """Ids tokenizer.json declares as added tokens, and the special tokens' ids."""
+    return {t.id for t in tok.added_tokens} | set(tok.all_special_ids)
 
 
 def _id_problem(tok, name: str, expected: dict[int, bytes], actual: dict[int, bytes], bad: list[int]) -> Problem:

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reference_engine.errors import ModelDirError
+from reference_engine.tokenizer.models.pieces import CONTROL, SPACE, UNKNOWN
 from reference_engine.tokenizer.pipeline.pre_tokenizers import UNICODE_TO_BYTES
 
-SPACE = "▁"
+SENTENCEPIECE = "sentencepiece (tokenizer.model)"
+TRANSFORMERS_READING = "tokenizer.model as transformers reads it"
 # plain texts that show a dummy-prefix or whitespace difference, shortest first after sorting
 PLAIN_PROBES = ("a", "Hi", " a", "Hello", "Hello world", "  two spaces", "line\nbreak", "x 1", "tab\tx",
                 "Hello, world! 123", "日本語", "emoji 😀")
@@ -78,6 +80,29 @@ def spm_tokenizer(ctx, **flags):
         check_runnable(model)
         return tokenizer_from_model(model, Tokenizer, {**ctx.tokenizer_config, **flags})
     return _cached(ctx, key, build)
+
+
+def spm_label(ctx, text: str, **flags) -> str:
+    """What the tokenizer.model side of a comparison on `text` is. spm_tokenizer encodes as sentencepiece itself
+    does, except for CONTROL/UNKNOWN pieces written in the text (sentencepiece never matches them; transformers
+    does, and then `legacy` decides the dummy prefix after them) and a tokenizer_config.json add_prefix_space that
+    overrides the model's add_dummy_prefix: on such text it is transformers' reading of tokenizer.model."""
+    model = sentencepiece_model(ctx)
+    prefix = {**ctx.tokenizer_config, **flags}.get("add_prefix_space")
+    if isinstance(prefix, bool) and prefix != bool(model.add_dummy_prefix):
+        return TRANSFORMERS_READING
+    raw_matched = (p for p, t in zip(model.pieces, model.types) if t in (CONTROL, UNKNOWN))
+    return TRANSFORMERS_READING if any(p in text for p in raw_matched) else SENTENCEPIECE
+
+
+def metaspace_skips_leading_space(spec) -> bool:
+    """Whether a tokenizer.json pre-tokenizer holds a Metaspace that prepends "▁" ("first"/"always"): tokenizers
+    then skips the prefix when the text already starts with "▁", which sentencepiece never does."""
+    if not isinstance(spec, dict):
+        return False
+    if spec.get("type") == "Metaspace":
+        return spec.get("prepend_scheme", "always" if spec.get("add_prefix_space", True) else "never") != "never"
+    return any(metaspace_skips_leading_space(child) for child in spec.get("pretokenizers") or [])
 
 
 def json_tokenizer(ctx):

@@ -3,13 +3,15 @@
 tokenizer.json, a SentencePiece tokenizer.model, tokenizer_config.json's flags, a tiktoken file, tekken.json, a
 GGUF's tokenizer.ggml.* arrays and the chat template files are read by different serving stacks; the incidents
 are the gaps between them. Each finding names the sources that disagree and the smallest input that behaves
-differently (checks/tokenizer/source_compare.py)."""
+differently (checks/tokenizer/source_compare.py). The tokenizer.model side is sentencepiece's own encoding, except
+on text holding CONTROL pieces or under tokenizer_config.json flags sentencepiece does not know, where it is
+transformers' reading of the file; messages say which (source_compare.spm_label)."""
 from __future__ import annotations
 
 from checks.tokenizer import source_compare as src
 from checks.registry import Problem, Skip, check
 from findings import Location
-from reference_engine.errors import ModelDirError
+from reference_engine.errors import ModelDirError, UnsupportedError
 
 ROLES = (("bos", "bos_id"), ("eos", "eos_id"), ("unk", "unk_id"), ("pad", "pad_id"))
 
@@ -50,12 +52,11 @@ def sentencepiece_model_reads(ctx):
     llama.cpp's converter, mistral-common, sentencepiece-based servers and transformers' slow tokenizers start
     from tokenizer.model; a truncated or corrupt file (or one sentencepiece refuses: duplicate pieces, byte
     pieces without byte_fallback, a missing <0xNN> piece) breaks them even when tokenizer.json is fine. The
-    protobuf is read by hand with every length bounded, so the finding names the malformation. A model this
-    tool does not run (Unigram, a precompiled normalization map) is only noted.
+    protobuf and its precompiled normalization map are read by hand with every length and offset bounded, so the
+    finding names the malformation. A model this tool does not run (Unigram, whitespace as suffix) is only noted.
 
     Remedy: replace the file with the original.
     """
-    from reference_engine.errors import UnsupportedError
     from reference_engine.tokenizer.sources.spm_tokenizer import check_runnable
     path = src.source_root(ctx) / "tokenizer.model"
     if not path.is_file():
@@ -106,7 +107,7 @@ def vocabularies_agree(ctx):
         difference = _vocab_difference(ctx, tok, [model.pieces[i] for i in bad[:50]] +
                                        [t for i in bad[:50] if isinstance(t := table.get(i), str)])
         if difference is not None and name == "tokenizer.json":
-            message += "; " + difference.describe("tokenizer.json", "tokenizer.model")
+            message += "; " + difference.describe("tokenizer.json", src.spm_label(ctx, difference.text))
         yield Problem(message, evidence={"count": len(bad), "ids": cases,
                                          **({"input": difference.text} if difference else {})},
                       location=Location(file="tokenizer.json" if name == "tokenizer.json" else "tokenizer.model",
@@ -151,7 +152,7 @@ def _merge_order(ctx, model, tok):
                f"{rank} makes {piece!r} (score {model.scores[index[piece]]}) after {earlier!r} (score "
                f"{model.scores[index[earlier]]})")
     if difference is not None:
-        message += "; " + difference.describe("tokenizer.json", "tokenizer.model")
+        message += "; " + difference.describe("tokenizer.json", src.spm_label(ctx, difference.text))
     yield Problem(message, evidence={"count": len(inversions), "merge": rank, "piece": piece,
                                      **({"input": difference.text} if difference else {})},
                   location=Location(file="tokenizer.json", logical=f"model.merges[{rank}]"))
@@ -193,11 +194,14 @@ def byte_fallback_agrees(ctx):
                f"model.byte_fallback = {json_flag}")
     try:
         difference = src.smallest_difference(tok, src.spm_tokenizer(ctx), src.RARE_CHARACTERS)
+    except UnsupportedError as e:   # a model this tool does not run (sentencepiece may well load it)
+        difference = None
+        message += f" (tokenizer.model is not run by this tool's reference engine: {e.problem})"
     except ModelDirError as e:   # e.g. BYTE pieces while byte_fallback is false: sentencepiece refuses it too
         difference = None
-        message += f" (and sentencepiece cannot load tokenizer.model: {e.problem})"
+        message += f" (and tokenizer.model is malformed, sentencepiece refuses it too: {e.problem})"
     if difference is not None:
-        message += ": " + difference.describe("tokenizer.json", "tokenizer.model")
+        message += ": " + difference.describe("tokenizer.json", src.spm_label(ctx, difference.text))
     shown = difference.evidence("tokenizer.json", "tokenizer.model") if difference else {}
     yield Problem(message, evidence={"tokenizer.model": bool(model.byte_fallback), "tokenizer.json": json_flag,
                                      **shown},
@@ -221,23 +225,35 @@ def dummy_prefix_agrees(ctx):
     model = _spm_or_skip(ctx)
     tok = _json_or_skip(ctx)
     declared = _declared_or_skip(ctx)
-    difference = src.smallest_difference(tok, declared, src.PLAIN_PROBES)
-    if difference is None or _reported_elsewhere(ctx, model, tok):
+    quirk = src.metaspace_skips_leading_space(src.token_table_raw(ctx).get("pre_tokenizer"))
+    probes = [p for p in src.PLAIN_PROBES if not (quirk and p[:1].isspace())]
+    difference = src.smallest_difference(tok, declared, probes)
+    if difference is None:
+        leading = src.smallest_difference(tok, declared, src.PLAIN_PROBES)
+        if leading is not None and not _reported_elsewhere(ctx, model, tok, src.PLAIN_PROBES):
+            yield Problem("tokenizer.json's Metaspace pre-tokenizer adds no dummy prefix to text that already starts "
+                          "with a space, sentencepiece always adds it (tokenizers' rule, which transformers' own "
+                          "legacy=false conversion inherits; prompts rarely start with a space): "
+                          + leading.describe("tokenizer.json", src.spm_label(ctx, leading.text)), severity="info",
+                          evidence=leading.evidence("tokenizer.json", "tokenizer.model"),
+                          location=Location(file="tokenizer.json", logical="pre_tokenizer"))
+        return
+    if _reported_elsewhere(ctx, model, tok, probes):
         return
     prefix = ctx.tokenizer_config.get("add_prefix_space")
     prefix = model.add_dummy_prefix if not isinstance(prefix, bool) else prefix
     flipped = src.spm_tokenizer(ctx, add_prefix_space=not prefix)
-    explained = src.smallest_difference(tok, flipped, src.PLAIN_PROBES) is None
+    explained = src.smallest_difference(tok, flipped, probes) is None
     cause = (f"tokenizer.json {'does not add' if prefix else 'adds'} the dummy prefix '▁' that tokenizer.model's "
              f"add_dummy_prefix = {model.add_dummy_prefix} {'asks for' if prefix else 'leaves out'}"
              if explained else "plain text encodes differently with tokenizer.json and tokenizer.model")
-    yield Problem(f"{cause}: {difference.describe('tokenizer.json', 'tokenizer.model')}",
+    yield Problem(f"{cause}: {difference.describe('tokenizer.json', src.spm_label(ctx, difference.text))}",
                   evidence={"add_dummy_prefix": model.add_dummy_prefix, "explained_by_prefix": explained,
                             **difference.evidence("tokenizer.json", "tokenizer.model")},
                   location=Location(file="tokenizer.json", logical="normalizer"))
 
 
-def _reported_elsewhere(ctx, model, tok) -> bool:
+def _reported_elsewhere(ctx, model, tok, probes) -> bool:
     """A plain-text difference that TOK020 (pieces), TOK021 (byte_fallback) or TOK023 (legacy, which also decides
     how a leading space is prefixed) already explains."""
     if any(tok.id_to_token(i) != piece for i, piece in enumerate(model.pieces)):
@@ -245,7 +261,7 @@ def _reported_elsewhere(ctx, model, tok) -> bool:
     if bool(src.token_table_raw(ctx).get("model", {}).get("byte_fallback", False)) != bool(model.byte_fallback):
         return True
     flipped = src.spm_tokenizer(ctx, legacy=ctx.tokenizer_config.get("legacy") is False)
-    return src.smallest_difference(tok, flipped, src.PLAIN_PROBES) is None
+    return src.smallest_difference(tok, flipped, probes) is None
 
 
 @check("TOK023", category="tokenizer", severity="warning", needs=("files",),
@@ -275,9 +291,9 @@ def legacy_agrees(ctx):
     flipped = src.spm_tokenizer(ctx, legacy=legacy is False)
     if src.smallest_difference(tok, flipped, probes) is not None:
         if src.smallest_difference(tok, declared, src.PLAIN_PROBES) is None:   # else TOK020/TOK022 explain it
-            yield Problem("text next to special tokens encodes differently with tokenizer.json than tokenizer.model "
-                          "and tokenizer_config.json say, and neither legacy setting explains it: "
-                          + difference.describe("tokenizer.json", "tokenizer.model"),
+            yield Problem("text next to special tokens encodes differently with tokenizer.json than transformers "
+                          "reads tokenizer.model under tokenizer_config.json's flags, and neither legacy setting "
+                          "explains it: " + difference.describe("tokenizer.json", src.TRANSFORMERS_READING),
                           evidence={"legacy": legacy, **difference.evidence("tokenizer.json", "tokenizer.model")},
                           location=Location(file="tokenizer.json", logical="pre_tokenizer"))
         return

@@ -7,7 +7,14 @@ Bases (each built once per session, copied per fault):
   generation_config.json with the trainer spec's ids;
 - "llama2": the same for Llama 2's vocabulary rebuilt from llama.cpp's ggml-vocab-llama-spm.gguf;
 - "tiktoken": SmolLM2's tokenizer.json and tokenizer_config.json with a consistent tiktoken export of its
-  vocabulary as original/tokenizer.model (Llama 3's layout);
+  vocabulary as original/tokenizer.model;
+- "llama3": Llama 3's vocabulary (llama.cpp's ggml-vocab-llama-bpe.gguf converted by transformers), its 256
+  special tokens in tokenizer.json's model.vocab as well as in added_tokens (as Meta's repository has them), the
+  128000 ordinary ranks as original/tokenizer.model (a tiktoken file holds no special token), Llama 3 Instruct's
+  chat template (it writes {{ bos_token }}; the post-processor adds BOS too); "llama3_outside": the same with the
+  special tokens only in added_tokens;
+- "mistral_v7": Mistral's v7 tokenizer.model ([REF] and [REFERENCE_DOC_n] as USER_DEFINED pieces) with the
+  tokenizer.json transformers' converter writes and Mistral Instruct's chat template (writes {{ bos_token }});
 - "tekken": the first 3000 ids of mistral-common's tekken_240718.json and the tokenizer.json transformers'
   convert_tekken_tokenizer makes from it.
 """
@@ -22,10 +29,22 @@ from typing import Callable
 
 from tests import assets, spm_files
 
-BASES = ("mistral", "llama2", "tiktoken", "tekken")
+BASES = ("mistral", "llama2", "tiktoken", "tekken", "llama3", "llama3_outside", "mistral_v7")
 TEKKEN_VOCAB, TEKKEN_SPECIALS = 2000, 1000
 BOS_TEMPLATE = "{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"
 PLAIN_TEMPLATE = "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"
+# the chat templates of Meta-Llama-3-8B-Instruct and Mistral-7B-Instruct-v0.2 (tokenizer_config.json), as released
+LLAMA3_INSTRUCT_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+MISTRAL_INSTRUCT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
 
 
 @dataclass(frozen=True)
@@ -59,13 +78,17 @@ def edit(name: str, change: Callable[[dict], None]) -> Callable[[Path], None]:
 
 def build_base(name: str, root: Path) -> Path:
     out = root / name
-    if name in ("mistral", "llama2"):
-        proto = spm_files.mistral_proto() if name == "mistral" else spm_files.llama2_proto()
+    if name in ("mistral", "llama2", "mistral_v7"):
+        proto = spm_files.llama2_proto() if name == "llama2" else spm_files.mistral_proto(
+            spm_files.MISTRAL_V7 if name == "mistral_v7" else spm_files.MISTRAL_V1)
         plain = spm_files.write_dir(root / f"{name}-spm", proto)
-        spm_files.converted_dir(out, plain, legacy=True)
-        write(out, "config.json", {"architectures": ["MistralForCausalLM" if name == "mistral" else
-                                                     "LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2})
+        extra = {"chat_template": MISTRAL_INSTRUCT_TEMPLATE} if name == "mistral_v7" else {}
+        spm_files.converted_dir(out, plain, legacy=True, **extra)
+        write(out, "config.json", {"architectures": ["LlamaForCausalLM" if name == "llama2" else
+                                                     "MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2})
         write(out, "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2})
+    elif name in ("llama3", "llama3_outside"):
+        llama3_base(out, specials_in_vocab=name == "llama3")
     elif name == "tiktoken":
         smollm2 = assets.smollm2_dir()
         out.mkdir(parents=True)
@@ -78,13 +101,44 @@ def build_base(name: str, root: Path) -> Path:
     return out
 
 
-def tiktoken_export(tokenizer_json: Path) -> str:
-    """The tiktoken file of a byte-level tokenizer.json's model vocabulary (rank = id)."""
+def tiktoken_export(tokenizer_json: Path, skip_added: bool = False) -> str:
+    """The tiktoken file of a byte-level tokenizer.json's model vocabulary (rank = id), without the added tokens
+    when `skip_added` (a real tiktoken file holds no special token)."""
     from reference_engine.tokenizer.pipeline.pre_tokenizers import UNICODE_TO_BYTES
-    vocab = json.loads(tokenizer_json.read_text(encoding="utf-8"))["model"]["vocab"]
+    spec = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    added = {a["content"] for a in spec["added_tokens"]} if skip_added else set()
     lines = [f"{base64.b64encode(bytes(UNICODE_TO_BYTES[c] for c in token)).decode()} {i}"
-             for token, i in sorted(vocab.items(), key=lambda kv: kv[1])]
+             for token, i in sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1]) if token not in added]
     return "\n".join(lines) + "\n"
+
+
+def llama3_base(out: Path, specials_in_vocab: bool) -> None:
+    source = assets.llamacpp_tokenizer_dir("llama-bpe")
+    out.mkdir(parents=True)
+    spec = read(source, "tokenizer.json")
+    assert sum(a["content"] in spec["model"]["vocab"] for a in spec["added_tokens"]) == 256   # Meta's layout
+    bos = {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}
+    spec["post_processor"] = {   # Meta's: BOS before every sequence
+        "type": "TemplateProcessing", "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<|begin_of_text|>",
+                                                                                 "type_id": 1}},
+                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
+                                                 "tokens": ["<|begin_of_text|>"]}}}
+    (out / "original").mkdir()
+    write(out, "tokenizer.json", spec)
+    (out / "original" / "tokenizer.model").write_text(tiktoken_export(out / "tokenizer.json", skip_added=True),
+                                                      encoding="utf-8")
+    if not specials_in_vocab:
+        added = {a["content"] for a in spec["added_tokens"]}
+        spec["model"]["vocab"] = {t: i for t, i in spec["model"]["vocab"].items() if t not in added}
+        write(out, "tokenizer.json", spec)
+    config = read(source, "tokenizer_config.json")
+    config.update(chat_template=LLAMA3_INSTRUCT_TEMPLATE, eos_token="<|eot_id|>")
+    write(out, "tokenizer_config.json", config)
+    write(out, "config.json", {"architectures": ["LlamaForCausalLM"], "bos_token_id": 128000,
+                               "eos_token_id": [128001, 128009]})
+    write(out, "generation_config.json", {"bos_token_id": 128000, "eos_token_id": [128001, 128009]})
 
 
 def tekken_base(out: Path) -> None:
@@ -120,12 +174,16 @@ def no_bos_in_post_processor(tok: dict) -> None:
                              "pair": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {}}
 
 
-def swap_tiktoken_ranks(d: Path) -> None:
+def swap_tiktoken_ranks(d: Path, pairs=((300, 301),)) -> None:
     path = d / "original" / "tokenizer.model"
     lines = path.read_text(encoding="utf-8").splitlines()
-    (a, ra), (b, rb) = lines[300].split(), lines[301].split()
-    lines[300], lines[301] = f"{b} {ra}", f"{a} {rb}"
+    for x, y in pairs:
+        (a, ra), (b, rb) = lines[x].split(), lines[y].split()
+        lines[x], lines[y] = f"{b} {ra}", f"{a} {rb}"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+THREE_PAIRS = ((300, 301), (5000, 70000), (127998, 127999))
 
 
 def swap_tekken_ranks(tekken: dict) -> None:
@@ -224,7 +282,17 @@ FAULTS = [
         jinja(PLAIN_TEMPLATE.replace("[INST] ", "[INST]"))), "TOK026", "warning",
         "transformers reads chat_template.jinja, llama.cpp's converter tokenizer_config.json"),
     SourceFault("template_writes_bos", "llama2", edit("tokenizer_config.json", lambda c: c.update(
-        chat_template=BOS_TEMPLATE)), "TOK007", "warning", "llama.cpp PR #7332"),
+        chat_template=BOS_TEMPLATE)), "TOK007", "info", "llama.cpp PR #7332: a hazard for render-then-encode code"),
+    SourceFault("template_writes_bos_twice", "llama3", edit("tokenizer_config.json", lambda c: c.update(
+        chat_template="{{ bos_token }}" + LLAMA3_INSTRUCT_TEMPLATE)), "TOK007", "warning",
+        "BOS twice whatever the runtime"),
+    SourceFault("llama3_tiktoken_three_pairs_swapped", "llama3", lambda d: swap_tiktoken_ranks(d, THREE_PAIRS),
+                "TOK027", "error", "original/tokenizer.model out of step with tokenizer.json"),
+    SourceFault("llama3_outside_tiktoken_three_pairs_swapped", "llama3_outside",
+                lambda d: swap_tiktoken_ranks(d, THREE_PAIRS), "TOK027", "error"),
+    SourceFault("mistral_v7_user_defined_piece_renamed", "mistral_v7", edit("tokenizer.json", lambda t: next(
+        a for a in t["added_tokens"] if a["content"] == "[REF]").update(content="[REFS]")), "TOK020", "error",
+        "tokenizer.json's added token no longer the piece tokenizer.model has at that id"),
     SourceFault("tiktoken_ranks_swapped", "tiktoken", swap_tiktoken_ranks, "TOK027", "error",
                 "original/tokenizer.model out of step with tokenizer.json"),
     SourceFault("tekken_ranks_swapped", "tekken", edit("tekken.json", swap_tekken_ranks), "TOK028", "error"),

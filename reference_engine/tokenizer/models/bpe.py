@@ -17,7 +17,8 @@ from itertools import repeat
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.limits import MAX_MERGES, check_size
-from reference_engine.tokenizer.models.merge_cuts import SPACE, encode_word, merge_cuts
+from reference_engine.tokenizer.models.merge_cuts import encode_word, merge_cuts
+from reference_engine.tokenizer.models.pieces import SPACE
 
 HEAP_THRESHOLD = 16  # symbols; above this the heap merge beats the loop (measured on byte-level words)
 NO_MERGE = (1 << 62, -1)   # (rank, merged id) of a pair with no merge: above every rank

@@ -31,7 +31,8 @@ from itertools import compress
 from operator import add, not_
 from typing import Callable, Iterable
 
-SPACE = "▁"
+from reference_engine.tokenizer.models.pieces import SPACE
+
 CUT_MIN_CHARS = 24   # shorter words go to the merge loop whole: one cache entry, no split call
 PIECES_MIN_CHARS = 8   # a shorter miss merges whole: its merge costs about what looking for a cut would
 BYTE_TOKEN_END = ">"  # the last character of every <0xNN> byte token

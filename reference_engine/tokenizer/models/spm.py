@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add
 
-from reference_engine.tokenizer.models.merge_cuts import SPACE, encode_word, merge_cuts
+from reference_engine.tokenizer.models.merge_cuts import encode_word, merge_cuts
+from reference_engine.tokenizer.models.pieces import SPACE
 
 LOOP_MAX_CHARS = 64   # words up to this length merge in merge_by_score's loop (measured faster), longer in the heap
 NO_PAIR = float("-inf")   # below every score merge_scores admits
@@ -39,6 +40,7 @@ class SpmModel:
     byte_fallback: bool | None = None     # None: llama.cpp's fallback; True/False: SentencePiece's
     mergeable: dict[str, int] | None = None   # pieces a merge may produce (None: the whole vocab)
     unused: frozenset[int] = frozenset()      # UNUSED piece ids, split back after merging
+    frozen: dict[str, int] = field(default_factory=dict)   # USER_DEFINED pieces: one symbol, never merged
 
     def __post_init__(self):
         if not self.id_to_token:
@@ -54,7 +56,11 @@ class SpmModel:
         self.cuts = None if self.unused else merge_cuts(producible, self.vocab.get(SPACE), self.unk_id, plain=known)
 
     def encode_word(self, text: str) -> list[int]:
-        """Token ids of one word (cached)."""
+        """Token ids of one word (cached). A word that is a frozen piece (sentencepiece's user-defined symbols,
+        cut out of the text by the caller) is that piece, whatever the merges would make of its characters."""
+        piece = self.frozen.get(text)
+        if piece is not None:
+            return [piece]
         return encode_word(text, self.cuts, self.cache, self.merge)
 
     def merge(self, text: str) -> list[int]:

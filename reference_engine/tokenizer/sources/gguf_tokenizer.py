@@ -14,9 +14,9 @@ from __future__ import annotations
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_file import GGUFFile
 from reference_engine.tokenizer.sources.gguf_pre import REGEXES, pre_tokenizer_for
+from reference_engine.tokenizer.models.pieces import CONTROL, NORMAL, SPACE, UNKNOWN, USER_DEFINED
 from reference_engine.tokenizer.models.spm import SpmModel
 
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 ADDED_TYPES = (UNKNOWN, CONTROL, USER_DEFINED)
 BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
 
@@ -82,9 +82,9 @@ def _bpe_spec(gguf: GGUFFile, tokens: list[str]) -> dict:
 
 def _spm_spec(gguf: GGUFFile, tokens: list[str]) -> dict:
     prefix = _flag(gguf, "tokenizer.ggml.add_space_prefix", True)
-    replace = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
-    normalizers = [{"type": "Prepend", "prepend": "▁"}, replace] if prefix else [replace]
-    decoders = [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"},
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}
+    normalizers = [{"type": "Prepend", "prepend": SPACE}, replace] if prefix else [replace]
+    decoders = [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "}, {"type": "ByteFallback"},
                 {"type": "Fuse"}]
     if prefix:
         decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})

@@ -23,9 +23,8 @@ from pathlib import Path
 
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import MAX_TOKENIZER_VOCAB
+from reference_engine.tokenizer.models.pieces import NORMAL, PIECE_TYPES
 
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
-PIECE_TYPES = {1: "NORMAL", 2: "UNKNOWN", 3: "CONTROL", 4: "USER_DEFINED", 5: "UNUSED", 6: "BYTE"}
 MODEL_TYPES = {1: "UNIGRAM", 2: "BPE", 3: "WORD", 4: "CHAR"}
 MAX_MODEL_BYTES = 1 << 26      # 64 MiB; real tokenizer.model files are 0.5-5 MB
 VARINT, FIXED64, LENGTH, FIXED32 = 0, 1, 2, 5

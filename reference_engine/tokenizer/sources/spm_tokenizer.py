@@ -1,32 +1,40 @@
 """A Tokenizer from a SentencePiece BPE `tokenizer.model` (+ tokenizer_config.json), for directories without
-tokenizer.json.
+tokenizer.json: id for id what `sentencepiece` encodes, with transformers' rules only where sentencepiece has none.
 
-Encoding is SentencePiece's own (score-based merge, spm.SpmModel in SentencePiece mode), wrapped the way
-transformers' LlamaConverter wraps it, so a directory behaves as transformers loads it:
-- normalizer: SentencePiece's extra-whitespace removal (only when the model asks for it), then with
-  `legacy` (tokenizer_config.json; absent means true, as in transformers) Prepend("▁") + Replace(" ", "▁") on
-  every stretch between added tokens; with legacy=false a Metaspace pre-tokenizer that prefixes only the start
-  of the text (prepend_scheme "first"). add_prefix_space in tokenizer_config.json overrides add_dummy_prefix.
-- CONTROL, USER_DEFINED and UNKNOWN pieces become added tokens (CONTROL and UNKNOWN special), matched in raw text.
+- Text is normalized as sentencepiece does (spm_normalizer.py: the precompiled character map, extra-whitespace
+  removal, "▁" for spaces, one dummy prefix), USER_DEFINED pieces are matched in the normalized text as frozen
+  symbols (a piece containing "▁" matches too), and the stretches between them are merged by piece score
+  (spm.SpmModel in SentencePiece mode).
+- CONTROL and UNKNOWN pieces written in the text are matched in the raw text as special added tokens, as
+  transformers does (sentencepiece never produces them from text; chat templates write them). With `legacy`
+  (tokenizer_config.json; absent means true, as in transformers 4) every stretch between them gets the dummy
+  prefix, with legacy=false only the start of the text (transformers#25073). add_prefix_space in
+  tokenizer_config.json overrides add_dummy_prefix.
 - BOS/EOS follow add_bos_token (default true) / add_eos_token (default false), LlamaTokenizer's defaults; the
   token strings come from tokenizer_config.json, else from the trainer spec's ids.
 - decoder: "▁" -> " ", byte fallback, fuse, strip the one dummy-prefix space.
+`tok.sentencepiece_spec` is the tokenizer.json transformers' LlamaConverter would write for the same files (the
+checks read it as the token table); the encoding itself is the one described above.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.tokenizer.sources.sentencepiece_model import (BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED,
-                                                                    USER_DEFINED, SentencePieceModel,
-                                                                    read_sentencepiece_model)
+from reference_engine.tokenizer.models.pieces import (BYTE, CONTROL, MERGEABLE_TYPES, SPACE, UNKNOWN, UNUSED,
+                                                      USER_DEFINED, byte_value)
 from reference_engine.tokenizer.models.spm import SpmModel
+from reference_engine.tokenizer.pipeline.added_tokens import AddedToken
+from reference_engine.tokenizer.pipeline.pre_tokenizers import Piece
+from reference_engine.tokenizer.sources.precompiled_charsmap import read_charsmap
+from reference_engine.tokenizer.sources.sentencepiece_model import SentencePieceModel, read_sentencepiece_model
+from reference_engine.tokenizer.sources.spm_normalizer import Settings, SpmNormalizer
 
 # `cls` is the Tokenizer class, passed in by Tokenizer.from_pretrained so that this module does not import it
 BPE_TYPE = 2
-SPACE = "▁"
-ADDED_TYPES = (UNKNOWN, CONTROL, USER_DEFINED)
-MERGEABLE_TYPES = (NORMAL, USER_DEFINED, UNUSED)   # model_interface.cc: the pieces_ map, the rest are reserved
+ADDED_TYPES = (UNKNOWN, CONTROL, USER_DEFINED)   # the added tokens of a converted tokenizer.json
+RAW_MATCHED = (UNKNOWN, CONTROL)                 # what this tokenizer matches in raw text (transformers' rule)
 SPECIAL_IDS = (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("unk_token", "unk_id"), ("pad_token", "pad_id"))
 
 
@@ -57,15 +65,61 @@ def tokenizer_from_model(model: SentencePieceModel, cls, config: dict | None = N
     """The Tokenizer (`cls`) of a parsed, check_runnable model under tokenizer_config.json settings `config`."""
     config = dict(config or {})
     spec = tokenizer_spec(model, config)
-    tok = cls(spec, special_config(model, config), model.path, chat_template)
+    runtime = {**spec, "normalizer": None, "pre_tokenizer": None,
+               "added_tokens": [t for t in spec["added_tokens"] if model.types[t["id"]] in RAW_MATCHED]}
+    tok = cls(runtime, special_config(model, config), model.path, chat_template)
     unk = model.ids_of_type(UNKNOWN)
+    user_defined = model.ids_of_type(USER_DEFINED)
     tok.model = SpmModel(vocab=tok.model.vocab, scores=list(model.scores), unk_id=unk[0] if unk else None,
                          byte_fallback=bool(model.byte_fallback),
                          mergeable={p: i for i, p in enumerate(model.pieces) if model.types[i] in MERGEABLE_TYPES},
-                         unused=frozenset(model.ids_of_type(UNUSED)))
+                         unused=frozenset(model.ids_of_type(UNUSED)),
+                         frozen={model.pieces[i]: i for i in user_defined})
+    tok.pre_tokenizer = SentencePieceWords(normalizer_of(model), config.get("legacy") is not False,
+                                           _dummy_prefix(model, config))
+    for i in user_defined:   # listed as added tokens, as a converted tokenizer.json lists them (checks read the
+        # list), but matched by SentencePieceWords in the normalized text, not by the raw matcher built above
+        token = AddedToken(i, model.pieces[i], special=False, normalized=True)
+        tok.added_tokens.append(token)
+        tok.added_by_id[i] = tok.added_by_content[token.content] = token
     tok.sentencepiece = model
     tok.sentencepiece_spec = spec
     return tok
+
+
+def normalizer_of(model: SentencePieceModel) -> SpmNormalizer:
+    """sentencepiece's normalizer for this model (its precompiled map read and checked here)."""
+    blob = model.precompiled_charsmap
+    settings = Settings(bool(model.add_dummy_prefix), bool(model.remove_extra_whitespaces),
+                        bool(model.escape_whitespaces))
+    return SpmNormalizer(settings, _charsmap(blob, model.path) if blob else None,
+                         [model.pieces[i] for i in model.ids_of_type(USER_DEFINED)])
+
+
+# check_runnable reads the map, and so does the tokenizer built next (checks build several from one model)
+_charsmap = lru_cache(maxsize=8)(read_charsmap)
+
+
+class SentencePieceWords:
+    """The pre-tokenizer slot of a tokenizer.model Tokenizer: each stretch of raw text between CONTROL pieces is
+    normalized (dummy prefix at the start of the text, and after a CONTROL piece with legacy) and cut into
+    USER_DEFINED pieces and the stretches the model merges."""
+
+    def __init__(self, normalizer: SpmNormalizer, legacy: bool, dummy_prefix: bool):
+        self.normalizer, self.legacy, self.dummy_prefix = normalizer, legacy, dummy_prefix
+
+    def rewrite(self, text: str) -> str:
+        """What normalization alone makes of `text` (spaces as spaces, no dummy prefix), so that checks can tell
+        the normalizer's folding (NFKC, whitespace removal) from a lossy decoder."""
+        return self.normalizer.normalize(text, False).replace(SPACE, " ")
+
+    def __call__(self, pieces: list[Piece]) -> list[Piece]:
+        out = []
+        for piece in pieces:
+            prefix = self.dummy_prefix and (self.legacy or piece.at_origin)
+            normalized = self.normalizer.normalize(piece.text, prefix)
+            out += [Piece(part, False) for part in self.normalizer.split(normalized)]
+        return out
 
 
 def check_runnable(model: SentencePieceModel) -> None:
@@ -77,8 +131,7 @@ def check_runnable(model: SentencePieceModel) -> None:
         raise UnsupportedError(path, f"a {model.model_type_name} SentencePiece model; only BPE tokenizer.model "
                                      "files are run here (export a tokenizer.json with transformers)")
     if model.precompiled_charsmap:
-        raise UnsupportedError(path, f"normalizer {model.normalizer['name']!r} uses a precompiled character map, "
-                                     "which is not reproduced here (export a tokenizer.json with transformers)")
+        _charsmap(model.precompiled_charsmap, path)   # every offset checked: a corrupt map is one line
     if model.treat_whitespace_as_suffix:
         raise UnsupportedError(path, "treat_whitespace_as_suffix is not supported")
     seen: dict[str, int] = {}
@@ -102,21 +155,11 @@ def check_runnable(model: SentencePieceModel) -> None:
         raise ModelDirError(path, f"{len(unknown)} UNKNOWN pieces; a SentencePiece model has exactly one")
 
 
-def byte_value(piece: str) -> int | None:
-    """0xNN for a "<0xNN>" piece (upper-case hex, as sentencepiece writes them), else None."""
-    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
-        digits = piece[3:5]
-        if all(c in "0123456789ABCDEF" for c in digits):
-            return int(digits, 16)
-    return None
-
-
 def tokenizer_spec(model: SentencePieceModel, config: dict) -> dict:
     """The tokenizer.json LlamaConverter would write for this model and tokenizer_config (flags: legacy,
     add_prefix_space). Its model section lists the vocabulary; the encoding itself is SpmModel's."""
     legacy = config.get("legacy") is not False
-    prefix = config.get("add_prefix_space")
-    prefix = model.add_dummy_prefix if not isinstance(prefix, bool) else prefix
+    prefix = _dummy_prefix(model, config)
     normalizers = []
     if model.remove_extra_whitespaces:   # SentencePiece trims and collapses ASCII spaces only
         normalizers += [{"type": "Replace", "pattern": {"Regex": r"\A +| +\Z"}, "content": ""},
@@ -148,6 +191,11 @@ def tokenizer_spec(model: SentencePieceModel, config: dict) -> dict:
                           "lstrip": False, "rstrip": False, "single_word": False}
                          for i, (p, t) in enumerate(zip(model.pieces, model.types)) if t in ADDED_TYPES],
     }
+
+
+def _dummy_prefix(model: SentencePieceModel, config: dict) -> bool:
+    prefix = config.get("add_prefix_space")
+    return bool(model.add_dummy_prefix) if not isinstance(prefix, bool) else prefix
 
 
 def special_config(model: SentencePieceModel, config: dict) -> dict:

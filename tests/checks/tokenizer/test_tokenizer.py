@@ -1,5 +1,6 @@
 """Tokenizer checks on real tokenizers (llama.cpp's test vocabularies converted by transformers: no false
-positives) and the double-BOS warning, which a template writing bos_token triggers (Llama-3 style)."""
+positives) and TOK007: a template writing bos_token while the tokenizer adds BOS (Llama 3 and Mistral ship that
+way) is a note, a template writing BOS twice a warning."""
 from __future__ import annotations
 
 import pytest
@@ -20,11 +21,17 @@ def test_real_tokenizers_have_no_problems(name, llamacpp_tokenizer_dir):
     assert [f for f in fired(llamacpp_tokenizer_dir(name), ["tokenizer"]) if f[1] != "info"] == []
 
 
-def test_double_bos_warned_only_when_the_template_writes_bos(factory_model_dir, broken_copy):
+def test_double_bos_noted_when_the_template_writes_bos_and_warned_when_it_writes_two(factory_model_dir,
+                                                                                     broken_copy):
     from reference_engine.testing.factory import CHAT_TEMPLATE
     assert fired(factory_model_dir("llama"), ["TOK007", "TOK008", "TOK009"]) == []
     d = broken_copy("llama", zoo.edit_json("tokenizer_config.json", chat_template="{{ bos_token }}" + CHAT_TEMPLATE))
-    assert ("TOK007", "warning") in fired(d, ["TOK007"])
+    assert fired(d, ["TOK007"]) == [("TOK007", "info")]
+    twice = "{{ bos_token }}{{ bos_token }}" + CHAT_TEMPLATE
+    d = broken_copy("llama", zoo.edit_json("tokenizer_config.json", chat_template=twice))
+    assert fired(d, ["TOK007"]) == [("TOK007", "warning")]
+    report = run_checks(d, select=["TOK007"])
+    assert "twice" in report.findings[0].message and report.findings[0].location.logical == "chat_template"
 
 
 def test_nfkc_leaves_unaffected_probes_to_round_trip(broken_copy):
