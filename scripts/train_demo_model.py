@@ -3,7 +3,10 @@
 Dev-only script (needs the test extras: transformers, tokenizers). It
 1. fetches Botchan (Natsume Soseki, English translation, public domain) through tests/assets.py,
 2. trains a byte-level BPE tokenizer with the project's own reference_engine.testing.train_bpe,
-3. trains a 4-layer LlamaForCausalLM (transformers) on it for a few CPU minutes, single-threaded,
+3. trains a 4-layer LlamaForCausalLM (transformers) on it for a few CPU minutes, single-threaded: chunks of the
+   novel as plain text, and pairs of its sentences as ChatML exchanges (one sentence as the user's turn, the next
+   as the assistant's, closed by <|im_end|>, the EOS id), so that the model ships a chat template it was trained
+   on and learns to end its turn (GEN004 asks a chat question and expects the answer to end),
 4. writes the directory with reference_engine.testing.factory.write_model_dir (same layout as the test models).
 
     python scripts/train_demo_model.py --minutes 5 --out llmdoctor/demo_model
@@ -32,6 +35,8 @@ ARCH = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_att
 VOCAB = 1024
 SEQ_LEN, BATCH = 128, 16
 LINES_PER_DOCUMENT = 12  # the novel is hard-wrapped without blank lines; chunks of lines act as documents
+EXCHANGES_PER_DOCUMENT = 2  # about a fifth of the training tokens are chat turns
+MAX_SENTENCE = 160       # characters: longer sentences make no chat turn (an answer should end within 32 tokens)
 PROMPTS = ["The", "I was", "When I went to the school", "He said that"]
 
 README = """\
@@ -69,11 +74,24 @@ def token_stream(text: str, tokenizer: dict) -> torch.Tensor:
 
     tok = Tokenizer.from_str(json.dumps(tokenizer))
     lines = text.splitlines(keepends=True)
+    exchanges = iter(chat_exchanges(text))
     ids: list[int] = []
     for i in range(0, len(lines), LINES_PER_DOCUMENT):
         # each chunk starts with BOS (the tokenizer's post-processor), as prompts at inference do
         ids += tok.encode("".join(lines[i:i + LINES_PER_DOCUMENT])).ids
+        # then exchanges, encoded as chat prompts are (the rendered template, no BOS added)
+        for exchange in [e for e in (next(exchanges, None) for _ in range(EXCHANGES_PER_DOCUMENT)) if e]:
+            ids += tok.encode(exchange, add_special_tokens=False).ids
     return torch.tensor(ids, dtype=torch.long)
+
+
+def chat_exchanges(text: str) -> list[str]:
+    """Consecutive sentences of the novel as ChatML exchanges, as the demo's chat template renders them: the
+    user says one sentence, the assistant answers with the next and ends its turn with <|im_end|>."""
+    sentences = [" ".join(s.split()) for s in re.split(r"(?<=[.?!])\s+", text)]
+    sentences = [s for s in sentences if 0 < len(s) <= MAX_SENTENCE]
+    return [f"{factory.IM_START}user\n{q}{factory.IM_END}\n{factory.IM_START}assistant\n{a}{factory.IM_END}\n"
+            for q, a in zip(sentences[::2], sentences[1::2])]
 
 
 def train(model, data: torch.Tensor, minutes: float, max_steps: int, seed: int) -> tuple[int, float]:

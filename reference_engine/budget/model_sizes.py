@@ -36,7 +36,7 @@ class ModelSizes:
 
     @property
     def reads_ahead(self) -> bool:
-        """Whether streaming reads the next layer while this one computes (budget/read_ahead.py): plain
+        """Whether streaming reads the next layer while this one computes (readers/read_ahead.py): plain
         safetensors files; GGUF and quantized tensors are dequantized as they are read, on the main thread."""
         return not self.gguf and not self.quant_scratch
 
