@@ -8,12 +8,9 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from llmdoctor.load_probe import run_load_report
 from probes.load import LoadOptions
-from reference_engine.testing.factory import build_model_dir
-from tests.load_servers import FakeServer, FaultProxy, _ProxyHandler
+from tests.load_servers import FaultProxy, _ProxyHandler
 
 BOUNDS = (0.005, 0.05, 0.5, 5.0)          # the histogram's finite bucket bounds, in seconds
 SMALL = dict(concurrency=(1, 4), requests=8, max_tokens=8, duration_s=60, timeout_s=10, repeats=2, correctness=False)
@@ -57,19 +54,6 @@ class _QueueingHandler(_ProxyHandler):
                 o.waiting -= 1
                 o.waits.append(time.perf_counter() - start)
             super().do_POST()
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ref")
-    build_model_dir(d, "llama")
-    return d
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with FakeServer(slots=4, token_s=0.01) as server:
-        yield server
 
 
 def queueing_finding(model, url):
