@@ -17,8 +17,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checks.shared.block_reader import BlockReader, row_blocks  # noqa: E402
-from checks.shared.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, scan_weights  # noqa: E402
+from checks.shared.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, BlockReads, row_spans, scan_weights  # noqa: E402
 from reference_engine.files.weights import Weights  # noqa: E402
 
 
@@ -26,8 +25,8 @@ def read_only(weights) -> None:
     """The peer: every block the scan reads, converted to float32 the same way, nothing computed on it."""
     torch.set_num_threads(1)
     order = [(weights.info(name), *block) for name in weights.names if weights.info(name).dtype in TORCH_DTYPES
-             for block in row_blocks(weights.info(name), CHUNK_ELEMENTS)]
-    reader = BlockReader(order)
+             for block in row_spans(weights.info(name), CHUNK_ELEMENTS)]
+    reader = BlockReads(weights, order)
     try:
         for block in order:
             reader.read(*block)

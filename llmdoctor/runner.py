@@ -113,8 +113,8 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                        workload=check_workload(quick, device), adapter_dir=adapter)
     ctx.selected = {spec.id for spec in chosen}
     ctx.shared = shared_pass.declared(chosen)        # the engine runs they share ride on few passes (shared_pass)
-    ctx.shared_runs = shared_pass.prepare
     progress = progress or Progress(0, enabled=False)
+    ctx.shared_runs = lambda ctx: prepare_shared(ctx, progress, plan_stream)
     plan = plan_engine(ctx, chosen, plan_stream)
     ctx.on_layer = progress.layer
     started = time.perf_counter()
@@ -173,6 +173,16 @@ def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):
     return plan
 
 
+def prepare_shared(ctx: CheckContext, progress, stream) -> None:
+    """The shared engine passes (checks/shared/passes.py), and a warning line for each run they left to its
+    checks' own passes (the report's plan states them too: plan_with_actuals)."""
+    shared_pass.prepare(ctx)
+    for entry in shared_pass.fallbacks(ctx)[ctx.state.get("shared fallbacks warned", 0):]:
+        progress.close()                    # clears the progress line (on a terminal), redrawn by the next check
+        print(shared_pass.fallback_warning(entry), file=stream or sys.stderr, flush=True)
+    ctx.state["shared fallbacks warned"] = len(shared_pass.fallbacks(ctx))
+
+
 def announce_plan(plan, stream) -> None:
     """Print the plan before loading when a person watches (a TTY) or when it streams (a long run worth knowing
     about in a CI log too); a resident plan on a pipe stays out of stderr and lives in the JSON report."""
@@ -195,6 +205,8 @@ def plan_with_actuals(ctx: CheckContext, plan, seconds: float) -> dict | None:
     out["actual"] = {"passes": getattr(core, "passes", 0 if core is not None else None),
                      "bytes_read": core.reader.bytes_read if hasattr(core, "reader") else None,
                      "seconds": round(seconds, 3), "peak_bytes": peak, "peak_source": source}
+    if shared_pass.fallbacks(ctx):          # shared runs made in passes of their own, and why
+        out["shared_fallback"] = shared_pass.fallbacks(ctx)
     return out
 
 

@@ -1,7 +1,10 @@
 """Serving notes for a LoRA adapter (LRA): what vLLM and llama.cpp's converter will refuse or ignore.
 
-These are facts about the serving engines, not faults of the adapter: info when a flag fixes it, warning when
-the engine refuses the adapter or silently serves the base model. Each names the engine and the reason.
+These are facts about the serving engines, not faults of the adapter. vLLM's (LRA012): info when a flag fixes
+it, warning when the engine refuses the adapter or silently serves the base model. llama.cpp's converter
+(LRA013) is a note (info): the adapter is healthy, the converter has a limit, and the merged model converts
+(a warning on every healthy adapter with modules_to_save would teach users to ignore warnings). Each names the
+engine and the reason.
 """
 from __future__ import annotations
 
@@ -61,14 +64,15 @@ def vllm_serving(ctx):
                       evidence={"engine": "vLLM", "modules": unsupported}, location=at_config("target_modules"))
 
 
-@check("LRA013", category="adapter", severity="warning", needs=("adapter",),
+@check("LRA013", category="adapter", severity="info", needs=("adapter",),
        hint="For llama.cpp: convert the merged model instead (merge_and_unload, then convert_hf_to_gguf.py).")
 def llamacpp_conversion(ctx):
-    """llama.cpp's convert_lora_to_gguf.py cannot convert an adapter that carries embeddings.
+    """llama.cpp's convert_lora_to_gguf.py cannot convert an adapter that carries embeddings (a note).
 
     The converter maps LoRA A/B pairs of the decoder's matrices; full embed_tokens / lm_head copies
     (modules_to_save, resized vocabularies), trainable tokens and LoRA on the embedding abort the conversion
-    (llama.cpp#11554). The merged model converts fine."""
+    (llama.cpp#11554). A limit of the converter, not a fault of the adapter: reported as info. To serve it with
+    llama.cpp, merge it (merge_and_unload) and convert the merged model with convert_hf_to_gguf.py."""
     adapter = ctx.adapter
     carried = sorted({m.short for m in adapter.modules.values() if m.short in EMBEDDING_MODULES
                       and (m.full_copy or m.is_embedding_lora or "tokens" in m.keys or "base" in m.keys)})

@@ -14,13 +14,17 @@ disk, not the CPU, sets the pace (the read-ahead thread reads the next layer whi
 
 Each result is stored where its check looks first (ctx.state); a check that finds nothing there runs its own
 pass, so a part left out (not chosen, no room in the KV cache, an error) costs time, never a different
-result. On a resident engine nothing is prepared: there a pass costs no reads and every check runs as before.
+result. Every run left out, and why, is recorded (`fallbacks(ctx)`): the report's plan states it and the CLI
+prints it as a warning line, as it does the planner's own fallback: on an 8B model one run in a pass of its
+own reads 15 GB more. On a resident engine nothing is prepared: there a pass costs no reads and every check
+runs as before.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 DONE = "shared pass"
+FALLBACK = "shared pass fallback"      # ctx.state: [{"runs": [...], "checks": [...], "reason": "..."}]
 LANE_COST = 16           # tokens' worth of compute a lane costs whatever its length (job_cost)
 
 
@@ -30,6 +34,7 @@ class Part:
     requests: list = field(default_factory=list)      # sweep.LogitsRequest
     scripts: list = field(default_factory=list)       # scripted.Script
     store: object = None                              # callable(ctx, request logits, script results)
+    run: object = None                                # the registry.SharedRun it belongs to (described)
 
 
 def prepare(ctx) -> None:
@@ -41,7 +46,7 @@ def prepare(ctx) -> None:
     runs = getattr(ctx, "shared", None) or {}
     if not engine.streaming or not runs:
         return
-    traces = next((run.traces for run in runs if run.greedy), None)
+    traces = next((run for run in runs if run.greedy), None)
     greedy = traces is not None
     parts = fitting(ctx, described(ctx, [run for run in runs if run.describe is not None]), greedy)
     if not parts and not greedy:
@@ -51,12 +56,38 @@ def prepare(ctx) -> None:
     rides = Rides(parts, new_tokens(ctx.quick) if greedy else 1)
     try:
         if greedy:
-            traces(ctx, prefill=lambda seqs, ids: rides.run(engine, LiveStep(seqs, ids)),
-                       decode=lambda seqs, ids: rides.run(engine, LiveStep(seqs, [[t] for t in ids], True)))
+            traces.traces(ctx, prefill=lambda seqs, ids: rides.run(engine, LiveStep(seqs, ids)),
+                          decode=lambda seqs, ids: rides.run(engine, LiveStep(seqs, [[t] for t in ids], True)))
         rides.finish(engine, ctx)
-    except Exception:       # every check whose part is missing runs its own pass and reports its own error
+    except Exception as e:  # every check whose part is missing runs its own pass and reports its own error
+        left = ([traces] if greedy else []) + [p.run for p in parts]
+        fell_back(ctx, left, f"the shared pass failed ({one_line(e)})")
         return
     ctx.state[DONE] = True
+
+
+def fallbacks(ctx) -> list[dict]:
+    """The shared runs this check run left to their checks' own passes, and why (empty when none was)."""
+    return ctx.state.get(FALLBACK, [])
+
+
+def fell_back(ctx, runs: list, reason: str) -> None:
+    """Record that `runs` (registry.SharedRun) are left to the passes of the checks that read them."""
+    shared = getattr(ctx, "shared", None) or {}
+    runs = [run for run in runs if run is not None]
+    ctx.state.setdefault(FALLBACK, []).append({
+        "runs": [run.name for run in runs],
+        "checks": sorted({check for run in runs for check in shared.get(run, ())}), "reason": reason})
+
+
+def fallback_warning(entry: dict) -> str:
+    """The warning line the CLI prints for one fallback entry."""
+    return (f"warning: shared engine pass: {', '.join(entry['runs'])} run in passes of their own "
+            f"({entry['reason']}); checks {', '.join(entry['checks'])} each read the weights again")
+
+
+def one_line(error: Exception) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
 
 
 class Rides:
@@ -130,9 +161,11 @@ def described(ctx, runs) -> list[Part]:
     for run in runs:
         try:
             part = run.describe(ctx)
-        except Exception:
+        except Exception as e:
+            fell_back(ctx, [run], f"its inputs cannot be made ({one_line(e)})")
             continue
         if part is not None:
+            part.run = run
             out.append(part)
     return out
 
@@ -150,9 +183,13 @@ def fitting(ctx, parts: list[Part], greedy: bool) -> list[Part]:
     if greedy:
         try:
             room -= sum(blocks(len(p.ids) + new_tokens(ctx.quick)) for p in probe_inputs(ctx))
-        except Exception:
+        except Exception as e:
+            if parts:
+                fell_back(ctx, [p.run for p in parts], f"the probes' KV need is unknown ({one_line(e)})")
             return []
     parts = sorted(parts, key=lambda p: need[id(p)])
     while parts and sum(need[id(p)] for p in parts) > room:
-        parts.pop()
+        left = parts.pop()
+        fell_back(ctx, [left.run], f"its KV blocks ({need[id(left)]}) do not fit the cache beside the others "
+                                   f"({room} free)")
     return parts

@@ -2,7 +2,13 @@
 max |w| for the embedding and lm_head. Tensors are read in row blocks with plain file reads at the offsets the
 validated headers give (not through a memory map, whose touched pages would all count towards the process's
 resident memory), so memory stays at one block (CHUNK_ELEMENTS values) however big the model is. Results are
-cached in ctx.state["weight_scan"]."""
+cached in ctx.state["weight_scan"].
+
+Each block of a plain file is read on the engine's read-ahead thread (reference_engine/readers/read_ahead.py)
+while the block before it is reduced: done one after the other the scan costs the read plus the reduction, this
+way about the larger of the two. Both buffers (the bytes read, their float32 copy) are kept from block to block:
+a fresh 64 MB float32 block is page-faulted in (the kernel zeroes it) every time, which cost as much as the
+reduction."""
 from __future__ import annotations
 
 import math
@@ -12,9 +18,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from checks.shared.block_reader import BlockReader, row_blocks
 from checks.shared.tensor_layout import EMBED, LM_HEAD, embed_name, lm_head_name
-from reference_engine.files.reads import SAFETENSORS_DTYPES, drop_cached
+from reference_engine.files.reads import SAFETENSORS_DTYPES
+from reference_engine.readers.layer_reader import ChunkedWeights
+from reference_engine.readers.read_ahead import ReadAhead
 
 CHUNK_ELEMENTS = 1 << 24          # 16M values = 64 MB of float32 per block
 PROGRESS_MIN_BYTES = 1 << 30      # show a progress line on stderr for models above 1 GiB
@@ -90,11 +97,11 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
     for name in names:
         by_file.setdefault(weights.info(name).file, []).append(name)
     gguf = computed_rows(weights, chunk_elements) if getattr(weights, "dequantizes", False) else None
-    # plain files: every block read on a thread while the one before it is reduced (block_reader.py)
-    order = [] if gguf is not None else [(weights.info(name), *block) for file_names in by_file.values()
+    # plain files: every block read on a thread while the one before it is reduced (BlockReads)
+    order = [] if gguf is not None else [(weights.info(name), *span) for file_names in by_file.values()
                                         for name in file_names if weights.info(name).dtype in TORCH_DTYPES
-                                        for block in row_blocks(weights.info(name), chunk_elements)]
-    blocks = BlockReader(order)
+                                        for span in row_spans(weights.info(name), chunk_elements)]
+    blocks = BlockReads(weights, order)
     try:
         for file_names in by_file.values():
             for name in file_names:
@@ -112,8 +119,8 @@ def _scan_all(weights, row_tensors, chunk_elements: int, names: list[str]) -> We
                     out.rows[name] = rows
                 if progress:
                     progress.advance(_nbytes(info))
-            if gguf is None:        # and what readahead pulled in past each tensor's end
-                drop_cached(blocks.files.fd(weights.info(file_names[0]).file), 0, 0)
+            if gguf is None:        # and what the kernel's readahead pulled in past each tensor's end
+                blocks.reader.drop_all()
     finally:
         blocks.close()
     if progress:
@@ -128,7 +135,7 @@ def _scan_tensor(read, info, want_rows: bool, chunk_elements: int):
     if stats.numel == 0:
         return stats, None
     norms, amaxes, row_sum = [], [], None
-    for begin, count, per_row in row_blocks(info, chunk_elements):
+    for begin, count, per_row in row_spans(info, chunk_elements):
         block = read(begin, count, per_row)                      # [rows, per_row] float32
         row_norm = torch.linalg.vector_norm(block, dim=1)        # [rows] float32; NaN/Inf propagate into it
         finite = bool(torch.isfinite(row_norm).all())
@@ -145,6 +152,56 @@ def _scan_tensor(read, info, want_rows: bool, chunk_elements: int):
             row_sum = part if row_sum is None else row_sum + part
     rows = RowStats(info.name, torch.cat(norms), torch.cat(amaxes), row_sum) if want_rows else None
     return stats, rows
+
+
+def row_spans(info, chunk_elements: int) -> list[tuple[int, int, int]]:
+    """(first row, rows, values per row) of each block the scan reads of a tensor, in order."""
+    numel = math.prod(info.shape)
+    if numel == 0:
+        return []
+    lead = info.shape[0] if info.shape else 1
+    per_row = max(1, numel // lead)
+    step = max(1, chunk_elements // per_row)
+    return [(begin, min(step, lead - begin), per_row) for begin in range(0, lead, step)]
+
+
+class BlockReads:
+    """read(info, first, rows, per_row) -> float32 [rows, per_row], valid until the next call. `order` lists
+    (info, first, rows, per_row) in the order the blocks will be asked for; the one after each is read ahead
+    (into the read-ahead's slot 0, free again once the block before it is converted). A block asked for out of
+    order is read there and then."""
+
+    def __init__(self, weights, order: list[tuple]):
+        self.order = order
+        self.reader = ChunkedWeights(weights)          # plain reads at the validated offsets, pages let go after
+        self.ahead = ReadAhead("llmdoctor-scan-read")
+        self._f32 = torch.empty(0, dtype=torch.float32)
+        self._position = {(info.name, first): k for k, (info, first, _, _) in enumerate(order)}
+
+    def read(self, info, first: int, rows: int, per_row: int) -> torch.Tensor:
+        k = self._position.get((info.name, first))
+        raw = self.ahead.take(k) if k is not None else None
+        if raw is None:
+            self.ahead.clear()                         # a read in flight finishes before its buffer is reused
+            raw = self._read(info, first, rows, per_row, self.ahead.buffer(0, rows * per_row * BYTES_PER[info.dtype]))
+        n = rows * per_row
+        if self._f32.numel() < n:
+            self._f32 = torch.empty(0, dtype=torch.float32)           # let the small one go first
+            self._f32 = torch.empty(n, dtype=torch.float32)
+        block = self._f32[:n].view(rows, per_row)
+        block.copy_(raw.view(TORCH_DTYPES[info.dtype]).view(rows, per_row))
+        if k is not None and k + 1 < len(self.order):                # the raw buffer is free again: read on
+            following = self.order[k + 1]
+            self.ahead.queue(k + 1, lambda out: self._read(*following, out), 0,
+                             following[2] * following[3] * BYTES_PER[following[0].dtype])
+        return block
+
+    def _read(self, info, first: int, rows: int, per_row: int, out: torch.Tensor) -> torch.Tensor:
+        return self.reader.raw_rows(info, first, first + rows, out)
+
+    def close(self) -> None:
+        self.ahead.close()
+        self.reader.close()
 
 
 def computed_rows(weights, chunk_elements: int):

@@ -5,6 +5,7 @@ holds, the scan of every weight, the head read in blocks.
     gguf_reader.py   GGUFChunkedWeights: GGUF tensors read and dequantized a few rows at a time
     quant_reader.py  QuantChunkedWeights: quantized safetensors (files/quant/) read part by part and dequantized
     chunked.py       chunked_reader: which of the readers a weight table takes
-    read_ahead.py    ReadAhead: the next layer read on a thread while this one computes
+    read_ahead.py    ReadAhead: the one read-ahead thread (the streaming core's next layer, the checks'
+                     weight scan's next row block), reading into reused buffers
 
 Imports files/ only; adapter/, source.py, core/ and streaming/ build on it."""

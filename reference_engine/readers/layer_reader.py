@@ -8,6 +8,8 @@ beside the copy the engine holds; a model that does not fit would not stay cache
 """
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from reference_engine.errors import ModelDirError
@@ -27,7 +29,7 @@ class ChunkedWeights:
         self.weights = weights
         self.drop_cache = drop_cache
         self.bytes_read = 0
-        self.ahead = None            # read_ahead.ReadAhead, set by the streaming core
+        self.ahead = None            # read_ahead.ReadAhead, set by the streaming core (keys: tensor names)
         self._files = FileHandles()
 
     def __contains__(self, name: str) -> bool:
@@ -47,6 +49,20 @@ class ChunkedWeights:
         given: the result is a view of it)."""
         info = self.weights.info(name)
         return self._read(info, info.offset, info.nbytes, out).view(info.shape)
+
+    def queue(self, names: list[str]) -> None:
+        """Queue the reads of one layer's tensors on self.ahead, in order (the k-th into slot k), then a drop of
+        the files' page cache. The tensors taken from the layer before must be copied by now: their buffers are
+        read into again."""
+        for k, name in enumerate(names):
+            self.ahead.queue(name, partial(self.raw, name), k, self.weights.info(name).nbytes)
+        self.ahead.then(self.drop_all)
+
+    def raw_rows(self, info: TensorInfo, start: int, end: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The bytes of leading rows start..end-1 of a tensor of any dtype, uint8 (into `out` when given: the
+        result is a view of it); what a reader that reduces every value (the weight scan) converts itself."""
+        row_bytes = info.nbytes // info.shape[0] if info.shape else info.nbytes
+        return self._read_bytes(info, info.offset + start * row_bytes, (end - start) * row_bytes, out)
 
     def rows(self, name: str, start: int, end: int) -> torch.Tensor:
         """Rows start..end-1 of a 2-D tensor, [end - start, cols] in its file dtype."""

@@ -1,58 +1,61 @@
-"""Read the next decoder layer on a thread while this one computes.
+"""Read what comes next on a thread while the caller computes on what it has: the one read-ahead of the engine
+(the streaming core's next decoder layer) and of the checks (the weight scan's next row block).
 
-A streaming pass alternates reading a layer (disk: ~0.7 GB/s on the reference machine) with computing on it
-(cast, projections, attention). Done one after the other, a pass costs the sum of both; with the next layer's
-bytes read on a thread during this layer's compute it costs about the larger of the two. Python threads
-overlap here because both sides run outside the GIL: `os.preadv` releases it for the read, torch's kernels
-for the compute.
+Both alternate reading bytes (disk: ~0.7 GB/s on the reference machine) with computing on them (a layer's cast,
+projections and attention; a block's norms). Done one after the other, they cost the sum of both; with the next
+read on a thread during this compute, about the larger of the two. Python threads overlap here because both
+sides run outside the GIL: `os.preadv` releases it for the read, torch's kernels for the compute.
 
-The thread reads each tensor in its file dtype (ChunkedWeights.raw: the same bytes a plain read gets, the pages
-dropped after) into a buffer kept from the layer before (the k-th tensor of a layer reuses the k-th buffer: the
-layers of a model have the same tensors), and the engine takes them by name (`take`) and casts them into its
-own buffers (model_weights.fill). A taken tensor is a view of a buffer that the next layer's reads overwrite,
-so the next layer is queued only once this one is cast. No fresh allocation per layer: a fresh mapping of a
-layer's size is page-faulted in (the kernel zeroes it) every time, which cost more than the cast itself.
-After the layer's last tensor the thread drops the files' page cache, as the streaming core does after each
-layer when it reads itself.
+Each read goes into a buffer kept for its slot (the k-th tensor of a layer reuses the k-th buffer: the layers of
+a model have the same tensors; the scan reads one block at a time into slot 0), and the caller takes the result
+by its key. A taken tensor is a view of its slot's buffer, which the next read queued for that slot overwrites:
+the caller queues the next reads only once it has copied (cast) what it took. No fresh allocation per read: a
+fresh mapping of a layer's size is page-faulted in (the kernel zeroes it) every time, which cost more than the
+cast itself.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
 
 class ReadAhead:
-    def __init__(self, reader):
-        self.reader = reader                    # layer_reader.ChunkedWeights (info, raw, drop_all)
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="llmdoctor-read-ahead")
-        self._pending: dict[str, Future] = {}
-        self._buffers: list[torch.Tensor] = []  # uint8, one per tensor position in a layer
+    def __init__(self, name: str = "llmdoctor-read-ahead"):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self._pending: dict[Hashable, Future] = {}
+        self._buffers: list[torch.Tensor] = []  # uint8, one per slot
 
-    def start(self, names: list[str]) -> None:
-        """Queue the reads of one layer's tensors, in order, then a drop of the files' page cache. The tensors
-        taken from the layer before must be copied by now: their buffers are read into again."""
-        for k, name in enumerate(names):
-            nbytes = self.reader.info(name).nbytes
-            if k == len(self._buffers):
-                self._buffers.append(torch.empty(0, dtype=torch.uint8))
-            if self._buffers[k].numel() < nbytes:
-                self._buffers[k] = torch.empty(0, dtype=torch.uint8)      # let the small one go first
-                self._buffers[k] = torch.empty(nbytes, dtype=torch.uint8)
-            self._pending[name] = self._pool.submit(self.reader.raw, name, self._buffers[k])
-        self._pool.submit(self.reader.drop_all)
+    def buffer(self, slot: int, nbytes: int) -> torch.Tensor:
+        """Slot's uint8 buffer, at least nbytes (grown when smaller). No read queued for the slot may be in flight."""
+        while slot >= len(self._buffers):
+            self._buffers.append(torch.empty(0, dtype=torch.uint8))
+        if self._buffers[slot].numel() < nbytes:
+            self._buffers[slot] = torch.empty(0, dtype=torch.uint8)      # let the small one go first
+            self._buffers[slot] = torch.empty(nbytes, dtype=torch.uint8)
+        return self._buffers[slot]
 
-    def queued(self, name: str) -> bool:
-        return name in self._pending
+    def queue(self, key: Hashable, read: Callable[[torch.Tensor], torch.Tensor], slot: int, nbytes: int) -> None:
+        """Run read(buffer) on the thread (buffer: the slot's, at least nbytes); its result is taken by key."""
+        self._pending[key] = self._pool.submit(read, self.buffer(slot, nbytes))
 
-    def take(self, name: str) -> torch.Tensor | None:
-        """The tensor read ahead under this name (waiting for its read), or None when none was queued."""
-        future = self._pending.pop(name, None)
+    def then(self, task: Callable[[], object]) -> None:
+        """Run task on the thread once the reads queued before it are done (e.g. drop the files' page cache)."""
+        self._pool.submit(task)
+
+    def queued(self, key: Hashable) -> bool:
+        return key in self._pending
+
+    def take(self, key: Hashable) -> torch.Tensor | None:
+        """The result read ahead under this key (waiting for its read; its error raised here), or None when none
+        was queued."""
+        future = self._pending.pop(key, None)
         return None if future is None else future.result()
 
     def clear(self) -> None:
-        """Forget what was queued and not taken (a pass that ended early): waits for reads in flight, so their
-        buffers go now, not with a later pass."""
+        """Forget what was queued and not taken (a pass that ended early, a block asked for out of order): waits
+        for reads in flight, so their buffers are free to reuse, or go now and not with a later pass."""
         pending, self._pending = list(self._pending.values()), {}
         for future in pending:
             future.cancel()

@@ -68,7 +68,7 @@ class StreamingCore(CoreEngine):
         self._buffers: dict = {}        # the loaded layer's tensors, overwritten by the next (model_weights.fill)
         self.ahead = None               # read_ahead.ReadAhead: the next layer read while this one computes
         if read_ahead and getattr(reader, "read_ahead", False):
-            self.ahead = reader.ahead = ReadAhead(reader)
+            self.ahead = reader.ahead = ReadAhead()
 
     @classmethod
     def from_pretrained(cls, model_dir, device="cpu", dtype="float32", num_blocks: int | None = None,
@@ -98,11 +98,11 @@ class StreamingCore(CoreEngine):
             return load_layer_weights(self.reader, self.config, i, self.device, self.dtype, self._buffers)
         names = layer_tensor_names(self.config, i)
         if not self.ahead.queued(names[0]):          # the first layer of a pass: read through the thread too
-            self.ahead.start(names)
+            self.reader.queue(names)
         weights = load_layer_weights(self.reader, self.config, i, self.device, self.dtype, self._buffers)
         end = self.pipeline.end if self.pipeline is not None else self.config.num_hidden_layers
         if i + 1 < end:
-            self.ahead.start(layer_tensor_names(self.config, i + 1))
+            self.reader.queue(layer_tensor_names(self.config, i + 1))
         return weights
 
     def layer_done(self, i: int) -> None:

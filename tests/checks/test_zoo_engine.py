@@ -100,13 +100,29 @@ def test_smollm2_engine_checks_are_clean(smollm2_dir):
 
 
 def test_demo_model_is_clean_in_thorough_mode():
-    """The demo is a trained base model (Botchan text) that ships a ChatML template it never saw in training:
-    its chat answer never ends (GEN004, a true warning now that trained weights keep their GEN severity;
-    <|im_end|> is not an EOS id and P(EOS) stays ~1e-5). Nothing else warns, nothing errs."""
+    """The demo is trained on Botchan's text and on ChatML exchanges of its sentences (scripts/train_demo_model.py):
+    its chat answer ends with <|im_end|>, its EOS id. Nothing warns, nothing errs (the README's first command)."""
     report = run_checks(DEMO_MODEL, select=ENGINE_CATEGORIES)
     no_crashes(report)
-    assert [p.split(":")[0] for p in problems(report)] == ["GEN004 warning"]
-    assert report.exit_code("error") == 0
+    assert problems(report) == []
+    assert report.exit_code("error") == 0 and {r.status for r in report.checks if r.id == "GEN004"} == {"passed"}
+
+
+def test_demo_whose_end_of_turn_is_no_eos_id_never_ends_its_chat(tmp_path):
+    """The fault GEN004 names: the template ends turns with <|im_end|> but the EOS ids say <|end_of_text|> (a
+    chat model shipped with its base model's generation_config.json): the answer runs to max_new_tokens."""
+    import json
+
+    broken = shutil.copytree(DEMO_MODEL, tmp_path / "model")
+    added = {t["content"]: t["id"] for t in json.loads((broken / "tokenizer.json").read_text())["added_tokens"]}
+    for name in ("config.json", "generation_config.json"):
+        path = broken / name
+        path.write_text(json.dumps({**json.loads(path.read_text()), "eos_token_id": added["<|end_of_text|>"]}))
+    report = run_checks(broken, select=["GEN004"])
+    no_crashes(report)
+    (finding,) = report.findings_for("GEN004")
+    assert finding.severity.value == "warning" and "hits max_new_tokens" in finding.message
+    assert finding.evidence["weights_at_initialisation"] is False
 
 
 def test_broken_trained_weights_keep_their_severity_though_the_loss_looks_untrained(engine_base, tmp_path):

@@ -120,7 +120,7 @@ ADAPTER_FAULTS = [
     AdapterFault("vllm_dora", peft(use_dora=True), "LRA012", "warning"),
     AdapterFault("vllm_rank_above_default", peft(r=32, lora_alpha=32), "LRA012", "info"),
     AdapterFault("llamacpp_embeddings", peft(added_tokens=ADDED, modules_to_save=["embed_tokens", "lm_head"]),
-                 "LRA013", "warning", "llama.cpp#11554"),
+                 "LRA013", "info", "llama.cpp#11554"),
     AdapterFault("pickle_only", then(peft(), pickle_only), "LRA001", "error"),
     AdapterFault("truncated_weights", then(peft(), truncate_weights), "LRA001", "error"),
     AdapterFault("config_wrong_type", then(peft(), config(r="four")), "LRA001", "error"),

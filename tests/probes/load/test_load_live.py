@@ -100,3 +100,15 @@ def test_llama_cpp_python_default_interrupts_drop_concurrent_streams(reference, 
     assert finding.severity.value == "error" and "dropped streams" in finding.message, finding.message
     assert report.load["levels"][1]["errors"]["dropped_streams"] > 0
     assert report.load["levels"][0]["errors"]["total"] == 0        # alone, nothing is interrupted
+
+
+def test_llama_server_with_one_slot_defers_requests(reference, gguf):
+    """EPT106 on a real server's own metrics: with one slot under concurrency 4, llama.cpp defers requests
+    (llamacpp:requests_deferred, a gauge the scraper reads once a second); llama.cpp has no queue-time histogram,
+    so the finding is a note naming the levels, never a warning."""
+    with LlamaCppServer(gguf, parallel=1) as server:
+        report = run(reference, server.url, correctness=False, requests=8, max_tokens=16)
+    (finding,) = report.findings_for("EPT106")
+    assert finding.severity.value == "info" and "waited for a free slot at concurrency 4" in finding.message
+    rows = {row["level"]: row for row in finding.evidence["levels"]}
+    assert rows["concurrency 4"]["deferred_max"] >= 1 and not rows["concurrency 1"].get("deferred_max")

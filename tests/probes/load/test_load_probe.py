@@ -10,24 +10,10 @@ import pytest
 
 from llmdoctor.load_probe import run_load_report
 from probes.load import LoadOptions
-from reference_engine.testing.factory import build_model_dir
 from tests.endpoint_assets import free_port
-from tests.load_servers import FakeServer, FaultProxy
+from tests.load_servers import FaultProxy
 
 SMALL = dict(concurrency=(1, 4), requests=8, max_tokens=8, duration_s=60, timeout_s=5, repeats=2)
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ref")
-    build_model_dir(d, "llama")
-    return d
-
-
-@pytest.fixture(scope="module")
-def fake():
-    with FakeServer(slots=4, token_s=0.002) as server:
-        yield server
 
 
 def run(model, url, **kw):

@@ -1,5 +1,11 @@
-"""/metrics: recorded Prometheus text of vLLM, TGI and SGLang (names from their docs and source) read by the
-load findings; the parser, and the stream and statistics units under them."""
+"""/metrics: Prometheus text in vLLM's, TGI's and SGLang's names (from their docs and source) read by the load
+findings; the parser, and the stream and statistics units under them.
+
+The .prom files under metrics/ are hand-written, not recorded: none of these servers runs on the test machine
+(no GPU). They are held to what a real exposition obeys (test_fixture_histograms_are_consistent): each
+histogram's +Inf bucket equals its _count, buckets never decrease, _sum lies within what the buckets allow, and
+counters never fall from one scrape to the next. A histogram recorded from what happened is in
+test_queueing.py (EPT106 end to end)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,11 +20,66 @@ from probes.load.stats import percentile, summarize
 from probes.load.types import OK, Level, ProbeAnswer, Sample, Scrape
 
 HERE = Path(__file__).parent / "metrics"
+PHASES = ("before", "mid", "after")
 
 
 def scrapes(name: str, phases: list[str]) -> list[Scrape]:
-    files = sorted(HERE.glob(f"{name}_*.prom"), key=lambda p: ("before", "mid", "after").index(p.stem.split("_")[1]))
+    files = sorted(HERE.glob(f"{name}_*.prom"), key=lambda p: PHASES.index(p.stem.split("_")[1]))
     return [Scrape(float(i), phase, parse(p.read_text())) for i, (p, phase) in enumerate(zip(files, phases))]
+
+
+def histograms(text: str) -> dict[tuple, dict]:
+    """(name, labels without le) -> {"buckets": [(le, count)], "count", "sum"}, read with prometheus_client's
+    own parser (an oracle independent of probes/load/metrics.py, which drops the buckets)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    out: dict[tuple, dict] = {}
+    for family in text_string_to_metric_families(text):
+        if family.type != "histogram":
+            continue
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
+            entry = out.setdefault((family.name, labels), {"buckets": []})
+            if sample.name.endswith("_bucket"):
+                entry["buckets"].append((float(sample.labels["le"]), sample.value))
+            else:
+                entry[sample.name.rsplit("_", 1)[1]] = sample.value
+    return out
+
+
+def counters(text: str) -> dict[tuple, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text)
+            if family.type in ("counter", "histogram") for s in family.samples}
+
+
+@pytest.mark.parametrize("path", sorted(HERE.glob("*.prom")), ids=lambda p: p.name)
+def test_fixture_histograms_are_consistent(path):
+    found = histograms(path.read_text())
+    assert found, "no histogram"
+    for (name, _), h in found.items():
+        bounds = sorted(h["buckets"])
+        counts = [c for _, c in bounds]
+        assert bounds[-1][0] == float("inf") and counts[-1] == h["count"], (name, h)
+        assert counts == sorted(counts), (name, "buckets decrease", h)
+        low = high = 0.0                       # the least and the most _sum the buckets allow
+        previous_bound, previous_count = 0.0, 0.0
+        for bound, count in bounds:
+            if count > previous_count:         # (an empty +Inf bucket adds nothing, not inf * 0)
+                low += (count - previous_count) * previous_bound
+                high += (count - previous_count) * bound
+            previous_bound, previous_count = bound, count
+        assert low <= h["sum"] <= high, (name, low, h["sum"], high)
+
+
+@pytest.mark.parametrize("server", ["vllm", "tgi", "sglang"])
+def test_fixture_counters_never_fall_between_scrapes(server):
+    files = sorted(HERE.glob(f"{server}_*.prom"), key=lambda p: PHASES.index(p.stem.split("_")[1]))
+    scrapes = [counters(p.read_text()) for p in files]
+    assert len(scrapes) >= 2
+    for earlier, later in zip(scrapes, scrapes[1:]):
+        assert earlier.keys() == later.keys()
+        fell = {k: (earlier[k], later[k]) for k in earlier if later[k] < earlier[k]}
+        assert not fell, fell
 
 
 def level(label_concurrency: int, ttfts: list[float]) -> Level:
@@ -28,13 +89,13 @@ def level(label_concurrency: int, ttfts: list[float]) -> Level:
 
 
 @pytest.mark.parametrize("name, family", [("vllm", "vllm"), ("tgi", "tgi"), ("sglang", "sglang")])
-def test_recorded_metrics_parse_and_name_their_server(name, family):
+def test_fixture_metrics_parse_and_name_their_server(name, family):
     values = parse((HERE / f"{name}_after.prom").read_text())
     assert server_family(values) == family
     assert not any(k.endswith("_bucket") for k in values)
 
 
-def test_vllm_preemption_storm_from_recorded_scrapes():
+def test_vllm_preemption_storm_from_fixture_scrapes():
     found = preemptions(scrapes("vllm", ["idle", "concurrency 64", "concurrency 64"]))
     assert found["server"] == "vllm" and found["preemptions"] == 200
     assert found["kv_usage_max"] == pytest.approx(0.99) and found["waiting_max"] == 57 and found["storm"]
