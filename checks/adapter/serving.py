@@ -1,7 +1,9 @@
 """Serving notes for a LoRA adapter (LRA): what vLLM and llama.cpp's converter will refuse or ignore.
 
-These are facts about the serving engines, not faults of the adapter. vLLM's (LRA012): info when a flag fixes
-it, warning when the engine refuses the adapter or silently serves the base model. llama.cpp's converter
+These are facts about the serving engines, not faults of the adapter. vLLM's (LRA012): a note (info) when a flag
+fixes it or when vLLM refuses the adapter with an error (modules_to_save, DoRA, trainable tokens, rank: the user
+is told at load time, and merging fixes it); a warning only when vLLM would load it and silently serve the base
+model. llama.cpp's converter
 (LRA013) is a note (info): the adapter is healthy, the converter has a limit, and the merged model converts
 (a warning on every healthy adapter with modules_to_save would teach users to ignore warnings). Each names the
 engine and the reason.
@@ -36,19 +38,19 @@ def vllm_serving(ctx):
     if cfg.modules_to_save or any(m.full_copy for m in adapter.modules.values()):
         saved = ", ".join(cfg.modules_to_save) or "saved copies"
         yield Problem(f"vLLM refuses adapters with modules_to_save ({saved}): merge the adapter into the base to "
-                      f"serve it", severity="warning",
+                      f"serve it", severity="info",
                       evidence={"engine": "vLLM", "modules_to_save": cfg.modules_to_save},
                       location=at_config("modules_to_save"))
     if cfg.use_dora:
         yield Problem("vLLM does not support DoRA (use_dora): merge the adapter into the base to serve it",
-                      severity="warning", evidence={"engine": "vLLM"}, location=at_config("use_dora"))
+                      severity="info", evidence={"engine": "vLLM"}, location=at_config("use_dora"))
     if cfg.trainable_token_indices:
         yield Problem("vLLM does not load trainable tokens (trainable_token_indices): merge the adapter to serve it",
-                      severity="warning", evidence={"engine": "vLLM"}, location=at_config("trainable_token_indices"))
+                      severity="info", evidence={"engine": "vLLM"}, location=at_config("trainable_token_indices"))
     rank = max([adapter.rank_in_tensors(m) or 0 for m in adapter.lora_modules()] + [cfg.r])
     if rank > VLLM_RANKS[-1]:
         yield Problem(f"vLLM supports LoRA ranks up to {VLLM_RANKS[-1]}; this adapter has rank {rank}",
-                      severity="warning", evidence={"engine": "vLLM", "rank": rank}, location=at_config("r"))
+                      severity="info", evidence={"engine": "vLLM", "rank": rank}, location=at_config("r"))
     elif rank > VLLM_DEFAULT_MAX_RANK:
         need = next(r for r in VLLM_RANKS if r >= rank)
         yield Problem(f"vLLM needs --max-lora-rank {need} for this adapter's rank {rank} (default "
