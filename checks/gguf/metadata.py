@@ -152,19 +152,30 @@ def _describe(tok, token_id) -> str:
 def gguf_bos_twice(ctx):
     """The prompt does not start with two BOS tokens.
 
-    llama.cpp tokenizes the rendered chat prompt with add_special = true: with tokenizer.ggml.add_bos_token
-    (or the implicit default of Llama-3 and SentencePiece vocabularies) it prepends BOS, and a template that
-    also writes {{ bos_token }} makes two. llama.cpp itself warns "the final prompt starts with 2 BOS tokens";
-    the model sees an input it never saw in training.
+    A template that writes {{ bos_token }} meets a vocabulary that adds BOS (tokenizer.ggml.add_bos_token, or
+    the implicit default of Llama-3 and SentencePiece vocabularies). llama.cpp's chat code strips one leading
+    BOS from the rendered prompt when it adds its own (common/chat.cpp; the other runtimes that render templates
+    do the same), so that layout is a note naming the hazard for code that renders the template and then
+    tokenizes with add_special = true. A template that itself writes BOS twice gives two BOS on every runtime,
+    and the model sees an input it never saw in training: a warning.
     """
     _gguf_or_skip(ctx)
     tok = _template_tokens(ctx)
     text = tok.apply_chat_template(END_OF_TURN_PROBE[:1], add_generation_prompt=True)
-    ids = tok.encode(text, add_special_tokens=True)
     bos = tok.bos_token_id
-    if bos is not None and ids[:2] == [bos, bos]:
-        yield Problem(f"the chat prompt starts with BOS twice ({tok.bos_token!r}): add_bos_token is on and the "
-                      f"template writes it too", evidence={"bos_id": bos, "first_ids": ids[:4]})
+    if bos is None or not tok.bos_token or not text.startswith(tok.bos_token):
+        return
+    written = tok.encode(text, add_special_tokens=False)
+    evidence = {"bos_id": bos, "rendered_start": text[:40]}
+    if written[:2] == [bos, bos]:
+        yield Problem(f"the chat template writes BOS twice ({tok.bos_token!r}): every runtime passes both to the "
+                      f"model", evidence={**evidence, "first_ids": written[:4]})
+    elif tok.encode(text, add_special_tokens=True)[:2] == [bos, bos]:
+        yield Problem(f"the template writes BOS ({tok.bos_token!r}) and the vocabulary adds it: llama.cpp strips "
+                      f"the template's copy, but code that renders the template and tokenizes with add_special "
+                      f"passes two", severity="info", evidence=evidence,
+                      hint="Nothing to change for llama.cpp; in your own code, tokenize the rendered prompt "
+                           "with add_special = false.")
 
 
 @check("GGF006", category="tokenizer", severity="warning", needs=("gguf",),

@@ -63,3 +63,14 @@ def test_wrong_pre_on_a_real_vocab_names_the_expected_value(tmp_path, name, wron
     assert [f.severity.value for f in findings] == ["error"]
     assert name in findings[0].evidence["candidates"] and findings[0].evidence["pre"] == wrong
     assert repr(name) in findings[0].message
+
+
+def test_template_bos_meeting_add_bos_is_a_note(tmp_path):
+    """llama.cpp strips the template's BOS when it adds its own (common/chat.cpp): a note, not a warning."""
+    from tests.checks.zoo_gguf import CHAT_TEMPLATE, _meta
+    path = _meta(tokenizer__ggml__add_bos_token=True,
+                 tokenizer__chat_template="{{ bos_token }}" + CHAT_TEMPLATE)(tmp_path)
+    report = run_gguf(path)
+    (note,) = [f for f in report.findings if f.check == "GGF005"]
+    assert note.severity.value == "info" and "add_special" in note.message
+    assert problems(report) == []
