@@ -16,7 +16,9 @@ REFUSALS = (400, 404, 405, 415, 422, 501)
 
 
 def refused(e: EndpointError) -> bool:
-    return e.status in REFUSALS
+    """A 4xx, or a 500 that is a request validation error (llama-cpp-python answers an unknown response_format
+    type with HTTP 500 and pydantic's "validation error")."""
+    return e.status in REFUSALS or (e.status == 500 and "validation error" in str(e))
 
 
 def ask_chat(ctx: EndpointContext, key: str, request: dict, *, stream: bool = False,

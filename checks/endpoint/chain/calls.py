@@ -39,7 +39,8 @@ def decoded(call: ToolCall):
 def raw_calls(text: str, template: str | None):
     """Calls the model wrote as text, read by its template's format (else by every known format): ParsedCalls or
     None when the text holds none."""
-    return formats.find_calls(text, template)
+    own = formats.recognise(template)
+    return (formats.find_calls(text, [own]) if own else None) or formats.find_calls(text)
 
 
 def finish_problem(answer: ChainAnswer) -> str | None:

@@ -26,14 +26,13 @@ NAMED = "get_time"       # the named tool_choice: not the one the conversation a
 
 
 def one_shot(arguments_as_text: bool = True) -> list[dict]:
-    """A conversation with one earlier call and its result, then the same kind of question."""
+    """A conversation with one earlier call, then the same kind of question. No tool result follows the earlier
+    call: with a result and an answer in between, SmolLM2-135M answers the new question with a made-up
+    <tool_response> instead of a call; right after a call it calls again."""
     arguments = json.dumps(SHOWN_CALL) if arguments_as_text else dict(SHOWN_CALL)
     return [{"role": "user", "content": "What is the weather in Paris?"},
             {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
-            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather",
-             "content": json.dumps({"temperature": 18, "unit": "celsius"})},
-            {"role": "assistant", "content": "It is 18 degrees Celsius in Paris."},
             {"role": "user", "content": "What is the weather in Tokyo?"}]
 
 

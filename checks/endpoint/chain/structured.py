@@ -27,7 +27,7 @@ def structured_output(ctx: EndpointContext):
     try:
         value = json.loads(text)
     except ValueError as e:
-        if answer.finish_reason == "length":
+        if answer.finish_reason == "length" and text[:1] in "{[":
             yield Problem(f"the structured answer ran to max_tokens={scenarios.STRUCTURED['max_tokens']} before its "
                           f"JSON ended", severity="warning", evidence=evidence)
             return
