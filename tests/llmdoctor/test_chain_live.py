@@ -94,3 +94,36 @@ def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, sever
         report = probe(reference, proxy.url, select=[check])
     assert (check, severity) in flagged(report), fault
     assert all(c == check for c, _ in flagged(report, ("error",)))
+
+
+# ------------------------------------------------------------------------------------------ llama-cpp-python
+
+
+@pytest.fixture(scope="module")
+def python_server():
+    """llama-cpp-python 0.3.36's server on the tool-template GGUF: it renders the tools (the GGUF's template through
+    its Jinja formatter) but has no Hermes parser."""
+    from tests.endpoint_assets import LlamaServer
+    with _or_fail(LlamaServer(_or_fail(chain_assets.gguf, "tools")).start) as s:
+        yield s
+
+
+def test_llama_cpp_python_leaves_hermes_calls_in_content(python_server, reference):
+    """A real incident of this server: the model calls (<tool_call>{..}</tool_call>), the server returns it as text."""
+    body = {**scenarios.tool_request(), "temperature": 0, "repeat_penalty": 1.0}
+    answer = httpx.post(f"{python_server.url}/v1/chat/completions", json=body, timeout=300).json()
+    message = answer["choices"][0]["message"]
+    assert not message.get("tool_calls") and "<tool_call>" in message["content"]      # the incident
+    report = probe(reference, python_server.url, select=["EPT071", "EPT073"])
+    raw = [f for f in report.findings_for("EPT071") if "left the call as raw text" in f.message]
+    assert raw and raw[0].severity.value == "error" and raw[0].evidence["format"] == "hermes"
+    assert flagged(report, ("error",)) == [("EPT071", "error")]    # the tools were rendered: not dropped
+
+
+def test_llama_cpp_python_has_no_reasoning_parser():
+    ref = Reference.load(_or_fail(chain_assets.model_dir, "think"))
+    from tests.endpoint_assets import LlamaServer
+    with _or_fail(LlamaServer(_or_fail(chain_assets.gguf, "think")).start) as s:
+        report = probe(ref, s.url, select=["EPT081"])
+    (finding,) = report.findings
+    assert finding.severity.value == "warning" and "no reasoning parser" in finding.message

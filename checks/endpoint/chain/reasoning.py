@@ -27,7 +27,8 @@ def reasoning_split(ctx: EndpointContext):
     Runs only for models whose template or vocabulary has thinking markers (<think>, [THINK], ...). A greedy
     question that makes the model think must come back with the thinking in `reasoning_content` (or
     `reasoning`) and none of the markers in `content`. Markers in the content are an error when the server
-    claims a parser (it sent a reasoning field), a warning when it has none (clients see raw thinking). An
+    claims a parser (it sent a reasoning field), a warning when it has none (clients see raw thinking; so is
+    content without a reasoning field when the template opens the thinking block in the generation prompt). An
     empty reasoning field while usage.completion_tokens is well above the content's own token count means the
     server cut the reasoning away."""
     ref = ctx.reference
@@ -45,6 +46,12 @@ def reasoning_split(ctx: EndpointContext):
         else:
             yield Problem(f"the server has no reasoning parser for this model: {leaked} and the thinking arrive in "
                           f"content", severity="warning", evidence=evidence, location=TEMPLATE)
+        return
+    prompt = answers.reference_render(ctx, scenarios.REASONING["messages"]) or ""
+    if not claimed and answer.content.strip() and prompt.rstrip().endswith(markers[0]):
+        yield Problem(f"the server has no reasoning parser for this model: the template opens {markers[0]!r} in the "
+                      f"generation prompt, so the content it returns is the model's thinking",
+                      severity="warning", evidence=evidence, location=TEMPLATE)
         return
     content_tokens = len(ref.tokenizer.encode(answer.content, add_special_tokens=False))
     if claimed and not answer.reasoning.strip() and answer.completion_tokens is not None \

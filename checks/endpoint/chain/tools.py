@@ -10,13 +10,13 @@ from findings import Location
 TEMPLATE = Location(file="tokenizer_config.json", logical="chat_template")
 
 
-def _evidence(answer, choice: str) -> dict:
+def _evidence(answer, choice) -> dict:
     return {"request": {"messages": scenarios.one_shot(), "tools": [t["function"]["name"] for t in scenarios.TOOLS],
-                        "tool_choice": choice}, "answer": answer.summary()}
+                        "tool_choice": choice or "(not set)"}, "answer": answer.summary()}
 
 
 def _judge(ctx: EndpointContext, answer, choice: str):
-    evidence = _evidence(answer, choice)
+    evidence = _evidence(answer, None if choice == "auto" else "required")
     if not answer.tool_calls:
         parsed = calls.raw_calls(answer.content, ctx.reference.tokenizer.chat_template)
         if parsed is not None and parsed.calls:

@@ -89,6 +89,26 @@ def test_reasoning_split(think_ref, fault, severity, words):
     assert len(findings) == 1 and findings[0].severity.value == severity and words in findings[0].message
 
 
+def test_reasoning_without_a_parser_is_a_warning(think_ref):
+    """No reasoning field, and the template opened <think> in the generation prompt: the content is the thinking."""
+    class NoParser(HealthyServer):
+        def message(self, body):
+            message, finish, tokens = super().message(body)
+            if "reasoning_content" in message:
+                message = {"content": message.pop("reasoning_content") + "</think>\n" + message["content"]}
+            return message, finish, tokens
+
+    class NoParserNoClose(HealthyServer):
+        def message(self, body):
+            message, finish, tokens = super().message(body)
+            return ({"content": message["reasoning_content"]} if "reasoning_content" in message else message,
+                    finish, tokens)
+    for server, words in ((NoParser, "['</think>'] and the thinking arrive in content"),
+                          (NoParserNoClose, "opens '<think>' in the generation prompt")):
+        report = probe(think_ref, server=server(think_ref), select=["EPT081"])
+        assert [(f.severity.value, words in f.message) for f in report.findings] == [("warning", True)]
+
+
 def test_template_without_tools_served_with_tools_is_a_warning(smollm2_dir):
     """SmolLM2's own template never renders tools: a server that takes them and answers prose is a finding."""
     ref = Reference.load(smollm2_dir)
