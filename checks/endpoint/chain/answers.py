@@ -28,7 +28,7 @@ def ask_chat(ctx: EndpointContext, key: str, request: dict, *, stream: bool = Fa
         return ctx.ask(f"chain:{key}", lambda: chat(ctx.surface, request, stream=stream))
     except EndpointError as e:
         if feature and refused(e):
-            raise Skip(f"the {ctx.surface.label} refuses {feature}: {e}") from None
+            raise Skip(f"the {ctx.surface.label} refuses {feature}: {str(e)[:200]}") from None
         raise
 
 
