@@ -6,6 +6,7 @@ from checks.endpoint.chain import answers, calls, scenarios
 from checks.endpoint.context import EndpointContext, asks_server
 from checks.registry import Problem, Skip, check
 from findings import Location
+from probes.endpoint.chain import template_caps
 
 TEMPLATE = Location(file="tokenizer_config.json", logical="chat_template")
 
@@ -113,7 +114,8 @@ def tools_dropped(ctx: EndpointContext):
     n_with, n_without = answers.count(ctx, with_tools), answers.count(ctx, without)
     evidence = {**_evidence(answer, "auto"), "reference_prompt_tokens_with_tools": n_with,
                 "reference_prompt_tokens_without_tools": n_without, "server_prompt_tokens": answer.prompt_tokens,
-                "server_prompt": None if served is None else served[-1500:]}
+                "server_prompt": None if served is None else served[-1500:],
+                "server_template_caps": template_caps(ctx.surface)}
     if with_tools == without:
         if not answer.tool_calls and (served is None or scenarios.DESCRIPTION not in served):
             yield Problem(f"the server accepted {len(scenarios.TOOLS)} tools and answered HTTP 200 with prose, but "
