@@ -32,14 +32,14 @@ def ask_chat(ctx: EndpointContext, key: str, request: dict, *, stream: bool = Fa
         raise
 
 
-def tool_answer(ctx: EndpointContext, stream: bool = False) -> ChainAnswer:
-    """tool_choice left to the server's default ("auto"), on the one-shot conversation."""
-    return ask_chat(ctx, f"tools:auto:{stream}", scenarios.tool_request(), stream=stream,
-                    feature="requests with `tools`")
+def tool_answer(ctx: EndpointContext, stream: bool = False, choice: str | None = None) -> ChainAnswer:
+    """tool_choice left to the server's default ("auto") or `choice`, on the one-shot conversation."""
+    return ask_chat(ctx, f"tools:{choice or 'auto'}:{stream}", scenarios.tool_request(choice), stream=stream,
+                    feature="requests with `tools`" if choice is None else f'tool_choice "{choice}"')
 
 
 def required_answer(ctx: EndpointContext) -> ChainAnswer:
-    return ask_chat(ctx, "tools:required", scenarios.tool_request("required"), feature='tool_choice "required"')
+    return tool_answer(ctx, choice="required")
 
 
 def named_answer(ctx: EndpointContext) -> ChainAnswer:

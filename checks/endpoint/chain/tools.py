@@ -75,12 +75,15 @@ def streamed_tool_calls(ctx: EndpointContext):
     The same greedy tool request is sent with stream=false and stream=true; the stream's deltas are gathered by
     tool-call index (name from the first fragment, argument fragments concatenated) and compared with the
     non-streamed call: names, decoded arguments, number of calls, finish_reason (vllm#17161: arguments
-    fragments lost or repeated in streaming; sglang#10995)."""
-    plain = answers.tool_answer(ctx)
-    streamed = answers.tool_answer(ctx, stream=True)
-    evidence = {"non_streamed": plain.summary(), "streamed": streamed.summary()}
-    if not plain.tool_calls and not streamed.tool_calls:
-        raise Skip("the model made no tool call under tool_choice auto: nothing to compare")
+    fragments lost or repeated in streaming; sglang#10995). Under tool_choice auto, or "required" when the model
+    makes no call under auto."""
+    plain, choice = answers.tool_answer(ctx), None
+    if not plain.tool_calls:      # no call under auto: compare the forced call
+        plain, choice = answers.required_answer(ctx), "required"
+    if not plain.tool_calls:
+        raise Skip('the model made no tool call, under tool_choice auto nor "required": nothing to compare')
+    streamed = answers.tool_answer(ctx, stream=True, choice=choice)
+    evidence = {"tool_choice": choice or "auto", "non_streamed": plain.summary(), "streamed": streamed.summary()}
     if _calls_view(plain) != _calls_view(streamed):
         yield Problem(f"streamed tool calls {_calls_view(streamed)} differ from the non-streamed "
                       f"{_calls_view(plain)}", evidence=evidence)

@@ -202,3 +202,27 @@ def test_chain_findings_in_every_report_format(tools_ref, tmp_path):
     data = json.loads(rendered("json"))
     finding = next(f for f in data["findings"] if f["check"] == "EPT071" and f["severity"] == "error")
     assert finding["evidence"]["answer"]["tool_calls"][0]["name"] == "get_weather"
+
+
+def test_streamed_calls_compared_under_required_when_auto_does_not_call(tools_ref):
+    class CallsOnlyWhenRequired(HealthyServer):
+        def message(self, body):
+            if body.get("tools") and body.get("tool_choice") is None:
+                return {"content": "Let me see."}, "stop", []
+            return super().message(body)
+    report = probe(tools_ref, server=CallsOnlyWhenRequired(tools_ref), select=["EPT072"])
+    (finding,) = report.findings
+    assert finding.severity.value == "info" and finding.evidence["tool_choice"] == "required"
+    report = probe(tools_ref, "stream-args", server=CallsOnlyWhenRequired(tools_ref), select=["EPT072"])
+    assert [f.severity.value for f in report.findings] == ["error"]
+
+
+def test_stream_error_status_is_an_endpoint_error():
+    import httpx
+
+    from probes.endpoint import EndpointClient, EndpointError
+    transport = httpx.MockTransport(lambda r: httpx.Response(503, json={"error": {"message": "overloaded"}}))
+    client = EndpointClient("http://127.0.0.1:9", transport=transport)
+    with pytest.raises(EndpointError, match="HTTP 503: overloaded"):
+        client.stream("/v1/chat/completions", {"stream": True})
+    assert client.budget.used == 1          # counted, not retried: a half-read stream cannot be replayed
