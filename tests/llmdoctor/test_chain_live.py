@@ -127,3 +127,16 @@ def test_llama_cpp_python_has_no_reasoning_parser():
         report = probe(ref, s.url, select=["EPT081"])
     (finding,) = report.findings
     assert finding.severity.value == "warning" and "no reasoning parser" in finding.message
+
+
+@pytest.mark.parametrize("fault, check", [(None, "EPT083"), ("truncate", "EPT083"), (None, "EPT084"),
+                                          ("stream-diverge", "EPT084"), ("cache-diverge", "EPT084")])
+def test_llama_cpp_python_behind_the_proxy(python_server, reference, fault, check):
+    """The faults that need no tool parser, planted in front of llama-cpp-python (no proxy fault: a transparent
+    proxy, and no error: its window of 2048 refuses the 4k prompt honestly; its prefix cache may flip near ties)."""
+    with ChainProxy(python_server.url, fault) as proxy:
+        report = probe(reference, proxy.url, select=[check])
+    errors = flagged(report, ("error",))
+    assert errors == ([] if fault is None else [(check, "error")])
+    if fault is None:
+        assert flagged(report) == []
