@@ -97,6 +97,38 @@ def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, sever
     assert all(c == check for c, _ in flagged(report, ("error",)))
 
 
+def test_llama_server_takes_tools_its_template_never_renders(smollm2_gguf, smollm2_dir):
+    """The issue's silent case: SmolLM2's own template has no tools; llama-server --jinja takes them (even
+    tool_choice "required") and answers prose with 200 OK."""
+    ref = Reference.load(smollm2_dir)
+    with _or_fail(LlamaCppServer(smollm2_gguf, "--jinja", parallel=1, ctx=8192).start) as s:
+        body = {**scenarios.tool_request(), "temperature": 0}
+        answer = httpx.post(f"{s.url}/v1/chat/completions", json=body, timeout=300)
+        assert answer.status_code == 200 and not answer.json()["choices"][0]["message"].get("tool_calls")
+        report = probe(ref, s.url, select=["EPT073", "EPT074"])
+    assert flagged(report) == [("EPT073", "warning"), ("EPT074", "warning")]
+    assert "never renders tool definitions" in report.findings_for("EPT073")[0].message
+
+
+@pytest.mark.parametrize("fault, severity, words", [(None, "info", "reasoning split"),
+                                                    ("think-leak", "error", "thinking leaks into content"),
+                                                    ("reasoning-dropped", "error", "dropped the reasoning")])
+def test_llama_server_reasoning_split(think_server, fault, severity, words):
+    """llama-server splits the thinking template's reasoning into reasoning_content (the generation prompt opens
+    <think>); the proxy puts it back into content, or empties it."""
+    ref = Reference.load(_or_fail(chain_assets.model_dir, "think"))
+    with ChainProxy(think_server.url, fault) as proxy:
+        report = probe(ref, proxy.url, select=["EPT081"])
+    (finding,) = report.findings
+    assert finding.severity.value == severity and words in finding.message
+
+
+@pytest.fixture(scope="module")
+def think_server():
+    with _or_fail(LlamaCppServer(_or_fail(chain_assets.gguf, "think"), "--jinja", parallel=1, ctx=8192).start) as s:
+        yield s
+
+
 # ------------------------------------------------------------------------------------------ llama-cpp-python
 
 
