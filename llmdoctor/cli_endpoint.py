@@ -27,20 +27,25 @@ def endpoint_options(func):
               help="Most requests the probe sends (retries included).")
 @click.option("--max-tokens", type=click.IntRange(8), default=48, show_default=True,
               help="Token limit of the live stop probe (a one-word answer must stop well before it).")
+@click.option("--select", multiple=True, metavar="IDS",
+              help="Run only these EPT checks (ids or prefixes, e.g. EPT07,EPT08 for the serving chain).")
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these EPT checks.")
 @report_options
-def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests, max_tokens, fmt, output, fail_on,
-                   known):
+def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests, max_tokens, select, ignore, fmt,
+                   output, fail_on, known):
     """Compare a live OpenAI-compatible server (URL: root or /v1) with the reference engine on MODEL."""
     import sys
 
     from llmdoctor.cli_options import InputError, emit
     from llmdoctor.endpoint import EndpointOptions, run_endpoint
     from llmdoctor.output_guard import refuse_inside_model
+    from llmdoctor.selection import parse_selectors
     from probes.endpoint import EndpointError
     refuse_inside_model(output, model if model.is_dir() else model.parent, "report")
     options = EndpointOptions(url, served_name, api_key_env, timeout_s, timeout_s * 10, max_requests, max_tokens)
     try:
-        report = run_endpoint(model, options)
+        report = run_endpoint(model, options, select=parse_selectors(select) or None,
+                              ignore=parse_selectors(ignore) or None)
     except EndpointError as e:  # the API key variable is unset: the user's to fix
         raise InputError(str(e)) from None
     report.fail_on = fail_on

@@ -10,6 +10,7 @@ from the root ("/v1/models", "/tokenize").
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -120,6 +121,37 @@ class EndpointClient:
                 continue
             return self._json(method, route, response)
         raise AssertionError("unreachable")
+
+    def stream(self, route: str, body: dict) -> list[dict]:
+        """The JSON events of one streamed POST (server-sent events, `data: {...}` lines up to `data: [DONE]`),
+        counted against the budget like any request; not retried (a half-read stream cannot be replayed)."""
+        timeout = self.budget.take(route)
+        started = time.monotonic()
+        events: list[dict] = []
+        try:
+            with self._http.stream("POST", route, json=body, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._record(route, response.status_code, started)
+                    return [self._json("POST", route, response)]        # raises EndpointError
+                for line in response.iter_lines():
+                    payload = line[5:].strip() if line.startswith("data:") else ""
+                    if payload == "[DONE]":
+                        break
+                    try:
+                        event = json.loads(payload) if payload else None
+                    except ValueError:
+                        continue
+                    if isinstance(event, dict):
+                        events.append(event)
+        except httpx.TimeoutException:
+            self._record(route, "timeout", started)
+            raise EndpointError(f"POST {route} (stream): no answer within {timeout:.0f} s", route=route) from None
+        except httpx.HTTPError as e:
+            self._record(route, "error", started)
+            raise EndpointError(self._scrub(f"POST {route} (stream): {type(e).__name__}: {e}"), route=route) from None
+        self._record(route, 200, started)
+        return events
 
     def _json(self, method: str, route: str, response: httpx.Response) -> dict | list:
         if response.status_code >= 400:

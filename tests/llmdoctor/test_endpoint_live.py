@@ -54,8 +54,10 @@ def serve():
 
 
 def probe(reference, url, **kw):
+    """Every EPT0 check but the serving chain's (EPT07x/08x: test_chain_live.py runs them on llama-server, and
+    test_llama_cpp_python_chain below on this server)."""
     report = run_endpoint(reference.path, EndpointOptions(url, timeout_s=120, deadline_s=900, **kw),
-                          reference=reference)
+                          reference=reference, ignore=["EPT07", "EPT08"])
     print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
     return report
 
@@ -111,9 +113,25 @@ def assert_only_rare_split_warning(report):
 def test_gguf_reference_also_clean(healthy, smollm2_gguf):
     ref = Reference.load(smollm2_gguf)
     report = run_endpoint(smollm2_gguf, EndpointOptions(healthy.url, timeout_s=120, deadline_s=600), reference=ref,
-                          select=["EPT0"], ignore=["EPT04"])
+                          select=["EPT0"], ignore=["EPT04", "EPT07", "EPT08"])
     assert ids(report) == []
     assert_only_rare_split_warning(report)
+
+
+def test_llama_cpp_python_chain(healthy, reference):
+    """llama-cpp-python 0.3.36 on SmolLM2's own template (which never renders tools): it takes `tools` and
+    tool_choice "required" and answers prose (EPT073, EPT074 warnings, true of this server), refuses a json_schema
+    response_format with HTTP 500 "validation error" (EPT082 skipped naming it), and its window of 2048 refuses
+    the long prompt (EPT083 info). No error."""
+    report = run_endpoint(reference.path, EndpointOptions(healthy.url, timeout_s=120, deadline_s=900),
+                          reference=reference, select=["EPT07", "EPT08"])
+    print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
+    assert ids(report) == []
+    assert ids(report, ("warning",)) == ["EPT073", "EPT074"]
+    assert "never renders tool definitions" in report.findings_for("EPT073")[0].message
+    runs = {r.id: (r.status, r.reason) for r in report.checks}
+    assert runs["EPT082"][0] == "skipped" and "refuses response_format json_schema" in runs["EPT082"][1]
+    assert runs["EPT081"][0] == "skipped"
 
 
 # ---------------------------------------------------------------------------------------------- template
@@ -228,6 +246,10 @@ def test_triage_bundle_has_the_endpoint_section(healthy, smollm2_dir, tmp_path):
                         endpoint=EndpointOptions(healthy.url, timeout_s=120, deadline_s=600))
     data = json.loads((tmp_path / "bundle" / "report.json").read_text())
     ept = [c for c in data["checks"] if c["id"].startswith("EPT")]
-    assert len(ept) == 11 and {c["category"] for c in ept} == {"endpoint"}
+    assert len(ept) == 19 and {c["category"] for c in ept} == {"endpoint"}
     assert not [f for f in data["findings"] if f["check"].startswith("EPT") and f["severity"] == "error"]
+    # the serving chain on SmolLM2's own template: the tools it takes are never rendered (test_llama_cpp_python_chain)
+    chain = {f["check"] for f in data["findings"]
+             if f["check"][:5] in ("EPT07", "EPT08") and f["severity"] == "warning"}
+    assert chain <= {"EPT073", "EPT074"}
     assert "EPT001" in (tmp_path / "bundle" / "report.md").read_text()

@@ -1,0 +1,83 @@
+"""The chain requests several checks read, each asked once per run (EndpointContext.ask), and what a refusal means.
+
+A 4xx answer to a request with a feature (tools, tool_choice, response_format) is the server saying it lacks that
+feature: the check skips naming it (`refused`), never a finding against the model. A 5xx or a transport error stays
+an EndpointError (asks_server makes it a warning with the HTTP error).
+"""
+from __future__ import annotations
+
+from checks.endpoint.chain import scenarios
+from checks.endpoint.context import EndpointContext
+from checks.registry import Skip
+from probes.endpoint import EndpointError
+from probes.endpoint.chain import ChainAnswer, chat, served_prompt
+
+REFUSALS = (400, 404, 405, 415, 422, 501)
+
+
+def refused(e: EndpointError) -> bool:
+    """A 4xx, or a 500 that is a request validation error (llama-cpp-python answers an unknown response_format
+    type with HTTP 500 and pydantic's "validation error")."""
+    return e.status in REFUSALS or (e.status == 500 and "validation error" in str(e))
+
+
+def ask_chat(ctx: EndpointContext, key: str, request: dict, *, stream: bool = False,
+             feature: str = "") -> ChainAnswer:
+    """The answer to `request` (asked once); Skip naming `feature` when the server refuses it."""
+    try:
+        return ctx.ask(f"chain:{key}", lambda: chat(ctx.surface, request, stream=stream))
+    except EndpointError as e:
+        if feature and refused(e):
+            raise Skip(f"the {ctx.surface.label} refuses {feature}: {str(e)[:200]}") from None
+        raise
+
+
+def tool_answer(ctx: EndpointContext, stream: bool = False, choice: str | None = None) -> ChainAnswer:
+    """tool_choice left to the server's default ("auto") or `choice`, on the one-shot conversation."""
+    return ask_chat(ctx, f"tools:{choice or 'auto'}:{stream}", scenarios.tool_request(choice), stream=stream,
+                    feature="requests with `tools`" if choice is None else f'tool_choice "{choice}"')
+
+
+def required_answer(ctx: EndpointContext) -> ChainAnswer:
+    return tool_answer(ctx, choice="required")
+
+
+def named_answer(ctx: EndpointContext) -> ChainAnswer:
+    return ask_chat(ctx, "tools:named", scenarios.tool_request(scenarios.NAMED_CHOICE),
+                    feature="a named tool_choice")
+
+
+def tools_prompt(ctx: EndpointContext) -> str | None:
+    """The prompt the server builds for the tool request, where it can say (llama.cpp, vLLM)."""
+    try:
+        return ctx.ask("chain:tools:prompt", lambda: served_prompt(ctx.surface, scenarios.tool_request()))
+    except EndpointError as e:
+        if refused(e):
+            return None
+        raise
+
+
+def reference_render(ctx: EndpointContext, messages: list[dict], tools: list | None = None) -> str | None:
+    """The reference template's prompt (None: the template refuses this conversation)."""
+    key = f"render:{id(messages)}:{bool(tools)}"
+    if key not in ctx.state:
+        try:
+            extra = {"tools": tools} if tools else {}
+            ctx.state[key] = ctx.reference.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                                         **extra)
+        except Exception:  # a template that cannot render this shape (ChatTemplateError and the like)
+            ctx.state[key] = None
+    return ctx.state[key]
+
+
+REFERENCE_ONE_SHOT = scenarios.one_shot(arguments_as_text=False)
+
+
+def reference_tool_prompts(ctx: EndpointContext) -> tuple[str | None, str | None]:
+    """The reference's one-shot prompt with and without the tool definitions."""
+    return (reference_render(ctx, REFERENCE_ONE_SHOT, scenarios.TOOLS),
+            reference_render(ctx, REFERENCE_ONE_SHOT))
+
+
+def count(ctx: EndpointContext, text: str | None) -> int | None:
+    return None if text is None else len(ctx.reference.tokenizer.encode(text, add_special_tokens=False))

@@ -1,0 +1,50 @@
+"""Judging tool calls as a client receives them: the name is one of the tools, `arguments` is one JSON object sent
+as a string (not double-encoded) that validates against the tool's JSON schema, and `finish_reason` says
+"tool_calls". And the raw-text case: no structured call, but the content holds one the model's own format
+parser reads (reference_engine/generate/tool_calls.py, the project's one table of formats).
+"""
+from __future__ import annotations
+
+import jsonschema
+
+from checks.endpoint.chain import scenarios
+from probes.endpoint.chain import ChainAnswer, ToolCall
+from reference_engine.generate import tool_calls as formats
+
+
+def call_problems(call: ToolCall) -> list[str]:
+    """What is wrong with one structured call, one line each ([] when it is a valid call of a known tool)."""
+    schema = scenarios.tool_schema(call.name)
+    if schema is None:
+        return [f"the call names {call.name!r}, which is not one of the tools "
+                f"{[t['function']['name'] for t in scenarios.TOOLS]}"]
+    problems = []
+    if not isinstance(call.arguments, str):
+        problems.append(f"{call.name}: arguments sent as a JSON {type(call.arguments).__name__}, not the string "
+                        f"the OpenAI schema defines")
+    arguments, error = formats.decode_arguments(call.arguments)
+    if error:
+        return problems + [f"{call.name}: {error}"]
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
+    problems += [f"{call.name}: arguments {arguments} break the tool's schema: {e.message}" for e in errors[:3]]
+    return problems
+
+
+def decoded(call: ToolCall):
+    """The arguments object (or the raw value when it is not one), for comparing two answers."""
+    arguments, error = formats.decode_arguments(call.arguments)
+    return call.arguments if error else arguments
+
+
+def raw_calls(text: str, template: str | None):
+    """Calls the model wrote as text, read by its template's format (else by every known format): ParsedCalls or
+    None when the text holds none."""
+    own = formats.recognise(template)
+    return (formats.find_calls(text, [own]) if own else None) or formats.find_calls(text)
+
+
+def finish_problem(answer: ChainAnswer) -> str | None:
+    if answer.tool_calls and answer.finish_reason != "tool_calls":
+        return (f"the answer carries {len(answer.tool_calls)} tool call(s) but finish_reason is "
+                f"{answer.finish_reason!r}, not 'tool_calls' (clients that branch on it treat the call as text)")
+    return None

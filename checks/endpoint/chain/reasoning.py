@@ -1,0 +1,64 @@
+"""EPT081: the reasoning split — thinking text goes to `reasoning_content`, the answer to `content`."""
+from __future__ import annotations
+
+from checks.endpoint.chain import answers, scenarios
+from checks.endpoint.context import EndpointContext, asks_server
+from checks.registry import Problem, Skip, check
+from findings import Location
+
+TEMPLATE = Location(file="tokenizer_config.json", logical="chat_template")
+DROPPED_SLACK = 8      # completion tokens beyond the content's own count before reasoning counts as dropped
+
+
+def think_markers(ref) -> tuple[str, str] | None:
+    """The (open, close) thinking markers the model's template or vocabulary knows, if any."""
+    template = ref.tokenizer.chat_template or ""
+    vocab = {t.content for t in ref.tokenizer.added_by_id.values()}
+    return next((pair for pair in scenarios.THINK_MARKERS if pair[0] in template or pair[0] in vocab), None)
+
+
+@check("EPT081", category="endpoint", severity="error", needs=("endpoint", "tokenizer"),
+       hint="start the server with the model family's reasoning parser (vLLM --reasoning-parser, llama.cpp "
+            "--reasoning-format deepseek) and the model's own template")
+@asks_server
+def reasoning_split(ctx: EndpointContext):
+    """Thinking text leaks into `content`, or `reasoning_content` comes back empty where the server splits it.
+
+    Runs only for models whose template or vocabulary has thinking markers (<think>, [THINK], ...). A greedy
+    question that makes the model think must come back with the thinking in `reasoning_content` (or
+    `reasoning`) and none of the markers in `content`. Markers in the content are an error when the server
+    claims a parser (it sent a reasoning field), a warning when it has none (clients see raw thinking; so is
+    content without a reasoning field when the template opens the thinking block in the generation prompt). An
+    empty reasoning field while usage.completion_tokens is well above the content's own token count means the
+    server cut the reasoning away."""
+    ref = ctx.reference
+    markers = think_markers(ref)
+    if markers is None:
+        raise Skip("the model's template and vocabulary have no thinking markers (<think>, [THINK], ...)")
+    answer = answers.ask_chat(ctx, "reasoning", scenarios.REASONING, feature="a reasoning request")
+    evidence = {"request": scenarios.REASONING, "markers": list(markers), "answer": answer.summary()}
+    claimed = answer.reasoning is not None
+    leaked = [m for m in markers if m in answer.content]
+    if leaked:
+        if claimed:
+            yield Problem(f"thinking leaks into content ({leaked} in it) although the server splits reasoning "
+                          f"(it sent a reasoning field)", evidence=evidence, location=TEMPLATE)
+        else:
+            yield Problem(f"the server has no reasoning parser for this model: {leaked} and the thinking arrive in "
+                          f"content", severity="warning", evidence=evidence, location=TEMPLATE)
+        return
+    prompt = answers.reference_render(ctx, scenarios.REASONING["messages"]) or ""
+    if not claimed and answer.content.strip() and prompt.rstrip().endswith(markers[0]):
+        yield Problem(f"the server has no reasoning parser for this model: the template opens {markers[0]!r} in the "
+                      f"generation prompt, so the content it returns is the model's thinking",
+                      severity="warning", evidence=evidence, location=TEMPLATE)
+        return
+    content_tokens = len(ref.tokenizer.encode(answer.content, add_special_tokens=False))
+    if claimed and not answer.reasoning.strip() and answer.completion_tokens is not None \
+            and answer.completion_tokens > content_tokens + DROPPED_SLACK:
+        yield Problem(f"reasoning_content is empty but the model generated {answer.completion_tokens} tokens and the "
+                      f"content holds {content_tokens}: the server dropped the reasoning",
+                      evidence={**evidence, "content_tokens": content_tokens})
+        return
+    yield Problem(f"reasoning split: {len(answer.reasoning or '')} characters of reasoning, "
+                  f"{len(answer.content)} of content", severity="info", evidence=evidence)

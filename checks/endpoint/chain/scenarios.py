@@ -1,0 +1,82 @@
+"""What the chain probes send: two tools with strict JSON schemas, a one-shot conversation that shows one earlier
+call (a small healthy model makes a real call only after seeing one), a structured-output schema, a reasoning
+question, and the prompts of the parity probes.
+
+The server gets the call's `arguments` as a JSON string (the OpenAI schema); the reference template gets them as
+an object (what transformers' templates read, and what llama.cpp hands its templates after parsing the string).
+"""
+from __future__ import annotations
+
+import json
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city name, e.g. Paris"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city", "unit"], "additionalProperties": False}}}
+CLOCK = {"type": "function", "function": {
+    "name": "get_time", "description": "Get the local time in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}},
+                   "required": ["city"], "additionalProperties": False}}}
+TOOLS = [WEATHER, CLOCK]
+DESCRIPTION = WEATHER["function"]["description"]      # only the tool definitions contain it
+SHOWN_CALL = {"city": "Paris", "unit": "celsius"}
+NAMED = "get_time"       # the named tool_choice: not the one the conversation asks for, so honouring it shows
+
+
+def one_shot(arguments_as_text: bool = True) -> list[dict]:
+    """A conversation with one earlier call, then the same kind of question. No tool result follows the earlier
+    call: with a result and an answer in between, SmolLM2-135M answers the new question with a made-up
+    <tool_response> instead of a call; right after a call it calls again."""
+    arguments = json.dumps(SHOWN_CALL) if arguments_as_text else dict(SHOWN_CALL)
+    return [{"role": "user", "content": "What is the weather in Paris?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
+            {"role": "user", "content": "What is the weather in Tokyo?"}]
+
+
+def tool_schema(name: str | None) -> dict | None:
+    return next((t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name), None)
+
+
+def tool_request(tool_choice=None) -> dict:
+    request = {"messages": one_shot(), "tools": TOOLS, "max_tokens": 64}
+    if tool_choice is not None:
+        request["tool_choice"] = tool_choice
+    return request
+
+
+NAMED_CHOICE = {"type": "function", "function": {"name": NAMED}}
+
+# structured output: a schema a small model can fill, strict (no extra keys)
+ANSWER_SCHEMA = {"type": "object", "properties": {"capital": {"type": "string"}, "country": {"type": "string"}},
+                 "required": ["capital", "country"], "additionalProperties": False}
+STRUCTURED = {"messages": [{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
+              "max_tokens": 64, "response_format": {"type": "json_schema", "json_schema": {
+                  "name": "capital", "strict": True, "schema": ANSWER_SCHEMA}}}
+
+REASONING = {"messages": [{"role": "user", "content": "What is 17 + 25? Think step by step, then answer."}],
+             "max_tokens": 160}
+THINK_MARKERS = (("<think>", "</think>"), ("<thinking>", "</thinking>"), ("<|channel|>analysis", "<|end|>"),
+                 ("[THINK]", "[/THINK]"))
+
+# parity: a short greedy answer, and one long shared prefix with two different questions
+PARITY = [{"role": "user", "content": "Write one sentence about the sea."}]
+PARITY_TOKENS = 24
+FACTS = ("The lighthouse on the northern cape was built in 1852 and painted red and white.",
+         "Its keeper kept a logbook of every ship that passed, with the weather and the hour.",
+         "In winter the fog came in from the east and stayed for days.",
+         "The village below had a bakery, a chapel, a school and a harbour for twelve boats.")
+
+
+def shared_prefix(repeat: int) -> str:
+    return " ".join(f"({i + 1}) {FACTS[i % len(FACTS)]}" for i in range(repeat))
+
+
+def prefixed(prefix: str, question: str) -> list[dict]:
+    return [{"role": "system", "content": "Answer from these notes.\n" + prefix},
+            {"role": "user", "content": question}]
+
+
+SUFFIXES = ("What colour is the lighthouse?", "When does the fog come in?")

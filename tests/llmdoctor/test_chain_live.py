@@ -1,0 +1,175 @@
+"""The serving chain (issue 35: EPT071-074, EPT081-084) against llama.cpp's real C++ llama-server, directly and
+behind tests/chain_faults.py's proxy planting each fault.
+
+llama-server runs SmolLM2-135M-Instruct (Q4_1) with `--jinja` and a Hermes tool template (tests/chain_assets.py):
+it renders the tools, parses <tool_call> into tool_calls, forces a call under tool_choice "required" and follows
+response_format with a grammar. The reference is the same model as a Hugging Face directory with the same
+template. The healthy server must give no warning and no error; each planted fault must be named by its check.
+"""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from checks.endpoint.chain import scenarios
+from checks.endpoint.reference import Reference
+from llmdoctor.endpoint import EndpointOptions, run_endpoint
+from tests import chain_assets
+from tests.assets import AssetError
+from tests.chain_faults import ChainProxy
+from tests.load_servers import LlamaCppServer
+
+pytestmark = [pytest.mark.assets, pytest.mark.slow]
+CHAIN = ["EPT07", "EPT08"]
+
+
+def _or_fail(fn, *args):
+    try:
+        return fn(*args)
+    except AssetError as e:
+        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    ref = Reference.load(_or_fail(chain_assets.model_dir, "tools"))
+    ref.engine()
+    return ref
+
+
+@pytest.fixture(scope="module")
+def server():
+    gguf = _or_fail(chain_assets.gguf, "tools")
+    with _or_fail(LlamaCppServer(gguf, "--jinja", parallel=1, ctx=8192).start) as s:
+        yield s
+
+
+def probe(reference, url, select=CHAIN):
+    report = run_endpoint(reference.path, EndpointOptions(url, timeout_s=300, deadline_s=1200), reference=reference,
+                          select=select)
+    print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
+    return report
+
+
+def flagged(report, levels=("error", "warning")):
+    return sorted({(f.check, f.severity.value) for f in report.findings if f.severity.value in levels})
+
+
+def test_llama_server_really_calls(server):
+    """The incident-free baseline, seen on the server itself: the one-shot conversation gets a parsed call."""
+    body = {**scenarios.tool_request("required"), "temperature": 0}
+    answer = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=300).json()
+    message = answer["choices"][0]["message"]
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert answer["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_healthy_llama_server_has_no_warning(server, reference):
+    report = probe(reference, server.url, select=["EPT001", *CHAIN])
+    assert flagged(report) == []
+    runs = {r.id: r.status for r in report.checks}
+    assert runs["EPT071"] == "passed" and runs["EPT082"] == "passed" and runs["EPT083"] == "passed"
+    assert runs["EPT081"] == "skipped"           # the tool template has no thinking markers
+    assert "get_weather" in report.findings_for("EPT071")[-1].message
+    requests = report.findings_for("EPT001")[0].evidence["requests"]["count"]
+    print("requests:", requests)
+    assert requests <= 30           # detection and the whole chain: far inside the default budget of 80
+
+
+@pytest.mark.parametrize("fault, check, severity", [
+    ("raw-text-call", "EPT071", "error"),
+    ("args-not-json", "EPT071", "error"),
+    ("args-double", "EPT071", "error"),
+    ("args-schema", "EPT071", "error"),
+    ("finish-stop", "EPT071", "warning"),
+    ("stream-args", "EPT072", "error"),
+    ("tools-dropped", "EPT073", "error"),
+    ("format-ignored", "EPT082", "error"),
+    ("format-invalid", "EPT082", "error"),
+    ("truncate", "EPT083", "error"),
+    ("stream-diverge", "EPT084", "error"),
+    ("cache-diverge", "EPT084", "error"),
+])
+def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, severity):
+    with ChainProxy(server.url, fault) as proxy:
+        report = probe(reference, proxy.url, select=[check])
+    assert (check, severity) in flagged(report), fault
+    assert all(c == check for c, _ in flagged(report, ("error",)))
+
+
+def test_llama_server_takes_tools_its_template_never_renders(smollm2_gguf, smollm2_dir):
+    """The issue's silent case: SmolLM2's own template has no tools; llama-server --jinja takes them (even
+    tool_choice "required") and answers prose with 200 OK."""
+    ref = Reference.load(smollm2_dir)
+    with _or_fail(LlamaCppServer(smollm2_gguf, "--jinja", parallel=1, ctx=8192).start) as s:
+        body = {**scenarios.tool_request(), "temperature": 0}
+        answer = httpx.post(f"{s.url}/v1/chat/completions", json=body, timeout=300)
+        assert answer.status_code == 200 and not answer.json()["choices"][0]["message"].get("tool_calls")
+        report = probe(ref, s.url, select=["EPT073", "EPT074"])
+    assert flagged(report) == [("EPT073", "warning"), ("EPT074", "warning")]
+    assert "never renders tool definitions" in report.findings_for("EPT073")[0].message
+
+
+@pytest.mark.parametrize("fault, severity, words", [(None, "info", "reasoning split"),
+                                                    ("think-leak", "error", "thinking leaks into content"),
+                                                    ("reasoning-dropped", "error", "dropped the reasoning")])
+def test_llama_server_reasoning_split(think_server, fault, severity, words):
+    """llama-server splits the thinking template's reasoning into reasoning_content (the generation prompt opens
+    <think>); the proxy puts it back into content, or empties it."""
+    ref = Reference.load(_or_fail(chain_assets.model_dir, "think"))
+    with ChainProxy(think_server.url, fault) as proxy:
+        report = probe(ref, proxy.url, select=["EPT081"])
+    (finding,) = report.findings
+    assert finding.severity.value == severity and words in finding.message
+
+
+@pytest.fixture(scope="module")
+def think_server():
+    with _or_fail(LlamaCppServer(_or_fail(chain_assets.gguf, "think"), "--jinja", parallel=1, ctx=8192).start) as s:
+        yield s
+
+
+# ------------------------------------------------------------------------------------------ llama-cpp-python
+
+
+@pytest.fixture(scope="module")
+def python_server():
+    """llama-cpp-python 0.3.36's server on the tool-template GGUF: it renders the tools (the GGUF's template through
+    its Jinja formatter) but has no Hermes parser."""
+    from tests.endpoint_assets import LlamaServer
+    with _or_fail(LlamaServer(_or_fail(chain_assets.gguf, "tools")).start) as s:
+        yield s
+
+
+def test_llama_cpp_python_leaves_hermes_calls_in_content(python_server, reference):
+    """A real incident of this server: the model calls (<tool_call>{..}</tool_call>), the server returns it as text."""
+    body = {**scenarios.tool_request(), "temperature": 0, "repeat_penalty": 1.0}
+    answer = httpx.post(f"{python_server.url}/v1/chat/completions", json=body, timeout=300).json()
+    message = answer["choices"][0]["message"]
+    assert not message.get("tool_calls") and "<tool_call>" in message["content"]      # the incident
+    report = probe(reference, python_server.url, select=["EPT071", "EPT073"])
+    raw = [f for f in report.findings_for("EPT071") if "left the call as raw text" in f.message]
+    assert raw and raw[0].severity.value == "error" and raw[0].evidence["format"] == "hermes"
+    assert flagged(report, ("error",)) == [("EPT071", "error")]    # the tools were rendered: not dropped
+
+
+def test_llama_cpp_python_has_no_reasoning_parser():
+    ref = Reference.load(_or_fail(chain_assets.model_dir, "think"))
+    from tests.endpoint_assets import LlamaServer
+    with _or_fail(LlamaServer(_or_fail(chain_assets.gguf, "think")).start) as s:
+        report = probe(ref, s.url, select=["EPT081"])
+    (finding,) = report.findings
+    assert finding.severity.value == "warning" and "no reasoning parser" in finding.message
+
+
+@pytest.mark.parametrize("fault, check", [(None, "EPT083"), ("truncate", "EPT083"), (None, "EPT084"),
+                                          ("stream-diverge", "EPT084"), ("cache-diverge", "EPT084")])
+def test_llama_cpp_python_behind_the_proxy(python_server, reference, fault, check):
+    """The faults that need no tool parser, planted in front of llama-cpp-python (no proxy fault: a transparent
+    proxy, and no error: its window of 2048 refuses the 4k prompt honestly; its prefix cache may flip near ties)."""
+    with ChainProxy(python_server.url, fault) as proxy:
+        report = probe(reference, proxy.url, select=[check])
+    errors = flagged(report, ("error",))
+    assert errors == ([] if fault is None else [(check, "error")])
+    if fault is None:
+        assert flagged(report) == []
