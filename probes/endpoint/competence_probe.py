@@ -1,0 +1,150 @@
+"""The competence probes through a server's API (issue 34 ask 3): what the server says about the built-in text, a
+copied word sequence and a few greedy continuations. Measurements only; checks/endpoint/competence.py judges.
+
+Two routes, by what the server offers (probes/endpoint/prompt_logprobs.py):
+- prompt logprobs (vLLM, TGI, llama-cpp-python, OpenAI echo): the loss on each part of the built-in text and on
+  both copies of the copy sequence, exactly as the engine side measures them (probes/competence/scores.py);
+- generated tokens only (llama.cpp, Ollama): the copy sequence shown once and then begun again, and the greedy
+  continuation compared word by word with the rest of the sequence (induction, from the text alone), with the
+  logprobs of the copied tokens when the server returns them.
+No tokenizer is needed: the copy sequence is made of words (the server's tokenizer cuts them as it likes) and a
+part of the built-in text counts when the server's tokens spell it back at the corpus's characters-per-token rate.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import regex
+
+from probes.competence.copy_sequence import COPY_LENGTH, SEED
+from probes.competence.corpus import MIN_CHARS_PER_TOKEN, TextPart, builtin_parts
+from probes.endpoint.prompt_logprobs import ScoredPrompt, score_text
+
+WORD = regex.compile(r"\b[a-z]{4,}\b")
+COPY_SOURCE = "prose_en"          # the words of the copy sequence come from this part of the built-in text
+SHOWN_WORDS = COPY_LENGTH // 2    # generated route: the second copy is begun with this many words
+
+
+@dataclass
+class PartScore:
+    """One part of the built-in text as the server scored it (logprobs: the tokens after the first)."""
+    name: str
+    tokens: list[str]
+    logprobs: list[float]
+    chars_per_token: float
+    scored_chars: int             # characters of the scored tokens (a per-character loss compares tokenizations)
+    route: str
+
+
+@dataclass
+class CopyRun:
+    """The copy sequence through the prompt-logprob route: `start`/`length` index the two copies in logprobs
+    the way probes.competence.scores.copy_score reads them (logprobs[i] scores token i + 1)."""
+    scored: ScoredPrompt
+    logprobs: list[float]
+    start: int
+    length: int
+
+
+@dataclass
+class GreedyCopy:
+    """The copy sequence shown once and begun again; the server's greedy continuation vs the words that follow."""
+    prompt: str
+    expected: list[str]
+    generated: str
+    matched: int                                   # leading words of the continuation equal to `expected`
+    copied_logprobs: list[float] = field(default_factory=list)   # of the generated tokens before the first miss
+    route: str = ""
+
+    @property
+    def accuracy(self) -> float:
+        return self.matched / len(self.expected)
+
+
+def copy_words(parts: list[TextPart] | None = None, length: int = COPY_LENGTH, seed: int = SEED) -> list[str]:
+    """`length` distinct words of 4+ letters from the English prose, in a seeded random order (no sentence)."""
+    source = next(p.text for p in parts or builtin_parts() if p.name == COPY_SOURCE)
+    pool = sorted(set(WORD.findall(source)))
+    return random.Random(seed).sample(pool, min(length, len(pool)))
+
+
+def copy_text(words: list[str]) -> str:
+    return "".join(" " + w for w in words)
+
+
+# -- prompt-logprob route -----------------------------------------------------------------------------------------
+def score_part(surface, part: TextPart, bos_text: str | None = None) -> tuple[PartScore | None, str]:
+    """(the part's scores, "") or (None, why it does not apply): the server's tokens must spell the text and
+    average at least MIN_CHARS_PER_TOKEN characters (a vocabulary spelling a script byte by byte never saw it)."""
+    scored = score_text(surface, part.text, bos_text)
+    ends = scored.ends(part.text)
+    if ends is None:
+        return None, "the server's tokens do not spell the text back"
+    first = next(i for i, e in enumerate(ends) if e > 0)          # the text's first token (after BOS/prefix)
+    values = scored.logprobs[first:]
+    if values and values[0] is None:                               # nothing before it, or the OpenAI echo rule
+        values = values[1:]
+    if not values or any(v is None for v in values):
+        return None, "the server left some of the text's tokens without a logprob"
+    rate = len(part.text) / (len(ends) - first)
+    if rate < MIN_CHARS_PER_TOKEN:
+        return None, f"{rate:.2f} characters per token: the served vocabulary does not know this script"
+    chars = sum(len(t) for t in scored.tokens[len(scored.tokens) - len(values):])
+    return PartScore(part.name, scored.tokens[first:], [float(v) for v in values], rate, chars, scored.route), ""
+
+
+def score_copy(surface, words: list[str], bos_text: str | None = None) -> tuple[CopyRun | None, str]:
+    """The two copies through the prompt-logprob route, or (None, why not) when the tokens cannot be split into
+    two equal copies (a tokenizer that merges across the copies' boundary)."""
+    one = copy_text(words)
+    scored = score_text(surface, one + one, bos_text)
+    ends = scored.ends(one + one)
+    if ends is None:
+        return None, "the server's tokens do not spell the copy sequence back"
+    first = next(i for i, e in enumerate(ends) if e > 0)
+    middle = next((i for i, e in enumerate(ends) if e == len(one)), None)
+    if middle is None or scored.tokens[first:middle + 1] != scored.tokens[middle + 1:]:
+        return None, "the server tokenizes the two copies differently"
+    values = scored.logprobs[1:]      # values[i] scores token i + 1
+    if any(v is None for v in values[first:]):
+        return None, "the server left some copied tokens without a logprob"
+    logprobs = [float(v) if v is not None else 0.0 for v in values]
+    return CopyRun(scored, logprobs, first, middle + 1 - first), ""
+
+
+# -- generated-token route ----------------------------------------------------------------------------------------
+def greedy_copy_prompt(words: list[str]) -> tuple[str, list[str]]:
+    """(the prompt: the sequence twice, then its first SHOWN_WORDS words; the words that should follow)."""
+    return copy_text(words) * 2 + copy_text(words[:SHOWN_WORDS]), words[SHOWN_WORDS:]
+
+
+def matched_words(expected: list[str], text: str) -> int:
+    matched = 0
+    for want, have in zip(expected, text.split()):
+        if want != have:
+            break
+        matched += 1
+    return matched
+
+
+def greedy_copy(surface, words: list[str], top_logprobs: int = 1) -> GreedyCopy:
+    """Show the sequence twice, begin it a third time, and read the greedy continuation (a second showing makes
+    small models copy reliably; one showing leaves them drifting after a few words)."""
+    prompt, expected = greedy_copy_prompt(words)
+    answer = surface.completion(prompt, max_tokens=2 * len(expected), logprobs=top_logprobs)
+    run = GreedyCopy(prompt, expected, answer.text, matched_words(expected, answer.text), route=answer.route)
+    if answer.tokens:
+        run.copied_logprobs = copied_logprobs(answer.tokens, copy_text(expected[:run.matched]))
+    return run
+
+
+def copied_logprobs(tokens, copied: str) -> list[float]:
+    """Logprobs of the generated tokens that spell `copied` (the words the server copied correctly)."""
+    out, text = [], ""
+    for token in tokens:
+        if len(text) >= len(copied) or token.logprob is None:
+            break
+        text += token.token
+        out.append(float(token.logprob))
+    return out
