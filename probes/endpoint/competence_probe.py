@@ -33,7 +33,6 @@ class PartScore:
     tokens: list[str]
     logprobs: list[float]
     chars_per_token: float
-    scored_chars: int             # characters of the scored tokens (a per-character loss compares tokenizations)
     route: str
 
 
@@ -74,35 +73,34 @@ def copy_text(words: list[str]) -> str:
 
 
 # -- prompt-logprob route -----------------------------------------------------------------------------------------
-def score_part(surface, part: TextPart, bos_text: str | None = None) -> tuple[PartScore | None, str]:
-    """(the part's scores, "") or (None, why it does not apply): the server's tokens must spell the text and
-    average at least MIN_CHARS_PER_TOKEN characters (a vocabulary spelling a script byte by byte never saw it)."""
-    scored = score_text(surface, part.text, bos_text)
-    ends = scored.ends(part.text)
-    if ends is None:
+def score_part(surface, part: TextPart, prefix: str = "",
+               chars_per_token: float | None = None) -> tuple[PartScore | None, str]:
+    """(the part's scores, "") or (None, why it does not apply). A part the server could not tokenize beforehand
+    (chars_per_token None) is held to the corpus's rate here, on the tokens it echoes."""
+    scored = score_text(surface, part.text, prefix)
+    first = scored.text_start(part.text)
+    if first is None:
         return None, "the server's tokens do not spell the text back"
-    first = next(i for i, e in enumerate(ends) if e > 0)          # the text's first token (after BOS/prefix)
     values = scored.logprobs[first:]
     if values and values[0] is None:                               # nothing before it, or the OpenAI echo rule
         values = values[1:]
     if not values or any(v is None for v in values):
         return None, "the server left some of the text's tokens without a logprob"
-    rate = len(part.text) / (len(ends) - first)
+    rate = chars_per_token or len(part.text) / (len(scored.tokens) - first)
     if rate < MIN_CHARS_PER_TOKEN:
         return None, f"{rate:.2f} characters per token: the served vocabulary does not know this script"
-    chars = sum(len(t) for t in scored.tokens[len(scored.tokens) - len(values):])
-    return PartScore(part.name, scored.tokens[first:], [float(v) for v in values], rate, chars, scored.route), ""
+    return PartScore(part.name, scored.tokens[first:], [float(v) for v in values], rate, scored.route), ""
 
 
-def score_copy(surface, words: list[str], bos_text: str | None = None) -> tuple[CopyRun | None, str]:
+def score_copy(surface, words: list[str], prefix: str = "") -> tuple[CopyRun | None, str]:
     """The two copies through the prompt-logprob route, or (None, why not) when the tokens cannot be split into
     two equal copies (a tokenizer that merges across the copies' boundary)."""
     one = copy_text(words)
-    scored = score_text(surface, one + one, bos_text)
+    scored = score_text(surface, one + one, prefix)
     ends = scored.ends(one + one)
     if ends is None:
         return None, "the server's tokens do not spell the copy sequence back"
-    first = next(i for i, e in enumerate(ends) if e > 0)
+    first = scored.text_start(one + one)
     middle = next((i for i, e in enumerate(ends) if e == len(one)), None)
     if middle is None or scored.tokens[first:middle + 1] != scored.tokens[middle + 1:]:
         return None, "the server tokenizes the two copies differently"

@@ -41,33 +41,61 @@ class ScoredPrompt:
     ids: list[int] | None               # when the server says (TGI)
     route: str
 
-    def ends(self, text: str) -> list[int] | None:
+    def ends(self, text: str, ascii_only: bool = False) -> list[int] | None:
         """Character offset in `text` where each token ends, counted back from the text's end (the joined tokens
-        may carry a BOS or other prefix before the text); None when the tokens do not spell the text."""
-        joined = "".join(self.tokens)
+        may carry a BOS or other prefix before the text); None when the tokens do not spell the text.
+        ascii_only: compare (and count) ASCII characters only, for servers that show a token holding part of a
+        multi-byte character as "" or U+FFFD (llama-cpp-python, vLLM)."""
+        keep = _ascii if ascii_only else (lambda s: s)
+        pieces = [keep(t) for t in self.tokens]
+        joined, text = "".join(pieces), keep(text)
         if not joined.endswith(text):
             return None
         lead, out, at = len(joined) - len(text), [], 0
-        for token in self.tokens:
-            at += len(token)
+        for piece in pieces:
+            at += len(piece)
             out.append(at - lead)
         return out
 
+    def text_start(self, text: str) -> int | None:
+        """Index of the first token of `text` (after a BOS or prefix), or None when the tokens do not spell it."""
+        for ascii_only in (False, True):
+            ends = self.ends(text, ascii_only)
+            if ends is not None:
+                return next((i for i, e in enumerate(ends) if e > 0), None)
+        return None
 
-def score_text(surface, text: str, bos_text: str | None = None) -> ScoredPrompt:
-    """The server's prompt logprobs for `text`; NotOffered when it has none, EndpointError when a request fails."""
-    if surface.kind in NO_PROMPT_LOGPROBS:
-        raise NotOffered(NO_PROMPT_LOGPROBS[surface.kind])
-    if surface.kind == "tgi":
-        return tgi_prefill(surface, text)
-    prompt = text
+
+def _ascii(text: str) -> str:
+    return "".join(c for c in text if c < "\x80")
+
+
+def not_offered(surface) -> str | None:
+    """Why this kind of server cannot score a prompt at all (None: it may; asking will tell)."""
+    return NO_PROMPT_LOGPROBS.get(surface.kind)
+
+
+def prompt_prefix(surface, bos_text: str | None = None) -> str:
+    """What to send before a text so the server's prompt logprobs line up with it ("" for most servers);
+    NotOffered when this server cannot score a prompt. One tokenize request on llama-cpp-python, none elsewhere."""
+    why = not_offered(surface)
+    if why:
+        raise NotOffered(why)
     if surface.kind == "llama-cpp-python" and not surface.tokenize(""):     # the server adds no BOS
         if not bos_text:
             raise NotOffered("llama-cpp-python misaligns echo logprobs for a model that adds no BOS (token i is "
                              "shown with the row predicting token i+1) and no reference model names the BOS text "
                              "to send first")
-        prompt = bos_text + text
-    return echo(surface, prompt)
+        return bos_text
+    return ""
+
+
+def score_text(surface, text: str, prefix: str = "") -> ScoredPrompt:
+    """The server's prompt logprobs for `text` sent behind `prefix` (prompt_prefix); NotOffered when it has
+    none, EndpointError when a request fails."""
+    if surface.kind == "tgi":
+        return tgi_prefill(surface, prefix + text)
+    return echo(surface, prefix + text)
 
 
 def echo(surface, prompt: str) -> ScoredPrompt:
