@@ -13,13 +13,15 @@ from checks.endpoint import competence_reference as reference_side
 from checks.endpoint.context import EndpointContext, asks_server
 from checks.registry import Problem, Skip, check
 from probes.competence import MAX_UNIGRAM_FRACTION, Verdict, judge_copy, judge_text, mean_loss, unigram_loss
-from probes.endpoint.competence_probe import (CopyRun, GreedyCopy, copy_text, copy_words, greedy_copy,
-                                              greedy_copy_prompt, matched_words, score_copy, score_part)
+from probes.endpoint.competence_probe import (SEQUENCE_TOKENS, Continued, CopyRun, GreedyCopy, continue_sequences,
+                                              copy_text, copy_words, greedy_copy, greedy_copy_prompt, matched_words,
+                                              score_copy, score_part)
 from probes.endpoint.prompt_logprobs import NotOffered, prompt_prefix
 from probes.endpoint.text_parts import plan_parts
 
 GAP_WARN = 0.5          # nats/token the server may lose against its checkpoint (4-bit GGUFs of SmolLM2: < 0.2)
 MIN_GREEDY_COPY = 0.5   # generated route: at least half the words that follow must be copied (healthy: all)
+MIN_SEQUENCES = 3       # of the six well-known sequences, continued with the right word (healthy: all six)
 NEXT = ("where to look: with --model, EPT041/EPT042 compare the served tokens and logprobs with the checkpoint "
         "and `llmdoctor check` judges the checkpoint itself; without it, the served weights, their "
         "quantization and conversion")
@@ -165,7 +167,7 @@ def greedy_copy_finding(ctx, ref, greedy: GreedyCopy, words: list[str], why: str
     ref_ok = None
     if ref is not None:
         prompt, expected = greedy_copy_prompt(words)
-        text = reference_side.greedy_text(ctx, prompt, 2 * len(expected))
+        text = reference_side.greedy_texts(ctx, [prompt], 2 * len(expected))[0]
         evidence["reference_copied_words"] = matched_words(expected, text)
         ref_ok = evidence["reference_copied_words"] / len(expected) >= MIN_GREEDY_COPY
     measured = (f"copied {greedy.matched} of the {len(greedy.expected)} words that follow the shown sequence "
@@ -181,3 +183,43 @@ def copy_problem(ok: bool, measured: str, ref_ok: bool | None, has_ref: bool, ev
         where = "where its checkpoint can" if has_ref else "a sequence it was just shown"
         return Problem(f"the server cannot copy {where}: it {measured}; {NEXT}", evidence=evidence)
     return Problem(f"the server copies in context: {measured}", severity="info", evidence=evidence)
+
+
+@check("EPT063", category="endpoint", severity="error", needs=("endpoint",),
+       hint="a model that cannot continue 1, 2, 3 ... talks nonsense: check the served weights, their "
+            "quantization and conversion")
+@asks_server
+def sequences(ctx: EndpointContext):
+    """Greedy continuations of well-known sequences (counting, the alphabet, weekdays, months) through the server.
+
+    Any trained model continues "1, 2, 3, 4, 5, 6," with 7; a broken one answers with unrelated tokens or locks
+    into a loop of one or two words from the first step ("piece in piece in"), which the evidence names. At
+    least half of the six sequences must be continued with the right word (healthy models continue all six;
+    the weekdays and months are English, the numbers and letters are not). Needs only generated text, so every
+    server takes it. With --model the reference engine continues the same prompts."""
+    runs = continue_sequences(ctx.surface)
+    right = sum(r.ok for r in runs)
+    evidence = {"continued": right, "of": len(runs), "bound": MIN_SEQUENCES,
+                "sequences": [{"prompt": r.prompt, "expected": r.expected, "server": r.generated, "ok": r.ok,
+                               "loops": r.loops} for r in runs]}
+    loops = sum(r.loops for r in runs)
+    measured = (f"continued {right} of {len(runs)} well-known sequences with the right word (bound "
+                f"{MIN_SEQUENCES}){f'; {loops} locked into a one- or two-word loop' if loops else ''}")
+    ref_ok = None
+    if reference_side.optional_reference(ctx) is not None:
+        texts = reference_side.greedy_texts(ctx, [r.prompt for r in runs], SEQUENCE_TOKENS)
+        ref_right = sum(Continued(r.prompt, r.expected, t).ok for r, t in zip(runs, texts))
+        evidence["reference_continued"] = ref_right
+        for item, text in zip(evidence["sequences"], texts):
+            item["reference"] = text
+        ref_ok = ref_right >= MIN_SEQUENCES
+    if ref_ok is False:
+        yield Problem(f"the checkpoint itself cannot continue them (an untrained or broken model, not a serving "
+                      f"fault: `llmdoctor check` judges it); the server {measured}", severity="info",
+                      evidence=evidence)
+    elif right < MIN_SEQUENCES:
+        where = " where its checkpoint can" if ref_ok else ""
+        yield Problem(f"the server talks nonsense{where}: it {measured}, e.g. {runs[0].prompt!r} -> "
+                      f"{runs[0].generated!r}; {NEXT}", evidence=evidence)
+    else:
+        yield Problem(f"the server {measured}", severity="info", evidence=evidence)

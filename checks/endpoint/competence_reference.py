@@ -59,9 +59,10 @@ def score_copy(ctx, one: str) -> CopyScore | None:
     return copy_score(token_logprobs(ctx.engine().logits(ids), ids), len(prefix), len(half))
 
 
-def greedy_text(ctx, prompt: str, max_tokens: int) -> str:
+def greedy_texts(ctx, prompts: list[str], max_tokens: int) -> list[str]:
+    """The reference's greedy continuations of text prompts (one batch), read as a completion server reads them."""
     from reference_engine.generate import SamplingParams
     tok = ctx.reference.tokenizer
-    ids = bos_prefix(tok) + [int(t) for t in tok.encode(prompt, add_special_tokens=False)]
-    out = ctx.engine().generate([ids], SamplingParams(temperature=0.0, max_new_tokens=max_tokens, ignore_eos=True))
-    return out[0].text
+    ids = [bos_prefix(tok) + [int(t) for t in tok.encode(p, add_special_tokens=False)] for p in prompts]
+    params = SamplingParams(temperature=0.0, max_new_tokens=max_tokens, ignore_eos=True)
+    return [out.text for out in ctx.engine().generate(ids, params)]

@@ -146,3 +146,40 @@ def copied_logprobs(tokens, copied: str) -> list[float]:
         text += token.token
         out.append(float(token.logprob))
     return out
+
+
+# -- well-known sequences (any route) -----------------------------------------------------------------------------
+# (prompt, the word that comes next): counting, the alphabet, weekdays, months; any trained model continues them
+SEQUENCES = (("1, 2, 3, 4, 5, 6,", "7"), ("10, 20, 30, 40, 50,", "60"), ("A, B, C, D, E, F,", "G"),
+             ("one, two, three, four, five,", "six"), ("Monday, Tuesday, Wednesday, Thursday,", "Friday"),
+             ("January, February, March, April,", "May"))
+SEQUENCE_TOKENS = 8
+PUNCT = regex.compile(r"^\p{P}+|\p{P}+$")
+
+
+@dataclass
+class Continued:
+    prompt: str
+    expected: str
+    generated: str
+
+    @property
+    def ok(self) -> bool:
+        words = self.generated.split()
+        return bool(words) and PUNCT.sub("", words[0]) == self.expected
+
+    @property
+    def loops(self) -> bool:
+        """The continuation repeats one or two words from its start ("piece in piece in ...")."""
+        return short_loop(self.generated.split())
+
+
+def short_loop(words: list[str], period: int = 2, least: int = 4) -> bool:
+    return len(words) >= least and any(all(words[i] == words[i + p] for i in range(len(words) - p))
+                                       for p in range(1, period + 1))
+
+
+def continue_sequences(surface) -> list[Continued]:
+    """The server's greedy continuation of each well-known sequence (one request each)."""
+    return [Continued(prompt, expected, surface.completion(prompt, max_tokens=SEQUENCE_TOKENS).text)
+            for prompt, expected in SEQUENCES]
