@@ -16,6 +16,7 @@ from probes.competence import MAX_UNIGRAM_FRACTION, Verdict, judge_copy, judge_t
 from probes.endpoint.competence_probe import (SEQUENCE_TOKENS, Continued, CopyRun, GreedyCopy, continue_sequences,
                                               copy_text, copy_words, greedy_copy, greedy_copy_prompt, matched_words,
                                               score_copy, score_part)
+from probes.endpoint.client import EndpointError
 from probes.endpoint.prompt_logprobs import NotOffered, prompt_prefix
 from probes.endpoint.text_parts import plan_parts
 
@@ -25,6 +26,17 @@ MIN_SEQUENCES = 3       # of the six well-known sequences, continued with the ri
 NEXT = ("where to look: with --model, EPT041/EPT042 compare the served tokens and logprobs with the checkpoint "
         "and `llmdoctor check` judges the checkpoint itself; without it, the served weights, their "
         "quantization and conversion")
+
+
+def completions(call):
+    """call(); a server without /v1/completions (404: chat-only) makes the check skip, naming the route."""
+    try:
+        return call()
+    except EndpointError as e:
+        if e.status == 404:
+            raise Skip(f"the server has no {e.route or '/v1/completions'} route (chat only): the probe needs plain "
+                       f"text completions") from None
+        raise
 
 
 def judge_loss(loss: float, unigram: float, vocab_size: int | None) -> Verdict:
@@ -140,7 +152,7 @@ def copying(ctx: EndpointContext):
     if run is not None:
         yield copy_ratio_finding(ctx, ref, run, words)
         return
-    greedy = greedy_copy(ctx.surface, words, top_logprobs=1)
+    greedy = completions(lambda: greedy_copy(ctx.surface, words, top_logprobs=1))
     yield greedy_copy_finding(ctx, ref, greedy, words, why)
 
 
@@ -197,7 +209,7 @@ def sequences(ctx: EndpointContext):
     least half of the six sequences must be continued with the right word (healthy models continue all six;
     the weekdays and months are English, the numbers and letters are not). Needs only generated text, so every
     server takes it. With --model the reference engine continues the same prompts."""
-    runs = continue_sequences(ctx.surface)
+    runs = completions(lambda: continue_sequences(ctx.surface))
     right = sum(r.ok for r in runs)
     evidence = {"continued": right, "of": len(runs), "bound": MIN_SEQUENCES,
                 "sequences": [{"prompt": r.prompt, "expected": r.expected, "server": r.generated, "ok": r.ok,
