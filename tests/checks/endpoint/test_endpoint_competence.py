@@ -116,3 +116,29 @@ def test_cut_ends_at_a_word():
     assert cut("one two three four", 9) == "one two"
     assert cut("short", 10) == "short"
     assert cut("日本語の文章です", 3) == "日本語"
+
+
+def test_cli_without_model_on_a_dead_server(tmp_path):
+    """`probe endpoint URL` needs no --model now: a dead server is EPT001, every other check skips."""
+    import json
+
+    from click.testing import CliRunner
+
+    from llmdoctor.cli import cli
+    from tests.endpoint_assets import free_port
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, ["probe", "endpoint", f"http://127.0.0.1:{free_port()}", "--timeout", "2",
+                                      "--format", "json", "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    data = json.loads(out.read_text())
+    assert [f["check"] for f in data["findings"]] == ["EPT001"]
+    statuses = {c["id"]: c["status"] for c in data["checks"]}
+    assert statuses["EPT001"] == "failed" and {s for i, s in statuses.items() if i != "EPT001"} == {"skipped"}
+    assert {"EPT061", "EPT062", "EPT063"} <= set(statuses)
+
+
+def test_without_model_the_comparing_checks_skip_naming_it():
+    report = run_endpoint(None, EndpointOptions("http://127.0.0.1:8000"), transport=FakeServer("vllm").transport(),
+                          select=["EPT041", "EPT021"])
+    assert {c.id: c.status for c in report.checks} == {"EPT021": "skipped", "EPT041": "skipped"}
+    assert all("no --model given" in c.reason for c in report.checks)
