@@ -12,7 +12,8 @@ import math
 from checks.endpoint import competence_reference as reference_side
 from checks.endpoint.context import EndpointContext, asks_server
 from checks.registry import Problem, Skip, check
-from probes.competence import MAX_UNIGRAM_FRACTION, Verdict, judge_copy, judge_text, mean_loss, unigram_loss
+from probes.competence import (MAX_UNIGRAM_FRACTION, Verdict, copy_score, judge_copy, judge_text, mean_loss,
+                               unigram_loss)
 from probes.endpoint.competence_probe import (SEQUENCE_TOKENS, Continued, CopyRun, GreedyCopy, continue_sequences,
                                               copy_text, copy_words, greedy_copy, greedy_copy_prompt, matched_words,
                                               score_copy, score_part)
@@ -23,9 +24,14 @@ from probes.endpoint.text_parts import plan_parts
 GAP_WARN = 0.5          # nats/token the server may lose against its checkpoint (4-bit GGUFs of SmolLM2: < 0.2)
 MIN_GREEDY_COPY = 0.5   # generated route: at least half the words that follow must be copied (healthy: all)
 MIN_SEQUENCES = 3       # of the six well-known sequences, continued with the right word (healthy: all six)
-NEXT = ("where to look: with --model, EPT041/EPT042 compare the served tokens and logprobs with the checkpoint "
-        "and `llmdoctor check` judges the checkpoint itself; without it, the served weights, their "
-        "quantization and conversion")
+NEXT_ALONE = ("where to look: the served weights, their quantization and conversion; rerun with --model to hold "
+              "the server to its checkpoint")
+NEXT_WITH = ("where to look: EPT041/EPT042 compare the served tokens and logprobs with the checkpoint token by "
+             "token; the served file's weights, quantization and conversion")
+
+
+def next_step(has_reference: bool) -> str:
+    return NEXT_WITH if has_reference else NEXT_ALONE
 
 
 def completions(call):
@@ -99,7 +105,8 @@ def text_loss(ctx: EndpointContext):
 def text_finding(verdict: Verdict, evidence: dict) -> Problem:
     if verdict.ok:
         return Problem(f"the server predicts the built-in text: {verdict.why}", severity="info", evidence=evidence)
-    return Problem(f"the server talks nonsense: on the built-in text its {verdict.why}; {NEXT}", evidence=evidence)
+    return Problem(f"the server talks nonsense: on the built-in text its {verdict.why}; {NEXT_ALONE}",
+                   evidence=evidence)
 
 
 def compare_text(ctx, scores, parts, verdict: Verdict, evidence: dict):
@@ -120,7 +127,7 @@ def compare_text(ctx, scores, parts, verdict: Verdict, evidence: dict):
                       severity="info", evidence=evidence)
     elif not verdict.ok:
         yield Problem(f"the deployment talks nonsense where its checkpoint does not: server {verdict.why}; "
-                      f"reference {ref_loss:.2f} nats/token; {NEXT}", evidence=evidence)
+                      f"reference {ref_loss:.2f} nats/token; {NEXT_WITH}", evidence=evidence)
     elif gap > GAP_WARN:
         yield Problem(f"the deployment predicts the built-in text {gap:.2f} nats/token worse than its checkpoint "
                       f"(server {verdict.why}; reference {ref_loss:.2f}): more than quantization costs",
@@ -157,7 +164,6 @@ def copying(ctx: EndpointContext):
 
 
 def copy_ratio_finding(ctx, ref, run: CopyRun, words: list[str]) -> Problem:
-    from probes.competence import copy_score
     score = copy_score(run.logprobs, run.start, run.length)
     verdict = judge_copy(score.ratio)
     evidence = {"route": run.scored.route, "words": len(words), "tokens_per_copy": run.length,
@@ -165,9 +171,9 @@ def copy_ratio_finding(ctx, ref, run: CopyRun, words: list[str]) -> Problem:
     ref_score = reference_side.score_copy(ctx, copy_text(words)) if ref is not None else None
     if ref_score is not None:
         evidence["reference"] = {k: round(v, 4) for k, v in ref_score.as_dict().items()}
+    ref_ok = None if ref_score is None else judge_copy(ref_score.ratio).ok
     return copy_problem(verdict.ok, f"{verdict.why}: second copy {score.second:.2f} nats/token, first "
-                        f"{score.first:.2f}", ref_score is not None and judge_copy(ref_score.ratio).ok,
-                        ref is not None, evidence)
+                        f"{score.first:.2f}", ref_ok, evidence, ref is not None)
 
 
 def greedy_copy_finding(ctx, ref, greedy: GreedyCopy, words: list[str], why: str) -> Problem:
@@ -182,18 +188,20 @@ def greedy_copy_finding(ctx, ref, greedy: GreedyCopy, words: list[str], why: str
         text = reference_side.greedy_texts(ctx, [prompt], 2 * len(expected))[0]
         evidence["reference_copied_words"] = matched_words(expected, text)
         ref_ok = evidence["reference_copied_words"] / len(expected) >= MIN_GREEDY_COPY
-    measured = (f"copied {greedy.matched} of the {len(greedy.expected)} words that follow the shown sequence "
-                f"(bound {MIN_GREEDY_COPY:.0%})")
-    return copy_problem(ok, measured, ref_ok, ref is not None, evidence)
+    measured = (f"{greedy.matched} of the {len(greedy.expected)} words that follow the shown sequence copied "
+                f"greedily (bound {MIN_GREEDY_COPY:.0%})")
+    return copy_problem(ok, measured, ref_ok, evidence, ref is not None)
 
 
-def copy_problem(ok: bool, measured: str, ref_ok: bool | None, has_ref: bool, evidence: dict) -> Problem:
-    if has_ref and ref_ok is False:
+def copy_problem(ok: bool, measured: str, ref_ok: bool | None, evidence: dict, has_ref: bool) -> Problem:
+    """ref_ok: the reference passed the same test (None: no reference, or it could not take the test)."""
+    if ref_ok is False:
         return Problem(f"the checkpoint itself cannot copy (an untrained or broken model, not a serving fault: "
-                       f"`llmdoctor check` judges it); the server {measured}", severity="info", evidence=evidence)
+                       f"`llmdoctor check` judges it); the server: {measured}", severity="info", evidence=evidence)
     if not ok:
-        where = "where its checkpoint can" if has_ref else "a sequence it was just shown"
-        return Problem(f"the server cannot copy {where}: it {measured}; {NEXT}", evidence=evidence)
+        where = "where its checkpoint can" if ref_ok else "a sequence it was just shown"
+        return Problem(f"the server cannot copy {where}: {measured}; {next_step(has_ref)}",
+                       evidence=evidence)
     return Problem(f"the server copies in context: {measured}", severity="info", evidence=evidence)
 
 
@@ -232,6 +240,6 @@ def sequences(ctx: EndpointContext):
     elif right < MIN_SEQUENCES:
         where = " where its checkpoint can" if ref_ok else ""
         yield Problem(f"the server talks nonsense{where}: it {measured}, e.g. {runs[0].prompt!r} -> "
-                      f"{runs[0].generated!r}; {NEXT}", evidence=evidence)
+                      f"{runs[0].generated!r}; {next_step(ref_ok is not None)}", evidence=evidence)
     else:
         yield Problem(f"the server {measured}", severity="info", evidence=evidence)

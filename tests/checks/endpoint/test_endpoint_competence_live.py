@@ -120,3 +120,33 @@ def test_shuffled_embeddings_caught_by_the_text_loss(serve, smollm2_gguf, refere
     text = report.findings_for("EPT061")[0]
     assert text.severity.value == "error" and "where its checkpoint does not" in text.message
     assert text.evidence["loss"] > text.evidence["bound"] > text.evidence["reference_loss"]
+
+
+# ------------------------------------------------------------------------------------- llama.cpp's llama-server
+
+@pytest.fixture(scope="module")
+def llama_server():
+    from tests.load_servers import LlamaCppServer
+    servers = []
+
+    def start(gguf):
+        server = _or_fail(LlamaCppServer(gguf, parallel=1, ctx=2048).start)
+        servers.append(server)
+        return server
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_llama_server_generated_route(llama_server, smollm2_gguf):
+    """llama.cpp has no prompt logprobs: EPT061 skips naming it; the copy is judged from the greedy continuation,
+    with the copied tokens' logprobs read from llama.cpp's chat-form completion logprobs."""
+    healthy = llama_server(smollm2_gguf)
+    report, statuses, bad = probe(healthy.url)
+    assert bad == [] and statuses == {"EPT061": "skipped", "EPT062": "passed", "EPT063": "passed"}
+    copy = report.findings_for("EPT062")[0].evidence
+    assert copy["copied_words"] >= 12 and copy["copied_tokens_loss"] is not None and copy["copied_tokens_loss"] < 1
+    broken = llama_server(_or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
+    talks_nonsense(broken.url)
+    _, _, bad = probe(broken.url)
+    assert bad == ["EPT062", "EPT063"]
