@@ -73,8 +73,8 @@ def text_loss(ctx: EndpointContext):
     tokens."""
     ref = reference_side.optional_reference(ctx)
     try:
-        prefix = prompt_prefix(ctx.surface, reference_side.bos_text(ref))
-        planned, skipped = plan_parts(ctx.surface)
+        prefix = prompt_prefix(ctx.surface, reference_side.bos_text(ref), ctx.tokenize)
+        planned, skipped = plan_parts(ctx.tokenize)
         scores, parts = [], []
         for plan in planned:
             score, why = score_part(ctx.surface, plan.part, prefix, plan.chars_per_token)
@@ -153,7 +153,8 @@ def copying(ctx: EndpointContext):
     ref = reference_side.optional_reference(ctx)
     words = copy_words()
     try:
-        run, why = score_copy(ctx.surface, words, prompt_prefix(ctx.surface, reference_side.bos_text(ref)))
+        prefix = prompt_prefix(ctx.surface, reference_side.bos_text(ref), ctx.tokenize)
+        run, why = score_copy(ctx.surface, words, prefix)
     except NotOffered as e:
         run, why = None, str(e)
     if run is not None:

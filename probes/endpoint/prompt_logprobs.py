@@ -75,13 +75,14 @@ def not_offered(surface) -> str | None:
     return NO_PROMPT_LOGPROBS.get(surface.kind)
 
 
-def prompt_prefix(surface, bos_text: str | None = None) -> str:
+def prompt_prefix(surface, bos_text: str | None = None, tokenize=None) -> str:
     """What to send before a text so the server's prompt logprobs line up with it ("" for most servers);
-    NotOffered when this server cannot score a prompt. One tokenize request on llama-cpp-python, none elsewhere."""
+    NotOffered when this server cannot score a prompt. One tokenize request on llama-cpp-python (`tokenize`: a
+    cached Surface.tokenize), none elsewhere."""
     why = not_offered(surface)
     if why:
         raise NotOffered(why)
-    if surface.kind == "llama-cpp-python" and not surface.tokenize(""):     # the server adds no BOS
+    if surface.kind == "llama-cpp-python" and not (tokenize or surface.tokenize)(""):   # the server adds no BOS
         if not bos_text:
             raise NotOffered("llama-cpp-python misaligns echo logprobs for a model that adds no BOS (token i is "
                              "shown with the row predicting token i+1) and no reference model names the BOS text "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from probes.competence.corpus import MIN_CHARS_PER_TOKEN, TextPart, builtin_parts
 
-PART_TOKENS = 64       # per part: ~10 parts, ~400-600 scored tokens in all (the engine's --quick reads 256)
+PART_TOKENS = 48       # per part: ~8 parts apply, ~400 scored tokens in all (the engine's --quick reads 256)
 
 
 @dataclass(frozen=True)
@@ -21,14 +21,15 @@ class PlannedPart:
     chars_per_token: float | None  # the server's rate on the whole part (None: the server cannot tokenize)
 
 
-def plan_parts(surface, parts: list[TextPart] | None = None) -> tuple[list[PlannedPart], dict[str, str]]:
-    """(the parts to score, cut; {part name: why it is left out}). EndpointError when a tokenize request fails."""
+def plan_parts(tokenize, parts: list[TextPart] | None = None) -> tuple[list[PlannedPart], dict[str, str]]:
+    """(the parts to score, cut; {part name: why it is left out}). `tokenize`: Surface.tokenize or a cached
+    version of it (EndpointContext.tokenize). EndpointError when a tokenize request fails."""
     parts = parts if parts is not None else builtin_parts()
-    bos = surface.tokenize("")
+    bos = tokenize("")
     planned, skipped = [], {}
     for part in parts:
         text = part.text.strip()
-        ids = None if bos is None else surface.tokenize(text)
+        ids = None if bos is None else tokenize(text)
         if ids is None:
             planned.append(PlannedPart(TextPart(part.name, cut(text, PART_TOKENS * 4)), None))
             continue
