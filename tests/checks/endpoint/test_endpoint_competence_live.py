@@ -150,3 +150,11 @@ def test_llama_server_generated_route(llama_server, smollm2_gguf):
     talks_nonsense(broken.url)
     _, _, bad = probe(broken.url)
     assert bad == ["EPT062", "EPT063"]
+
+
+def test_gemma3_on_llama_server_is_clean(llama_server):
+    """No false alarm on another vocabulary and family: Gemma 3 270M's Q4_K_M GGUF (262k SentencePiece vocab)."""
+    from tests.assets import gemma3_270m_gguf
+    server = llama_server(_or_fail(gemma3_270m_gguf))
+    _, statuses, bad = probe(server.url)
+    assert bad == [] and statuses == {"EPT061": "skipped", "EPT062": "passed", "EPT063": "passed"}
