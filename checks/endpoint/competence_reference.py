@@ -39,10 +39,15 @@ def bos_text(ref) -> str | None:
     return ref.tokenizer.decode([bos]) if bos is not None else None
 
 
+def fits(ctx, ids: list[int]) -> list[int]:
+    """ids cut to the reference's context (a small model's vocabulary may spell a part in more tokens)."""
+    return ids[:ctx.reference.max_context]
+
+
 def score_text(ctx, text: str) -> ReferenceText:
     tok = ctx.reference.tokenizer
     prefix = bos_prefix(tok)
-    ids = prefix + [int(t) for t in tok.encode(text, add_special_tokens=False)]
+    ids = fits(ctx, prefix + [int(t) for t in tok.encode(text, add_special_tokens=False)])
     logprobs = token_logprobs(ctx.engine().logits(ids), ids)      # logprobs[i] scores ids[i + 1]
     return ReferenceText(logprobs, ids[1:])
 
@@ -52,7 +57,7 @@ def score_copy(ctx, one: str) -> CopyScore | None:
     tok = ctx.reference.tokenizer
     half = [int(t) for t in tok.encode(one, add_special_tokens=False)]
     ids = [int(t) for t in tok.encode(one + one, add_special_tokens=False)]
-    if ids != half + half:
+    if ids != half + half or len(ids) + 1 > ctx.reference.max_context:
         return None
     prefix = bos_prefix(tok)
     ids = prefix + ids
@@ -63,6 +68,7 @@ def greedy_texts(ctx, prompts: list[str], max_tokens: int) -> list[str]:
     """The reference's greedy continuations of text prompts (one batch), read as a completion server reads them."""
     from reference_engine.generate import SamplingParams
     tok = ctx.reference.tokenizer
-    ids = [bos_prefix(tok) + [int(t) for t in tok.encode(p, add_special_tokens=False)] for p in prompts]
+    room = max(ctx.reference.max_context - max_tokens, 1)      # the continuation must fit too
+    ids = [(bos_prefix(tok) + [int(t) for t in tok.encode(p, add_special_tokens=False)])[:room] for p in prompts]
     params = SamplingParams(temperature=0.0, max_new_tokens=max_tokens, ignore_eos=True)
     return [out.text for out in ctx.engine().generate(ids, params)]

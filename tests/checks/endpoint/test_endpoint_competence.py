@@ -142,3 +142,17 @@ def test_without_model_the_comparing_checks_skip_naming_it():
                           select=["EPT041", "EPT021"])
     assert {c.id: c.status for c in report.checks} == {"EPT021": "skipped", "EPT041": "skipped"}
     assert all("no --model given" in c.reason for c in report.checks)
+
+
+def test_untrained_checkpoint_makes_the_findings_information(tmp_path):
+    """With --model, a checkpoint that fails the same probes itself (a random tiny model) is the model's problem,
+    not the deployment's: the server's nonsense is reported as information, never an error of this family."""
+    from checks.endpoint.reference import Reference
+    from reference_engine.testing.factory import build_model_dir
+    model = build_model_dir(tmp_path / "tiny", "llama", seed=3)
+    reference = Reference.load(model)
+    report = run_endpoint(model, EndpointOptions("http://127.0.0.1:8000"), reference=reference,
+                          transport=FakeServer("vllm", healthy=False).transport(), select=["EPT06"])
+    assert {c.id: c.status for c in report.checks} == {"EPT061": "passed", "EPT062": "passed", "EPT063": "passed"}
+    for finding in report.findings:
+        assert finding.severity.value == "info" and "the checkpoint itself" in finding.message, finding.message
