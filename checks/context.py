@@ -49,6 +49,7 @@ class CheckContext:
         self.quick = quick                       # --quick: checks should trim their work (fewer prompts/steps)
         self.thresholds = thresholds or {}
         self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
+        self.findings: list = []                 # the run's findings so far (the runner's list): CMP's "look next"
         self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
         self.selected: set[str] | None = None    # ids of the checks this run runs (the runner says; None: unknown)
         self.shared: dict = {}                   # SharedRun -> ids of the chosen checks that read it (the runner)

@@ -14,7 +14,8 @@ CATEGORIES = ("files", "config", "weights", "vocab", "embeddings", "tokenizer", 
               "diff",  # diff: `llmdoctor diff REF CAND`, two models compared (checks/diff/)
               "endpoint",  # endpoint: a live server vs the reference (checks/endpoint/)
               "quantization",  # quantized safetensors (GPTQ, AWQ, compressed-tensors, FP8, bitsandbytes): QNT
-              "adapter")  # a LoRA adapter against its base: LRA
+              "adapter",  # a LoRA adapter against its base: LRA
+              "competence")  # does the model read text at all (no second model): CMP; last, so it sees the rest
 STATUSES = ("passed", "failed", "skipped", "crashed")
 FAIL_ON = ("error", "warning", "never")
 

@@ -1,4 +1,4 @@
-"""`llmdoctor probe endpoint URL --model MODEL` (added to the `probe` group by llmdoctor.cli_probe)."""
+"""`llmdoctor probe endpoint URL [--model MODEL]` (added to the `probe` group by llmdoctor.cli_probe)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,8 +20,9 @@ def endpoint_options(func):
 
 @click.command("endpoint")
 @click.argument("url")
-@click.option("--model", "model", type=click.Path(exists=True, path_type=Path), required=True,
-              help="The reference: the model directory (Hugging Face) or GGUF file the server should be serving.")
+@click.option("--model", "model", type=click.Path(exists=True, path_type=Path), default=None,
+              help="The reference: the model directory (Hugging Face) or GGUF file the server should be serving "
+                   "[default: none; the server is judged alone by the competence probes, EPT06x].")
 @endpoint_options
 @click.option("--max-requests", type=click.IntRange(10), default=80, show_default=True,
               help="Most requests the probe sends (retries included).")
@@ -33,7 +34,8 @@ def endpoint_options(func):
 @report_options
 def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests, max_tokens, select, ignore, fmt,
                    output, fail_on, known):
-    """Compare a live OpenAI-compatible server (URL: root or /v1) with the reference engine on MODEL."""
+    """Compare a live OpenAI-compatible server (URL: root or /v1) with the reference engine on MODEL (without
+    --model: does the server talk sense at all, judged by the competence probes)."""
     import sys
 
     from llmdoctor.cli_options import InputError, emit
@@ -41,7 +43,8 @@ def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests
     from llmdoctor.output_guard import refuse_inside_model
     from llmdoctor.selection import parse_selectors
     from probes.endpoint import EndpointError
-    refuse_inside_model(output, model if model.is_dir() else model.parent, "report")
+    if model is not None:
+        refuse_inside_model(output, model if model.is_dir() else model.parent, "report")
     options = EndpointOptions(url, served_name, api_key_env, timeout_s, timeout_s * 10, max_requests, max_tokens)
     try:
         report = run_endpoint(model, options, select=parse_selectors(select) or None,

@@ -168,7 +168,8 @@ probe.add_command(probe_load)
               help="Requests in the KV-cache probe's synthetic workload.")
 @click.option("--no-checks", is_flag=True, help="Skip the quick checks (environment and probes only).")
 @click.option("--endpoint", metavar="URL", default=None,
-              help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks).")
+              help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks; "
+                   "without MODEL_DIR the competence probes judge the server alone).")
 @endpoint_options
 @click.option("--format", "ci_formats", multiple=True, type=click.Choice(("sarif", "gitlab", "github")),
               help="Also write report.sarif / gl-code-quality-report.json into the bundle, or print GitHub "

@@ -1,6 +1,7 @@
-"""`llmdoctor probe endpoint URL --model M`: run the EPT checks against a live server.
+"""`llmdoctor probe endpoint URL [--model M]`: run the EPT checks against a live server.
 
-Loads the reference (model directory or GGUF) first, so a bad model is a one-line error before any request;
+Loads the reference (model directory or GGUF) first, so a bad model is a one-line error before any request
+(without a model the checks that compare with one skip, and the competence probes judge the server alone);
 then connects (lists models, detects the server kind) and runs every EPT check in isolation through the
 runner's run_one. A dead server is EPT001's error finding, the rest skip with the reason. The API key comes
 from an environment variable and is never written into the report.
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import checks
 from checks.endpoint.context import EndpointContext
+from checks.context import ResourceError
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__
@@ -38,22 +40,27 @@ def endpoint_specs(select=None, ignore=None):
     return [s for s in select_checks(checks.load_all(), select or ["EPT"], ignore) if "endpoint" in s.needs]
 
 
-def run_endpoint(model: str | Path, options: EndpointOptions, *, reference: Reference | None = None,
+NO_MODEL = ResourceError("reference", "no --model given: nothing to compare the server with")
+
+
+def run_endpoint(model: str | Path | None, options: EndpointOptions, *, reference: Reference | None = None,
                  transport=None, select=None, ignore=None) -> Report:
-    """The EPT report. ModelDirError for an unreadable model, EndpointError for an unset API key variable."""
+    """The EPT report (model None: the server alone). ModelDirError for an unreadable model, EndpointError for an
+    unset API key variable."""
     started = time.perf_counter()
     api_key = api_key_from_env(options.api_key_env)
-    reference = reference or Reference.load(model)
+    if reference is None and model is not None:
+        reference = Reference.load(model)
     budget = Budget(max_requests=options.max_requests, deadline_s=options.deadline_s, timeout_s=options.timeout_s)
     client = EndpointClient(options.url, api_key, budget, transport)
-    report = Report(model=str(model), fingerprint=None, tool_version=__version__,
-                    generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    report = Report(model=str(model) if model is not None else client.root, fingerprint=None,
+                    tool_version=__version__, generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     try:
         try:
             connection = connect(client, options.served_name)
         except EndpointError as e:
             connection = e
-        ctx = EndpointContext(client.root, reference, connection, max_tokens=options.max_tokens)
+        ctx = EndpointContext(client.root, reference or NO_MODEL, connection, max_tokens=options.max_tokens)
         for spec in endpoint_specs(select, ignore):
             run, findings = run_one(spec, ctx)
             report.checks.append(run)

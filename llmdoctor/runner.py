@@ -121,6 +121,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     report = Report(model=model_label or str(model_dir), fingerprint=fingerprint(root), tool_version=__version__,
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
+    ctx.findings = report.findings           # what ran before a check, for the competence checks' "look next"
     run_all(chosen, ctx, report, progress)
     if adapter:
         locate_adapter_findings(report, adapter)

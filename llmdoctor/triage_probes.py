@@ -86,11 +86,9 @@ def run_probes_part(recorder: ProbeRecorder, model_dir: Path | None, device: str
 
 
 def run_endpoint_part(recorder: ProbeRecorder, model_dir: Path | None, options) -> None:
-    """The EPT checks against options.url with model_dir as the reference; isolated like the other parts."""
+    """The EPT checks against options.url with model_dir as the reference (None: the server alone, judged by
+    the competence probes EPT06x); isolated like the other parts."""
     from llmdoctor.endpoint import run_endpoint
-    if model_dir is None:
-        recorder.skip("EPT001", "endpoint", "no model directory given: the endpoint needs a reference model")
-        return
     try:
         report = run_endpoint(model_dir, options)
     except Exception as exc:  # an unreadable model or an unset API key variable: say so in the bundle

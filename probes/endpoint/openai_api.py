@@ -48,10 +48,7 @@ def parse_chat(body) -> Generation:
     tokens = None
     content = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
     if isinstance(content, list):
-        tokens = [TokenLogprob(str(t.get("token", "")), t.get("logprob"),
-                               {str(a.get("token", "")): a.get("logprob") for a in t.get("top_logprobs") or []
-                                if a.get("logprob") is not None})
-                  for t in content if isinstance(t, dict)]
+        tokens = content_logprobs(content)
     return Generation(str(message.get("content") or ""), choice.get("finish_reason"), usage.get("prompt_tokens"),
                       usage.get("completion_tokens"), tokens, "/v1/chat/completions")
 
@@ -60,10 +57,21 @@ def parse_completion(body) -> Generation:
     choice, usage = _choice(body)
     tokens = None
     lp = choice.get("logprobs")
-    if isinstance(lp, dict) and isinstance(lp.get("tokens"), list):
+    if isinstance(lp, dict) and isinstance(lp.get("content"), list):     # llama.cpp answers in the chat form
+        tokens = content_logprobs(lp["content"])
+    elif isinstance(lp, dict) and isinstance(lp.get("tokens"), list):
         values = lp.get("token_logprobs") or [None] * len(lp["tokens"])
         tops = lp.get("top_logprobs") or [None] * len(lp["tokens"])
         tokens = [TokenLogprob(str(tok), value, {str(k): v for k, v in (top or {}).items() if v is not None})
                   for tok, value, top in zip(lp["tokens"], values, tops)]
     return Generation(str(choice.get("text") or ""), choice.get("finish_reason"), usage.get("prompt_tokens"),
                       usage.get("completion_tokens"), tokens, "/v1/completions")
+
+
+def content_logprobs(content: list) -> list[TokenLogprob]:
+    """The chat form [{token, logprob, top_logprobs: [{token, logprob}], id?}] (llama.cpp adds the id)."""
+    return [TokenLogprob(str(t.get("token", "")), t.get("logprob"),
+                         {str(a.get("token", "")): a.get("logprob") for a in t.get("top_logprobs") or []
+                          if isinstance(a, dict) and a.get("logprob") is not None},
+                         t.get("id") if isinstance(t.get("id"), int) else None)
+            for t in content if isinstance(t, dict)]

@@ -1,0 +1,54 @@
+"""Who the bounds apply to. A model still at its initialisation (checks/runtime/init_stats.py, decided from the
+weights alone) is named untrained: info, never an error. A model too small to be held to them is measured but
+not judged: the bounds (probes/competence/bounds.py) hold for language models from tens of millions of
+parameters up; the embedded demo model (0.9M parameters, 1.3M training tokens of one novel) reads the built-in
+text worse than uniform (7.5 nats, ln V = 6.9) and copies nothing, which is what a model that size and that
+briefly trained does, not a fault."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checks.runtime.init_stats import init_state
+
+MIN_PARAMETERS = 50_000_000      # below: measured, reported as info, never judged
+
+
+@dataclass(frozen=True)
+class Standing:
+    severity: str | None          # None: judged (the check's own severity); "info": measured, not judged
+    prefix: str                   # what the message starts with when not judged
+    evidence: dict
+
+
+def parameters(ctx) -> int:
+    """Logical parameters of the model (dequantized shapes; 0 when the table cannot be read)."""
+    try:
+        weights = ctx.weights
+        total = 0
+        for name in weights.names:
+            n = 1
+            for d in weights.info(name).shape:
+                n *= int(d)
+            total += n
+        return total
+    except Exception:
+        return 0
+
+
+def standing(ctx) -> Standing:
+    """Whether this model is held to the bounds (cached per run)."""
+    key = ("competence", "standing")
+    if key not in ctx.state:
+        verdict = init_state(ctx)
+        count = parameters(ctx)
+        evidence = {"parameters": count, "weights_at_initialisation": verdict.untrained}
+        if verdict.untrained:
+            result = Standing("info", "untrained (weights still at their initialisation): ",
+                              {**evidence, "untrained_reason": verdict.reason})
+        elif 0 < count < MIN_PARAMETERS:
+            result = Standing("info", f"a {count / 1e6:.1f}M-parameter model is too small to be held to the "
+                                      f"competence bounds (from {MIN_PARAMETERS / 1e6:.0f}M): ", evidence)
+        else:
+            result = Standing(None, "", evidence)
+        ctx.state[key] = result
+    return ctx.state[key]

@@ -1,0 +1,51 @@
+"""The calibrated bounds: what any trained model of a vocabulary meets, and why.
+
+Built-in text (mean loss over the applicable parts, nats per token):
+- uniform guessing costs ln V; a trained model is far below it. Bound: loss < MAX_LOSS_FRACTION x ln V.
+- a unigram model that already knows the text's own token frequencies (probes.competence.scores.unigram_loss,
+  optimistic for it) costs about 5.6 nats on the full text (about 5 under --quick's shorter parts). A model
+  that reads its context beats it by a wide margin: healthy models measure 0.3-0.7 of it (docs/competence.md,
+  the table printed by benchmarks/competence_calibration.py), broken ones lose to it. Bound: loss <
+  MAX_UNIGRAM_FRACTION x unigram. The margin is wide on purpose: quantization moves a healthy model's loss by
+  up to a nat, and a healthy small model on a language it hardly knows (SmolLM2 on German: 5.6 nats under
+  --quick) loses to that language's own unigram model, which is why the parts are pooled, never judged one by
+  one.
+Copy test (second copy's loss / first copy's): trained decoders measure 0.05-0.15 (induction); untrained or
+scrambled ones ~1 (the first copy shows nothing they can use). Bound: ratio < MAX_COPY_RATIO.
+A model fails the family when either bound fails; the error is reported by the check that measured it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MAX_LOSS_FRACTION = 0.6        # of ln V
+MAX_UNIGRAM_FRACTION = 1.0     # of the text's own unigram loss
+MAX_COPY_RATIO = 0.5           # second copy's loss / first copy's
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    bound: float              # the bound the measurement is held to (nats, or a ratio)
+    why: str                  # one line: the measurement beside its bound
+
+
+def text_bound(ln_v: float, unigram: float) -> float:
+    """The largest mean loss a trained model of this vocabulary may have on the text (nats per token)."""
+    return min(MAX_LOSS_FRACTION * ln_v, MAX_UNIGRAM_FRACTION * unigram)
+
+
+def judge_text(loss: float, vocab_size: int, unigram: float) -> Verdict:
+    """The built-in text's mean loss against text_bound (nan/inf loss fails)."""
+    ln_v = math.log(max(vocab_size, 2))
+    bound = text_bound(ln_v, unigram)
+    ok = math.isfinite(loss) and loss < bound
+    return Verdict(ok, bound, f"mean loss {loss:.2f} nats/token (bound {bound:.2f}: ln V = {ln_v:.2f}, "
+                              f"unigram baseline {unigram:.2f})")
+
+
+def judge_copy(ratio: float) -> Verdict:
+    """The copy ratio against MAX_COPY_RATIO (nan/inf fails)."""
+    ok = math.isfinite(ratio) and ratio < MAX_COPY_RATIO
+    return Verdict(ok, MAX_COPY_RATIO, f"copy ratio {ratio:.2f} (bound {MAX_COPY_RATIO:.2f})")
