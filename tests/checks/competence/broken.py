@@ -102,8 +102,9 @@ def dtype_relabelled(src, dst) -> Broken:
     save_file({k: v.contiguous() for k, v in b.items()}, str(path))
     raw = bytearray(path.read_bytes())
     size = struct.unpack("<Q", raw[:8])[0]
-    header = raw[8:8 + size].decode().replace('"BF16"', '"F16"  ')    # same length: offsets unchanged
-    raw[8:8 + size] = header.encode()
+    header = raw[8:8 + size].decode().replace('"BF16"', '"F16" ').encode()    # same length: offsets unchanged
+    assert len(header) == size
+    raw[8:8 + size] = header
     path.write_bytes(bytes(raw))
     config = json.loads((Path(dst) / "config.json").read_text())
     (Path(dst) / "config.json").write_text(json.dumps({**config, "torch_dtype": "float16", "dtype": "float16"}))
