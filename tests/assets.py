@@ -62,6 +62,15 @@ class AssetError(RuntimeError):
     """A test asset could not be fetched or converted; the message names the package and the reason."""
 
 
+def or_fail(fn, *args):
+    """fn(*args), a missing or unbuildable asset failing the test in one line (never a skip: CI must see it)."""
+    import pytest
+    try:
+        return fn(*args)
+    except AssetError as e:
+        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
+
+
 def cache_root() -> Path:
     root = Path(os.environ.get("LLMDOCTOR_CACHE") or Path.home() / ".cache" / "llmdoctor")
     root.mkdir(parents=True, exist_ok=True)

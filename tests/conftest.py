@@ -24,11 +24,7 @@ settings.register_profile("llmdoctor", deadline=None)
 settings.load_profile("llmdoctor")
 
 
-def _asset(fetch: Callable, *args):
-    try:
-        return fetch(*args)
-    except assets.AssetError as e:
-        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
+_asset = assets.or_fail      # fetch(*args), an unavailable asset failing the test in one line
 
 
 @pytest.fixture(scope="session")

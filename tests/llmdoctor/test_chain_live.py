@@ -15,7 +15,7 @@ from checks.endpoint.chain import scenarios
 from checks.endpoint.reference import Reference
 from llmdoctor.endpoint import EndpointOptions, run_endpoint
 from tests import chain_assets
-from tests.assets import AssetError
+from tests.assets import or_fail
 from tests.chain_faults import ChainProxy
 from tests.load_servers import LlamaCppServer
 
@@ -23,24 +23,17 @@ pytestmark = [pytest.mark.assets, pytest.mark.slow]
 CHAIN = ["EPT07", "EPT08"]
 
 
-def _or_fail(fn, *args):
-    try:
-        return fn(*args)
-    except AssetError as e:
-        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def reference():
-    ref = Reference.load(_or_fail(chain_assets.model_dir, "tools"))
+    ref = Reference.load(or_fail(chain_assets.model_dir, "tools"))
     ref.engine()
     return ref
 
 
 @pytest.fixture(scope="module")
 def server():
-    gguf = _or_fail(chain_assets.gguf, "tools")
-    with _or_fail(LlamaCppServer(gguf, "--jinja", parallel=1, ctx=8192).start) as s:
+    gguf = or_fail(chain_assets.gguf, "tools")
+    with or_fail(LlamaCppServer(gguf, "--jinja", parallel=1, ctx=8192).start) as s:
         yield s
 
 
@@ -101,7 +94,7 @@ def test_llama_server_takes_tools_its_template_never_renders(smollm2_gguf, smoll
     """The issue's silent case: SmolLM2's own template has no tools; llama-server --jinja takes them (even
     tool_choice "required") and answers prose with 200 OK."""
     ref = Reference.load(smollm2_dir)
-    with _or_fail(LlamaCppServer(smollm2_gguf, "--jinja", parallel=1, ctx=8192).start) as s:
+    with or_fail(LlamaCppServer(smollm2_gguf, "--jinja", parallel=1, ctx=8192).start) as s:
         body = {**scenarios.tool_request(), "temperature": 0}
         answer = httpx.post(f"{s.url}/v1/chat/completions", json=body, timeout=300)
         assert answer.status_code == 200 and not answer.json()["choices"][0]["message"].get("tool_calls")
@@ -116,7 +109,7 @@ def test_llama_server_takes_tools_its_template_never_renders(smollm2_gguf, smoll
 def test_llama_server_reasoning_split(think_server, fault, severity, words):
     """llama-server splits the thinking template's reasoning into reasoning_content (the generation prompt opens
     <think>); the proxy puts it back into content, or empties it."""
-    ref = Reference.load(_or_fail(chain_assets.model_dir, "think"))
+    ref = Reference.load(or_fail(chain_assets.model_dir, "think"))
     with ChainProxy(think_server.url, fault) as proxy:
         report = probe(ref, proxy.url, select=["EPT081"])
     (finding,) = report.findings
@@ -125,7 +118,7 @@ def test_llama_server_reasoning_split(think_server, fault, severity, words):
 
 @pytest.fixture(scope="module")
 def think_server():
-    with _or_fail(LlamaCppServer(_or_fail(chain_assets.gguf, "think"), "--jinja", parallel=1, ctx=8192).start) as s:
+    with or_fail(LlamaCppServer(or_fail(chain_assets.gguf, "think"), "--jinja", parallel=1, ctx=8192).start) as s:
         yield s
 
 
@@ -137,7 +130,7 @@ def python_server():
     """llama-cpp-python 0.3.36's server on the tool-template GGUF: it renders the tools (the GGUF's template through
     its Jinja formatter) but has no Hermes parser."""
     from tests.endpoint_assets import LlamaServer
-    with _or_fail(LlamaServer(_or_fail(chain_assets.gguf, "tools")).start) as s:
+    with or_fail(LlamaServer(or_fail(chain_assets.gguf, "tools")).start) as s:
         yield s
 
 
@@ -154,9 +147,9 @@ def test_llama_cpp_python_leaves_hermes_calls_in_content(python_server, referenc
 
 
 def test_llama_cpp_python_has_no_reasoning_parser():
-    ref = Reference.load(_or_fail(chain_assets.model_dir, "think"))
+    ref = Reference.load(or_fail(chain_assets.model_dir, "think"))
     from tests.endpoint_assets import LlamaServer
-    with _or_fail(LlamaServer(_or_fail(chain_assets.gguf, "think")).start) as s:
+    with or_fail(LlamaServer(or_fail(chain_assets.gguf, "think")).start) as s:
         report = probe(ref, s.url, select=["EPT081"])
     (finding,) = report.findings
     assert finding.severity.value == "warning" and "no reasoning parser" in finding.message

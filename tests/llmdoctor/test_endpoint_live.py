@@ -14,17 +14,10 @@ import pytest
 from checks.endpoint.reference import Reference
 from llmdoctor.endpoint import EndpointOptions, endpoint_specs, run_endpoint
 from tests import endpoint_assets
-from tests.assets import AssetError
+from tests.assets import or_fail
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
-
-
-def _or_fail(fn, *args):
-    try:
-        return fn(*args)
-    except AssetError as e:
-        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +38,7 @@ def serve():
     servers = []
 
     def start(gguf, *args):
-        server = _or_fail(endpoint_assets.LlamaServer(gguf, *args).start)
+        server = or_fail(endpoint_assets.LlamaServer(gguf, *args).start)
         servers.append(server)
         return server
     yield start
@@ -158,7 +151,7 @@ def test_wrong_chat_format_is_template_drift(serve, smollm2_gguf, reference, hf_
 
 
 def test_broken_stop_token_runs_to_length(serve, reference):
-    gguf = _or_fail(endpoint_assets.variant_gguf, "broken-stop")
+    gguf = or_fail(endpoint_assets.variant_gguf, "broken-stop")
     server = serve(gguf)
     answer = chat(server.url, QUESTION)
     assert answer["choices"][0]["finish_reason"] == "length"   # the incident: it really never stops
@@ -175,7 +168,7 @@ def test_broken_stop_token_runs_to_length(serve, reference):
 
 
 def test_default_pretokenizer_splits_differently(serve, reference, hf_tokenizer):
-    server = serve(_or_fail(endpoint_assets.variant_gguf, "pre-default"))
+    server = serve(or_fail(endpoint_assets.variant_gguf, "pre-default"))
     text = "1234567890 100,000.00 $5.99 3rd 21st ...!!??"
     served = httpx.post(f"{server.url}/extras/tokenize", json={"input": text}, timeout=60).json()["tokens"]
     assert served != hf_tokenizer.encode(text, add_special_tokens=False)   # the incident
@@ -189,7 +182,7 @@ def test_double_bos(serve, reference, hf_tokenizer):
     """llama-cpp-python 0.3.36's chat route no longer adds BOS to a rendered template (its #1501 fix), but its
     completion route still does: a client that renders SmolLM2's template (which starts with <|im_start|> = BOS)
     and sends it to /v1/completions feeds the model BOS twice."""
-    server = serve(_or_fail(endpoint_assets.variant_gguf, "double-bos"))
+    server = serve(or_fail(endpoint_assets.variant_gguf, "double-bos"))
     expected = hf_chat_len(hf_tokenizer, QUESTION)
     rendered = hf_tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False)
     body = {"prompt": rendered, "max_tokens": 1, "temperature": 0}
@@ -208,7 +201,7 @@ def test_double_bos(serve, reference, hf_tokenizer):
 
 
 def test_requantized_model_is_drift_not_a_bug(serve, reference):
-    server = serve(_or_fail(endpoint_assets.variant_gguf, "q4_0"))
+    server = serve(or_fail(endpoint_assets.variant_gguf, "q4_0"))
     report = probe(reference, server.url)
     assert not {"EPT041", "EPT042"} & set(ids(report))
     drift = report.findings_for("EPT041") + report.findings_for("EPT042")

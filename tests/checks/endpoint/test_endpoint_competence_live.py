@@ -18,7 +18,7 @@ from checks.endpoint.reference import Reference
 from llmdoctor.endpoint import EndpointOptions, run_endpoint
 from probes.endpoint import text_parts
 from tests import endpoint_assets
-from tests.assets import AssetError
+from tests.assets import or_fail
 from tests.checks.endpoint.broken_ggufs import broken_gguf
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]
@@ -26,19 +26,12 @@ FRANCE = "The capital of France is"
 COUNT = "1, 2, 3, 4, 5, 6,"
 
 
-def _or_fail(fn, *args):
-    try:
-        return fn(*args)
-    except AssetError as e:
-        pytest.fail(f"test asset unavailable: {e}", pytrace=False)
-
-
 @pytest.fixture(scope="module")
 def serve():
     servers = []
 
     def start(gguf):
-        server = _or_fail(endpoint_assets.LlamaServer(gguf).start)
+        server = or_fail(endpoint_assets.LlamaServer(gguf).start)
         servers.append(server)
         return server
     yield start
@@ -93,7 +86,7 @@ def test_healthy_server_alone_is_clean(healthy):
 
 
 def test_layers_reversed_is_caught_without_a_model(serve, smollm2_gguf):
-    server = serve(_or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
+    server = serve(or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
     talks_nonsense(server.url)
     report, _, bad = probe(server.url)
     assert bad == ["EPT062", "EPT063"]
@@ -113,7 +106,7 @@ def test_healthy_server_with_its_checkpoint_is_clean(healthy, reference):
 def test_shuffled_embeddings_caught_by_the_text_loss(serve, smollm2_gguf, reference):
     """Rows of the (tied) embedding permuted: the model still copies (induction does not need to know what a token
     means) but predicts no text: EPT061 and EPT063 fail, EPT062 may pass. The probes are complementary."""
-    server = serve(_or_fail(broken_gguf, smollm2_gguf, "embeddings-shuffled"))
+    server = serve(or_fail(broken_gguf, smollm2_gguf, "embeddings-shuffled"))
     talks_nonsense(server.url)
     report, _, bad = probe(server.url, reference)
     assert "EPT061" in bad and "EPT063" in bad
@@ -130,7 +123,7 @@ def llama_server():
     servers = []
 
     def start(gguf):
-        server = _or_fail(LlamaCppServer(gguf, parallel=1, ctx=2048).start)
+        server = or_fail(LlamaCppServer(gguf, parallel=1, ctx=2048).start)
         servers.append(server)
         return server
     yield start
@@ -146,7 +139,7 @@ def test_llama_server_generated_route(llama_server, smollm2_gguf):
     assert bad == [] and statuses == {"EPT061": "skipped", "EPT062": "passed", "EPT063": "passed"}
     copy = report.findings_for("EPT062")[0].evidence
     assert copy["copied_words"] >= 12 and copy["copied_tokens_loss"] is not None and copy["copied_tokens_loss"] < 1
-    broken = llama_server(_or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
+    broken = llama_server(or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
     talks_nonsense(broken.url)
     _, _, bad = probe(broken.url)
     assert bad == ["EPT062", "EPT063"]
@@ -155,6 +148,6 @@ def test_llama_server_generated_route(llama_server, smollm2_gguf):
 def test_gemma3_on_llama_server_is_clean(llama_server):
     """No false alarm on another vocabulary and family: Gemma 3 270M's Q4_K_M GGUF (262k SentencePiece vocab)."""
     from tests.assets import gemma3_270m_gguf
-    server = llama_server(_or_fail(gemma3_270m_gguf))
+    server = llama_server(or_fail(gemma3_270m_gguf))
     _, statuses, bad = probe(server.url)
     assert bad == [] and statuses == {"EPT061": "skipped", "EPT062": "passed", "EPT063": "passed"}
