@@ -159,14 +159,17 @@ def parse_calls(fmt: ToolCallFormat | str, text: str) -> ParsedCalls:
 
 
 def find_calls(text: str, formats=None) -> ParsedCalls | None:
-    """The first format (in table order, or among `formats`) that reads at least one call out of `text`, or None:
-    tells whether a server's plain `content` holds a call it should have returned in `tool_calls`."""
+    """The first format (in table order, or among `formats`) that reads at least one call out of `text`, else the
+    first whose markers hold a call it cannot read (`errors`: e.g. double-encoded arguments), or None: tells whether
+    a server's plain `content` holds a call it should have returned in `tool_calls`."""
+    broken = None
     for fmt in [_format(f) for f in formats] if formats else _TABLE:
         if any(m in (text or "") for m in fmt.call_markers):
             result = parse_calls(fmt, text)
             if result.calls:
                 return result
-    return None
+            broken = broken or (result if result.errors else None)
+    return broken
 
 
 def _format(fmt: ToolCallFormat | str) -> ToolCallFormat:

@@ -40,7 +40,11 @@ def raw_calls(text: str, template: str | None):
     """Calls the model wrote as text, read by its template's format (else by every known format): ParsedCalls or
     None when the text holds none."""
     own = formats.recognise(template)
-    return (formats.find_calls(text, [own]) if own else None) or formats.find_calls(text)
+    found = formats.find_calls(text, [own]) if own else None
+    if found is not None and found.calls:
+        return found
+    other = formats.find_calls(text)
+    return other if other is not None and other.calls else found or other
 
 
 def finish_problem(answer: ChainAnswer) -> str | None:

@@ -20,11 +20,12 @@ def _judge(ctx: EndpointContext, answer, choice: str):
     evidence = _evidence(answer, None if choice == "auto" else "required")
     if not answer.tool_calls:
         parsed = calls.raw_calls(answer.content, ctx.reference.tokenizer.chat_template)
-        if parsed is not None and parsed.calls:
-            names = [c.name for c in parsed.calls]
-            yield Problem(f"tool_choice {choice}: the model called {names} ({parsed.format} format) but the server "
+        if parsed is not None:
+            what = (f"called {[c.name for c in parsed.calls]}" if parsed.calls else
+                    f"wrote a call its parser cannot read ({'; '.join(parsed.errors)})")
+            yield Problem(f"tool_choice {choice}: the model {what} ({parsed.format} format) but the server "
                           f"left the call as raw text in content; tool_calls is empty",
-                          evidence={**evidence, "format": parsed.format},
+                          evidence={**evidence, "format": parsed.format, "parse_errors": parsed.errors},
                           hint="start the server with the tool-call parser of the model's family (vLLM "
                                "--tool-call-parser, llama.cpp --jinja with the model's own template)")
         return

@@ -169,3 +169,13 @@ def test_render_then_parse_round_trips(fmt, calls):
                  for c in calls]
     parsed = parse_calls(spec, render_calls(spec, calls))
     assert parsed.errors == [] and calls_of(parsed) == [(c.name, c.arguments) for c in calls]
+
+
+def test_find_calls_reports_a_marked_call_it_cannot_read():
+    """A Hermes call with double-encoded arguments (what llama-cpp-python's history makes SmolLM2 copy) is still a
+    call left in content: found, with the parse error, never None."""
+    text = '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Tokyo\\"}"}\n</tool_call>'
+    found = find_calls(text, ["hermes"])
+    assert found is not None and found.format == "hermes" and not found.calls
+    assert "double-encoded" in found.errors[0]
+    assert find_calls(text) is not None           # by the table alone too (qwen3_coder shares the marker)
