@@ -89,6 +89,14 @@ def test_importing_the_engine_leaves_torchs_random_state_alone():
     assert _rng_after_import("reference_engine") == untouched
 
 
+def _bf16_reorder_supported() -> bool:
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=torch.bfloat16), 4)
+        return True
+    except RuntimeError:
+        return False
+
+
 @pytest.mark.parametrize("rows", [1, 16])
 def test_bfloat16_is_packed_and_stays_within_bf16_rounding(rows):
     gen = torch.Generator().manual_seed(rows)
@@ -96,7 +104,9 @@ def test_bfloat16_is_packed_and_stays_within_bf16_rounding(rows):
     packed = linear.pack_for_decode(_weights_of(w)).lm_head
     if linear._ONEDNN is None:
         pytest.skip("this torch has no oneDNN linear ops")
-    assert packed.is_mkldnn
+    # oneDNN packs bf16 only on CPUs with avx512bw/vl/dq or avx_ne_convert (not on an AVX2 AMD EPYC): there the
+    # weights stay plain, and the same decode path must still hold the rounding bound
+    assert packed.is_mkldnn or (not _bf16_reorder_supported() and packed is w)
     got, expected = linear.decode_linear(x, packed).float(), F.linear(x.float(), w.float())
     assert (got - expected).abs().max().item() <= 0.02 * expected.abs().max().item()
 
