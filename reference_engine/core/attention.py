@@ -31,6 +31,10 @@ class StepMetadata:
     is_causal: bool                   # one fresh sequence: plain causal attention, no mask needed
     _window_masks: dict | None = None
     ends: torch.Tensor | None = None  # [num_tokens] int64 on the CPU: the length its sequence reaches this step
+    # the batch as recurrent layers see it: sequence by sequence, each run of new tokens [starts[b], + counts[b])
+    seq_ids: tuple = ()
+    starts: tuple[int, ...] = ()      # tokens each sequence had before this step (0: a fresh state)
+    counts: tuple[int, ...] = ()      # its new tokens, packed one sequence after another
 
     def window_mask(self, window: int | None) -> torch.Tensor | None:
         """The step mask restricted to keys within `window` positions of the query (sliding window)."""
@@ -68,7 +72,8 @@ def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts
         mask = (key_pos[:, None, :] <= query_pos[:, :, None])[:, None] if needs_mask else None
         return StepMetadata(1, max_query, max_context, positions.to(device), slot_mapping.to(device), None,
                             context_slots, context_range, mask, query_pos, key_pos,
-                            is_causal=fresh and counts[0] > 1, ends=ends)
+                            is_causal=fresh and counts[0] > 1, ends=ends,
+                            seq_ids=tuple(seq_ids), starts=tuple(starts), counts=tuple(counts))
     # padded layout: row b, column j holds the j-th new token of sequence b
     query_index = torch.cat([torch.arange(n, dtype=torch.int64) + b * max_query for b, n in enumerate(counts)])
     key_pos = torch.arange(max_context, dtype=torch.int64)[None]                      # [1, K]
@@ -86,7 +91,8 @@ def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts
         query_index = query_index.to(device)
     return StepMetadata(batch, max_query, max_context, positions.to(device), slot_mapping.to(device),
                         query_index, context_slots.to(device), None, mask[:, None].to(device),
-                        query_pos.to(device), key_pos.to(device), is_causal=False, ends=ends)
+                        query_pos.to(device), key_pos.to(device), is_causal=False, ends=ends,
+                        seq_ids=tuple(seq_ids), starts=tuple(starts), counts=tuple(counts))
 
 
 def _context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:

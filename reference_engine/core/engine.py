@@ -16,7 +16,9 @@ import torch.nn.functional as F
 
 from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
+from reference_engine.core import families
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
+from reference_engine.core.cache.layout import bytes_per_token
 from reference_engine.readers.chunked import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode, single_row_plain
 from reference_engine.core.model import (CaptureHook, Projection, check_supported, final_logits, forward,
@@ -62,6 +64,17 @@ def default_num_blocks(config: ModelConfig, block_size: int, bytes_per_token: in
     return -(-tokens // block_size)
 
 
+def new_cache(config: ModelConfig, num_blocks: int | None, block_size: int, dtype: torch.dtype, device,
+              prefix_caching: bool = False) -> PagedKVCache:
+    """The two-kind cache the config's family lays out (core/cache/layout.py): paged pools for the layers that
+    keep K/V (or MLA's latent) per token, a state per sequence for the recurrent ones."""
+    layout = families.cache_layout(config)
+    if num_blocks is None:
+        num_blocks = default_num_blocks(config, block_size, max(bytes_per_token(layout, dtype), 1))
+    return PagedKVCache(config.num_hidden_layers, num_blocks, block_size, config.num_key_value_heads,
+                        config.head_dim, dtype, device, prefix_caching, layout)
+
+
 class CoreEngine:
     def __init__(self, config: ModelConfig, weights: ModelWeights, rope: RopeTable, cache: PagedKVCache,
                  device: torch.device, dtype: torch.dtype, model_dir: Path | None = None):
@@ -89,12 +102,7 @@ class CoreEngine:
             weights = load_model_weights(tensors, config, root, device, torch_dtype, reader)
         finally:
             reader.close()
-        bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
-                           * torch.finfo(torch_dtype).bits // 8)
-        if num_blocks is None:
-            num_blocks = default_num_blocks(config, block_size, bytes_per_token)
-        cache = PagedKVCache(config.num_hidden_layers, num_blocks, block_size, config.num_key_value_heads,
-                             config.head_dim, torch_dtype, device, prefix_caching)
+        cache = new_cache(config, num_blocks, block_size, torch_dtype, device, prefix_caching)
         return cls(config, weights, rope, cache, device, torch_dtype, root)
 
     # ---- steps ---------------------------------------------------------------------------------------
@@ -132,6 +140,8 @@ class CoreEngine:
         except BaseException:
             self._rollback(run_ids, starts, new)
             raise
+        if self.cache.states is not None:          # the step succeeded: its recurrent states become current
+            self.cache.states.commit()
         self.adopt(restarts)
         if not all_logits:
             last = torch.tensor(counts, device=self.device).cumsum(0) - 1
@@ -233,6 +243,8 @@ class CoreEngine:
             raise CacheFullError(f"step needs {needed} KV blocks, {self.cache.allocator.num_free} free")
 
     def _rollback(self, seq_ids: list, starts: list[int], new: list) -> None:
+        if self.cache.states is not None:          # recurrent states staged by the failed step are dropped
+            self.cache.states.discard()
         for s, start in zip(seq_ids, starts):   # new sequences are freed whatever their start
             if s in new and s in self.cache:
                 self.cache.free(s)

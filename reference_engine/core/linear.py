@@ -96,8 +96,7 @@ def pack_for_decode(weights: ModelWeights) -> ModelWeights:
         pack = torch.ops.mkldnn._reorder_linear_weight
         def maybe(t):
             return None if t is None else pack(t, PACK_BATCH_HINT)
-        layers = [replace(w, qkv=pack(w.qkv, PACK_BATCH_HINT), o=pack(w.o, PACK_BATCH_HINT),
-                          gate_up=maybe(w.gate_up), down=maybe(w.down))
+        layers = [replace(w, qkv=maybe(w.qkv), o=maybe(w.o), gate_up=maybe(w.gate_up), down=maybe(w.down))
                   for w in weights.layers]
         return replace(weights, layers=layers, lm_head=pack(weights.lm_head, PACK_BATCH_HINT))
     except (AttributeError, RuntimeError):

@@ -2,6 +2,9 @@
 
 One code path for every family: what differs (norm kind, Gemma's sandwich norms and soft-capping, q/k norms,
 MoE routing, ...) is data in the family's Settings (core/families), never a branch on the architecture name.
+Which token mixer a layer runs is data too: the family lists a kind per layer (`families.mixers`), and
+`MIXERS` maps each kind to its block function (GQA attention here; MLA, linear attention, state-space and
+convolution mixers each in a small module of their own).
 
 Plain functions over `ModelWeights`; tokens travel packed as [num_tokens, hidden] (all sequences of a step,
 one after another), and only attention looks at the batch layout (see attention.py).
@@ -36,6 +39,9 @@ def check_supported(config: ModelConfig, path) -> None:
     act = config.raw.get("hidden_act", "silu") if settings.activation == "silu" else settings.activation
     if act not in ACTIVATIONS:
         raise UnsupportedError(path, f"hidden_act {act!r} is not supported (SwiGLU with silu only)")
+    unknown = sorted(set(families.mixers(config)) - set(MIXERS))
+    if unknown:
+        raise UnsupportedError(path, f"layer kind {unknown[0]!r} is not implemented by the engine")
     if config.num_attention_heads % config.num_key_value_heads:
         raise UnsupportedError(path, f"num_attention_heads ({config.num_attention_heads}) is not a multiple of "
                                      f"num_key_value_heads ({config.num_key_value_heads})")
@@ -131,6 +137,10 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
     return moe_mlp(x, w, s.moe, act, linear, lambda r: emit_capture(capture, i, "router", r))
 
 
+# kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
+MIXERS: dict[str, Callable] = {"attention": attention_block}
+
+
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,
                   meta: StepMetadata, cos: torch.Tensor, sin: torch.Tensor, window: int | None,
                   capture: CaptureHook | None = None, linear: Projection = F.linear) -> torch.Tensor:
@@ -139,7 +149,7 @@ def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int,
     Capture points: "attn" and "mlp" are the branches as added to the residual (after Gemma's closing norms),
     "post_norm" is the MLP's input (Gemma: pre_feedforward_layernorm's output)."""
     x = emit_capture(capture, i, "input_norm", norm(h, w.input_norm, config))
-    a = attention_block(x, w, config, i, cache, meta, cos, sin, window, linear)
+    a = MIXERS[families.mixers(config)[i]](x, w, config, i, cache, meta, cos, sin, window, linear)
     if w.pre_ff_norm is not None:                              # Gemma sandwich: norm the branch, then add
         a = norm(a, w.post_norm, config)
     h = h + emit_capture(capture, i, "attn", a)

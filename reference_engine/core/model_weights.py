@@ -6,7 +6,7 @@ concatenated once at load time so that a layer runs two matmuls fewer per step.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -24,19 +24,21 @@ IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 @dataclass
 class LayerWeights:
-    """One decoder layer's tensors by role (families/base.py: each family's plan names the files' tensors)."""
+    """One decoder layer's tensors by role (families/base.py: each family's plan names the files' tensors).
+    A recurrent layer has no qkv/o; a mixer's own tensors (MLA's latent projections, a DeltaNet's conv and decay,
+    attention sinks ...) sit in `extra` by role, documented with their shapes in the mixer's module."""
     input_norm: torch.Tensor          # [hidden]
-    post_norm: torch.Tensor           # [hidden] (Gemma: the norm closing the attention branch)
-    qkv: torch.Tensor                 # [(heads + 2 * kv_heads) * head_dim, hidden]
-    qkv_bias: torch.Tensor | None     # [(heads + 2 * kv_heads) * head_dim]
-    q_norm: torch.Tensor | None       # [head_dim] (Qwen3, Gemma 3) or [heads * head_dim] (OLMoE)
-    k_norm: torch.Tensor | None       # [head_dim] or [kv_heads * head_dim]
-    o: torch.Tensor                   # [hidden, heads * head_dim]
-    o_bias: torch.Tensor | None
-    gate_up: torch.Tensor | None      # [2 * intermediate, hidden]; None in a MoE layer
-    gate_up_bias: torch.Tensor | None
-    down: torch.Tensor | None         # [hidden, intermediate]
-    down_bias: torch.Tensor | None
+    post_norm: torch.Tensor | None = None   # [hidden] (Gemma: the norm closing the attention branch)
+    qkv: torch.Tensor | None = None   # [(heads + 2 * kv_heads) * head_dim, hidden]
+    qkv_bias: torch.Tensor | None = None    # [(heads + 2 * kv_heads) * head_dim]
+    q_norm: torch.Tensor | None = None      # [head_dim] (Qwen3, Gemma 3) or [heads * head_dim] (OLMoE)
+    k_norm: torch.Tensor | None = None      # [head_dim] or [kv_heads * head_dim]
+    o: torch.Tensor | None = None     # [hidden, heads * head_dim]
+    o_bias: torch.Tensor | None = None
+    gate_up: torch.Tensor | None = None     # [2 * intermediate, hidden]; None in a MoE layer
+    gate_up_bias: torch.Tensor | None = None
+    down: torch.Tensor | None = None        # [hidden, intermediate]
+    down_bias: torch.Tensor | None = None
     qk_norm: torch.Tensor | None = None   # [heads + kv_heads, head_dim]: q_norm and k_norm per head, one op for both
     pre_ff_norm: torch.Tensor | None = None    # [hidden] Gemma: opens the MLP branch
     post_ff_norm: torch.Tensor | None = None   # [hidden] Gemma: closes the MLP branch
@@ -46,6 +48,10 @@ class LayerWeights:
     shared_gate_up: torch.Tensor | None = None    # [2 * shared_intermediate, hidden] Qwen2-MoE shared expert
     shared_down: torch.Tensor | None = None       # [hidden, shared_intermediate]
     shared_gate: torch.Tensor | None = None       # [1, hidden] its sigmoid gate
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)   # a mixer's or family's own roles
+
+
+LAYER_FIELDS = frozenset(LayerWeights.__dataclass_fields__) - {"extra"}
 
 
 @dataclass
@@ -161,11 +167,10 @@ def load_layer_weights(weights: Weights, config: ModelConfig, n: int, device, dt
         parts = [get(name) for name, _ in slot]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
 
-    fields = {role: load(slot, role) for role, slot in families.layer_plan(config, n).items()}
-    for role in ("qkv_bias", "q_norm", "k_norm", "o_bias", "gate_up", "gate_up_bias", "down", "down_bias"):
-        fields.setdefault(role, None)
-    layer = LayerWeights(**fields)
-    if families.settings(config).qk_norm == "head":
+    loaded = {role: load(slot, role) for role, slot in families.layer_plan(config, n).items()}
+    layer = LayerWeights(**{r: t for r, t in loaded.items() if r in LAYER_FIELDS},
+                         extra={r: t for r, t in loaded.items() if r not in LAYER_FIELDS})
+    if families.settings(config).qk_norm == "head" and layer.q_norm is not None:
         layer.qk_norm = torch.cat([layer.q_norm.expand(config.num_attention_heads, -1),
                                    layer.k_norm.expand(config.num_key_value_heads, -1)])
     return layer

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from reference_engine.config import ModelConfig
 from reference_engine.core.attention import StepMetadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
-from reference_engine.core.engine import CoreEngine, default_num_blocks, resolve_device, resolve_dtype
+from reference_engine.core.engine import CoreEngine, new_cache, resolve_device, resolve_dtype
 from reference_engine.readers.layer_reader import ChunkedWeights
 from reference_engine.readers.read_ahead import ReadAhead
 from reference_engine.readers.chunked import chunked_reader
@@ -82,12 +82,7 @@ class StreamingCore(CoreEngine):
         weights = source.open_weights()
         check_tensor_table(weights, config, root)       # every tensor present and well-shaped before a pass
         reader = chunked_reader(weights, source.gguf is not None)
-        bytes_per_token = (2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim
-                           * torch.finfo(torch_dtype).bits // 8)
-        if num_blocks is None:
-            num_blocks = default_num_blocks(config, block_size, bytes_per_token)
-        cache = PagedKVCache(config.num_hidden_layers, num_blocks, block_size, config.num_key_value_heads,
-                             config.head_dim, torch_dtype, device, prefix_caching)
+        cache = new_cache(config, num_blocks, block_size, torch_dtype, device, prefix_caching)
         return cls(config, reader, rope, cache, device, torch_dtype, root, head_block_bytes)
 
     # ---- the sweep source interface (sweep.py) --------------------------------------------------------

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from reference_engine.core import families
 from reference_engine.core.attention import StepMetadata, build_metadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.engine import new_cache
 from reference_engine.core.model import CaptureHook, emit_capture, decoder_layer, embed, final_logits, norm
 from reference_engine.core.model_weights import LayerWeights
 from reference_engine.core.rope import build_rope_table
@@ -76,8 +77,9 @@ def cast_layer(w: LayerWeights, dtype: torch.dtype, into: dict | None = None) ->
             into[name] = old = None
             into[name] = old = torch.empty(t.shape, dtype=dtype, device=t.device)
         return old.copy_(t)
-    return replace(w, **{f.name: cast(f.name, getattr(w, f.name)) for f in fields(w)
-                         if isinstance(getattr(w, f.name), torch.Tensor)})
+    extra = {name: cast("extra." + name, t) for name, t in w.extra.items()}
+    return replace(w, extra=extra, **{f.name: cast(f.name, getattr(w, f.name)) for f in fields(w)
+                                      if isinstance(getattr(w, f.name), torch.Tensor)})
 
 
 def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, layers=None) -> None:
@@ -85,7 +87,7 @@ def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, laye
     shadows: dict = {}                                     # dtype -> that dtype's copies, reused layer to layer
     for i in (range(config.num_hidden_layers) if layers is None else layers):
         w = source.layer(i)
-        views = {(w.qkv.dtype, None): w}                   # (dtype, variant) -> the layer as that lane sees it
+        views = {(w.input_norm.dtype, None): w}                   # (dtype, variant) -> the layer as that lane sees it
         for lane in lanes:
             key = (lane.dtype, lane.variant)
             if (lane.dtype, None) not in views:
@@ -191,8 +193,7 @@ def private_lane(core, source, tokens: list[int], capture, dtype: torch.dtype, r
     config, device = core.config, core.device
     n = len(tokens)
     block = core.cache.block_size
-    cache = PagedKVCache(config.num_hidden_layers, -(-n // block) + 1, block, config.num_key_value_heads,
-                         config.head_dim, dtype, device)
+    cache = new_cache(config, -(-n // block) + 1, block, dtype, device)
     slots = cache.allocate(0, n)
     meta = build_metadata(cache, [0], [0], [n], slots, device)
     if dtype not in ropes:

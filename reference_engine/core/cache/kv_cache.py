@@ -14,7 +14,9 @@ from itertools import chain
 import torch
 
 from reference_engine.core.cache.block_allocator import BlockAllocator, CacheFullError
+from reference_engine.core.cache.layout import KVLayout, LayerCache, bytes_per_token, dense_layout, is_hybrid
 from reference_engine.core.cache.prefix_cache import ROOT_HASH, PrefixCache
+from reference_engine.core.cache.state_cache import StateCache
 from reference_engine.limits import release_pages
 
 __all__ = ["PagedKVCache", "CacheStats", "CacheFullError", "BlockAllocator"]
@@ -41,17 +43,24 @@ class CacheStats:
 
 class PagedKVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
-                 dtype=torch.float32, device="cpu", prefix_caching: bool = False):
+                 dtype=torch.float32, device="cpu", prefix_caching: bool = False,
+                 layout: list[LayerCache] | None = None):
+        """layout (cache/layout.py): what each layer keeps; None = K and V of num_kv_heads x head_dim on every
+        layer. A recurrent layer (StateLayout) gets no pool here: its state lives in `self.states`."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, found {block_size}")
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.num_kv_heads, self.head_dim = num_kv_heads, head_dim
+        self.layout = layout if layout is not None else dense_layout(num_layers, num_kv_heads, head_dim)
         self.allocator = BlockAllocator(num_blocks)
-        shape = (num_blocks, block_size, num_kv_heads, head_dim)
         # uninitialised on purpose: pages are only touched when written, and no unwritten slot is ever read
-        self.k_pools = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v_pools = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.k_pools = [self._pool(c, "k", dtype, device) for c in self.layout]
+        self.v_pools = [self._pool(c, "v", dtype, device) for c in self.layout]
+        self.states = StateCache(self.layout, device) if is_hybrid(self.layout) else None
+        if prefix_caching and self.states is not None:
+            raise ValueError("prefix caching is not available for a model with recurrent layers: their state "
+                             "summarises the whole prefix and cannot be shared block by block")
         self.tables: dict = {}    # seq_id -> list of block ids
         self.lengths: dict = {}   # seq_id -> tokens held
         # token ids and chained block hashes per sequence (None: tokens unknown, never shared): prefix caching
@@ -61,6 +70,13 @@ class PagedKVCache:
         self.keep_until: int | None = None      # past this length a sequence's tokens are dropped (keep_tokens_until)
         self.token_ids: dict = {}
         self.block_hashes: dict = {}
+
+    def _pool(self, c: LayerCache, which: str, dtype, device) -> torch.Tensor:
+        """[num_blocks, block_size, heads, dim] for an attention layer; an empty tensor for a recurrent one."""
+        if not isinstance(c, KVLayout):
+            return torch.empty(0, dtype=dtype, device=device)
+        return torch.empty((self.num_blocks, self.block_size, c.heads, c.k_dim if which == "k" else c.v_dim),
+                           dtype=dtype, device=device)
 
     def keep_tokens_until(self, length: int) -> None:
         """Remember each sequence's token ids while it holds at most `length` tokens (LongRoPE: a sequence
@@ -82,10 +98,12 @@ class PagedKVCache:
         return list(self.tables[seq_id])
 
     def flat_k(self, layer: int) -> torch.Tensor:
-        return self.k_pools[layer].view(-1, self.num_kv_heads, self.head_dim)  # [slots, kv_heads, head_dim]
+        pool = self.k_pools[layer]
+        return pool.view(pool.shape[0] * pool.shape[1], *pool.shape[2:])   # [slots, kv_heads, k_dim]
 
     def flat_v(self, layer: int) -> torch.Tensor:
-        return self.v_pools[layer].view(-1, self.num_kv_heads, self.head_dim)
+        pool = self.v_pools[layer]
+        return pool.view(pool.shape[0] * pool.shape[1], *pool.shape[2:])   # [slots, kv_heads, v_dim]
 
     def blocks_for(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
@@ -117,6 +135,8 @@ class PagedKVCache:
                                  f"{self.allocator.num_free} free")
         self.tables[seq_id], self.lengths[seq_id] = [], 0
         self.token_ids[seq_id], self.block_hashes[seq_id] = ([] if self.keep_tokens else None), []
+        if self.states is not None:
+            self.states.allocate(seq_id)
         return self.append(seq_id, num_tokens, tokens)
 
     def allocate_prefix(self, seq_id, tokens: list[int]) -> int:
@@ -177,7 +197,8 @@ class PagedKVCache:
         new = self._new_block()
         for pools in (self.k_pools, self.v_pools):
             for pool in pools:
-                pool[new].copy_(pool[block])
+                if pool.numel():
+                    pool[new].copy_(pool[block])
         self.allocator.decref(block)
         return new
 
@@ -192,11 +213,18 @@ class PagedKVCache:
         known = self.token_ids.get(parent_id)
         self.token_ids[child_id] = None if known is None else list(known)
         self.block_hashes[child_id] = list(self.block_hashes.get(parent_id, []))
+        if self.states is not None:
+            self.states.fork(parent_id, child_id)      # a beam continues from its own copy of the state
 
     def truncate(self, seq_id, length: int) -> None:
         """Forget tokens from `length` on (rollback of a failed step, speculative decoding)."""
         if not 0 <= length <= self.lengths[seq_id]:
             raise ValueError(f"cannot truncate sequence {seq_id!r} of {self.lengths[seq_id]} tokens to {length}")
+        if self.states is not None and 0 < length < self.lengths[seq_id]:
+            raise ValueError(f"cannot truncate sequence {seq_id!r} to {length} tokens: its recurrent state "
+                             "summarises all of them and has no checkpoint there")
+        if self.states is not None and length == 0:
+            self.states.reset(seq_id)
         table = self.tables[seq_id]
         while len(table) > self.blocks_for(length):
             block = table.pop()
@@ -216,6 +244,8 @@ class PagedKVCache:
         private id takes the place of the original, whose old blocks the private id then frees."""
         for table in (self.tables, self.lengths, self.token_ids, self.block_hashes):
             table[a], table[b] = table[b], table[a]
+        if self.states is not None:
+            self.states.swap(a, b)
 
     def release_pages(self) -> None:
         """With no sequence held (and no prefix cache to keep), give the pools' pages back to the OS: a run
@@ -224,12 +254,14 @@ class PagedKVCache:
         if self.tables or self.prefix is not None:
             return
         for pool in self.k_pools + self.v_pools:
-            if pool.device.type == "cpu":
+            if pool.device.type == "cpu" and pool.numel():
                 release_pages(pool)
 
     def free(self, seq_id) -> None:
         for block in self.tables.pop(seq_id):
             self.allocator.decref(block)   # a registered block stays findable on the free list until reused
+        if self.states is not None:
+            self.states.free(seq_id)
         del self.lengths[seq_id]
         self.token_ids.pop(seq_id, None)
         self.block_hashes.pop(seq_id, None)
@@ -264,7 +296,8 @@ class PagedKVCache:
         new_ids = torch.arange(len(order), dtype=torch.int64, device=device)
         for pools in (self.k_pools, self.v_pools):
             for pool in pools:
-                pool[new_ids] = pool[old_ids]  # the right side is gathered into a copy first: overlap is safe
+                if pool.numel():
+                    pool[new_ids] = pool[old_ids]  # the right side is gathered into a copy first: overlap is safe
         counts = [0] * self.num_blocks
         for old, new in mapping.items():
             counts[new] = self.allocator.ref_count(old)
@@ -284,7 +317,7 @@ class PagedKVCache:
                 fill[block] = max(fill.get(block, 0), min(bs, length - i * bs))
         used = self.allocator.num_used
         unused_slots = sum(bs - f for f in fill.values())
-        per_block = 2 * len(self.k_pools) * bs * self.num_kv_heads * self.head_dim * self.k_pools[0].element_size()
+        per_block = bs * bytes_per_token(self.layout, self.k_pools[0].dtype)
         return CacheStats(
             total_blocks=self.num_blocks, used_blocks=used, free_blocks=self.allocator.num_free,
             shared_blocks=sum(1 for c in self.allocator.ref_counts if c > 1), block_size=bs,
@@ -320,6 +353,8 @@ class PagedKVCache:
                                 f"(block {b}: count {counts[b]}, in {refs.get(b, 0)} tables)")
             if self.prefix is not None:
                 problems += self.prefix.validate(counts)
+            if self.states is not None:
+                problems += self.states.validate(set(self.tables))
             return problems
         except Exception as e:  # validate never raises
             return [f"KV cache validation failed: {type(e).__name__}: {e}"]

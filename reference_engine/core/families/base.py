@@ -7,8 +7,14 @@ A family (one module per family in this package) declares the architectures it r
   of layer n by role. A Slot is a list of (name, shape) concatenated along dim 0 into one engine tensor (q/k/v
   -> qkv, gate/up -> gate_up); a list of Slots is stacked (one per expert). The loader, the shape check and
   the static checks all read this one plan;
-- `windows(config) -> [window | None per layer]`: which layers use sliding-window attention.
-`model.decoder_layer` runs any family from its Settings; `model_weights` loads any family from its plan.
+- `windows(config) -> [window | None per layer]`: which layers use sliding-window attention;
+- `mixers(config) -> [kind per layer]`: the token mixer each layer runs, a key of `model.MIXERS` ("attention"
+  by default; "mla", "gated_delta_net", "mamba2", "short_conv" ... each a small module of its own in core/);
+- `cache_layout(config) -> [KVLayout | StateLayout per layer]` (core/cache/layout.py): what each layer keeps
+  between steps, per token in the paged pools or per sequence as a recurrent state. The engine sizes its
+  cache, the memory plan and `probe kv` their bytes from it.
+`model.decoder_layer` runs any family from its Settings; `model_weights` loads any family from its plan. Roles
+a plan names that are not LayerWeights fields (a new mixer's own tensors) land in `LayerWeights.extra`.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from reference_engine.config import ModelConfig
+from reference_engine.core.cache.layout import LayerCache, dense_layout
 
 Shape = tuple[int, ...]
 Slot = list[tuple[str, Shape]]
@@ -60,6 +67,14 @@ def default_windows(config: ModelConfig) -> list[int | None]:
     return [window] * n
 
 
+def default_mixers(config: ModelConfig) -> list[str]:
+    return ["attention"] * config.num_hidden_layers
+
+
+def default_cache_layout(config: ModelConfig) -> list[LayerCache]:
+    return dense_layout(config.num_hidden_layers, config.num_key_value_heads, config.head_dim)
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -67,13 +82,16 @@ class Family:
     settings: Callable[[ModelConfig], Settings]
     layer_plan: Callable[[ModelConfig, int], LayerPlan]
     windows: Callable[[ModelConfig], list] = field(default=default_windows)
+    mixers: Callable[[ModelConfig], list[str]] = field(default=default_mixers)
+    cache_layout: Callable[[ModelConfig], list[LayerCache]] = field(default=default_cache_layout)
 
 
 @dataclass(frozen=True)
 class Bound:
-    """A config's family and its parsed settings (cached on `config.family`)."""
+    """A config's family, its parsed settings and its mixer kind per layer (cached on `config.family`)."""
     family: Family
     settings: Settings
+    mixers: tuple[str, ...] = ()
 
 
 def attention_plan(p: str, config: ModelConfig, q_bias: bool = False, o_bias: bool = False,
