@@ -134,7 +134,15 @@ class CheckContext:
 
     @property
     def config(self):
-        return self._get("config", lambda: parse_config(self.raw_config, self.config_path))
+        return self._get("config", self._parse_config)
+
+    def _parse_config(self):
+        config = parse_config(self.raw_config, self.config_path)
+        if config.wrapper is not None and not self.is_gguf:   # a multimodal checkpoint: tied as its files say
+            from reference_engine.files.text_decoder import text_decoder_view, tie_from_files
+            from reference_engine.files.weights import Weights
+            config = tie_from_files(config, text_decoder_view(Weights.open(self.model_dir)))
+        return config
 
     @property
     def generation_config(self):
@@ -182,7 +190,16 @@ class CheckContext:
         if qconfig is not None:   # logical float32 weights; the stored tensors are its .raw (files/quant/)
             from reference_engine.files.quant import QuantizedWeights
             return QuantizedWeights.open(self.model_dir, qconfig, self.config_path)
+        if self._multimodal():       # the text decoder under causal-LM names; the vision tower stays readable
+            from reference_engine.files.text_decoder import text_decoder_view
+            return text_decoder_view(Weights.open(self.model_dir))
         return Weights.open(self.model_dir)
+
+    def _multimodal(self) -> bool:
+        try:
+            return self.config.wrapper is not None
+        except ResourceError:        # a broken config is the config checks' finding; the weights still open
+            return False
 
     @property
     def base_weights(self):

@@ -16,7 +16,21 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
                "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM"}
+               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
+               # the text decoders of multimodal checkpoints (their `text_config`, or a flat Qwen-VL config)
+               "qwen2_vl": "Qwen2ForCausalLM", "qwen2_vl_text": "Qwen2ForCausalLM",
+               "qwen2_5_vl": "Qwen2ForCausalLM", "qwen2_5_vl_text": "Qwen2ForCausalLM",
+               "qwen3_vl": "Qwen3ForCausalLM", "qwen3_vl_text": "Qwen3ForCausalLM"}
+# A multimodal wrapper's text_config is written as a diff against its config class (transformers' to_diff_dict):
+# real Gemma 3 4B/12B/27B configs name only a few fields. These are that class's defaults for the fields the
+# engine reads, so a sparse text_config means what transformers reads it as (rope_theta 1e6, not our 10000).
+TEXT_CONFIG_DEFAULTS = {
+    "gemma3_text": {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072,
+                    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                    "query_pre_attn_scalar": 256, "sliding_window": 4096, "sliding_window_pattern": 6,
+                    "attention_bias": False, "final_logit_softcapping": None, "attn_logit_softcapping": None},
+}
 # canonical field -> the other names configs use for it (GPT-2/BLOOM/Falcon/MPT/T5-style spellings)
 ALIASES = {
     "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
@@ -72,6 +86,7 @@ class ModelConfig:
     pad_token_id: int | None = None
     torch_dtype: str | None = None
     head_dim_explicit: bool = False  # head_dim came from config.json, not hidden/heads
+    wrapper: str | None = None       # the multimodal class whose text decoder this is (Gemma3ForConditionalGeneration)
     # the engine family's own settings, bound by reference_engine.core.families.bind() (None until then)
     family: Any = field(default=None, repr=False, compare=False)
     raw: dict = field(default_factory=dict, repr=False)
@@ -109,6 +124,17 @@ def architecture_of(raw: dict, path: Path) -> str:
     raise ModelDirError(path, "no 'architectures' and no known 'model_type'")
 
 
+def text_decoder_of(raw: dict, arch: str) -> str | None:
+    """The text decoder's architecture inside a multimodal wrapper (`...ForConditionalGeneration` with a
+    `text_config`, or a flat Qwen-VL config), else None. The engine runs that decoder; the vision tower is only
+    read by the file checks."""
+    if not arch.endswith("ForConditionalGeneration"):
+        return None
+    text = raw.get("text_config")
+    model_type = text.get("model_type") if isinstance(text, dict) else raw.get("model_type")
+    return MODEL_TYPES.get(model_type)
+
+
 def with_aliases(raw: dict) -> dict:
     """config.json with the canonical field names filled in: a multimodal wrapper's `text_config` (Gemma 3,
     LLaVA-style) is lifted to the top, and GPT-2-style spellings (`n_embd`, `n_layer`, ...) are copied to
@@ -116,7 +142,9 @@ def with_aliases(raw: dict) -> dict:
     text = raw.get("text_config")
     merged = dict(raw)
     if isinstance(text, dict) and not isinstance(raw.get("hidden_size"), int):
-        merged = {**raw, **{k: v for k, v in text.items() if k not in ("architectures",)}}
+        defaults = TEXT_CONFIG_DEFAULTS.get(text.get("model_type"), {})
+        merged = {**raw, **{k: v for k, v in defaults.items() if k not in text},
+                  **{k: v for k, v in text.items() if k not in ("architectures",)}}
     for canonical, names in ALIASES.items():
         if merged.get(canonical) is None:
             found = next((merged[n] for n in names if merged.get(n) is not None), None)
@@ -150,7 +178,9 @@ def rope_settings(raw: dict, path: Path) -> tuple[float, dict | None]:
 def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     """Build a ModelConfig from a config.json dict; raise ModelDirError naming the bad field."""
     path = Path(path)
-    arch = architecture_of(raw, path)
+    wrapper = architecture_of(raw, path)
+    arch = text_decoder_of(raw, wrapper) or wrapper
+    wrapper = wrapper if arch != wrapper else None
     raw = with_aliases(raw)
     check_config_sizes(raw, path)   # every declared size bounded before anything is sized from it
     hidden = _require_int(raw, "hidden_size", path)
@@ -160,7 +190,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         raise ModelDirError(path, f"'num_key_value_heads' must be a positive integer, found {kv_heads!r}")
     explicit = isinstance(raw.get("head_dim"), int) and not isinstance(raw.get("head_dim"), bool)
     head_dim = raw["head_dim"] if explicit else hidden // heads
-    model_type = raw.get("model_type") or {v: k for k, v in MODEL_TYPES.items()}.get(arch, "")
+    model_type = raw.get("model_type") or next((k for k, v in MODEL_TYPES.items() if v == arch), "")
     rope_theta, rope_scaling = rope_settings(raw, path)
     return ModelConfig(
         architecture=arch,
@@ -188,6 +218,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         pad_token_id=raw.get("pad_token_id"),
         torch_dtype=raw.get("torch_dtype") or raw.get("dtype"),
         head_dim_explicit=explicit,
+        wrapper=wrapper,
         raw=raw,
     )
 

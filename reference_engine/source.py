@@ -40,6 +40,10 @@ def base_source(model_dir: str | Path) -> ModelSource:
             from reference_engine.files.quant import QuantizedWeights
             return ModelSource(root, config, config_path,
                                lambda: QuantizedWeights.open(root, qconfig, config_path), quantization=qconfig)
+        if config.wrapper is not None:        # a multimodal checkpoint: its text decoder, under causal-LM names
+            from reference_engine.files.text_decoder import text_decoder_view, tie_from_files
+            config = tie_from_files(config, text_decoder_view(Weights.open(root)))     # headers only
+            return ModelSource(root, config, config_path, lambda: text_decoder_view(Weights.open(root)))
         return ModelSource(root, config, config_path, lambda: Weights.open(root))
     from reference_engine.files.gguf_config import gguf_raw_config
     weights = GGUFWeights.open(gguf)

@@ -50,11 +50,14 @@ def is_norm_gain(name: str, shape: tuple) -> bool:
 
 
 def judged_names(weights) -> list[str]:
-    """Every norm gain; the embedding and lm_head; the first and last layers' float matrices."""
-    layers = [int(m.group(1)) for m in map(LAYER_INDEX.search, weights.names) if m]
+    """Every norm gain; the embedding and lm_head; the first and last layers' float matrices. Only the decoder's:
+    a multimodal checkpoint's vision tower (the table's `droppable` names) has its own initialisation."""
+    skip = getattr(weights, "droppable", frozenset())
+    names = [n for n in weights.names if n not in skip]
+    layers = [int(m.group(1)) for m in map(LAYER_INDEX.search, names) if m]
     ends = {min(layers), max(layers)} if layers else set()
     out = []
-    for name in weights.names:
+    for name in names:
         info = weights.info(name)
         if info.dtype not in FLOAT_DTYPES:
             continue
@@ -102,7 +105,9 @@ def judge(stats: dict[str, TensorStats], shapes: dict[str, tuple], init_range: f
 
 
 def initializer_range(raw_config: dict) -> float:
-    value = raw_config.get("initializer_range")
+    """The decoder's: a multimodal wrapper's text_config says its own (the top level's is the vision side's)."""
+    text = raw_config.get("text_config")
+    value = (text if isinstance(text, dict) and "initializer_range" in text else raw_config).get("initializer_range")
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 10
     return float(value) if ok else DEFAULT_INITIALIZER_RANGE
 

@@ -38,7 +38,8 @@ def row_verdicts(ctx) -> list[MatrixVerdicts]:
             reader = chunked_reader(weights, getattr(weights, "gguf", None) is not None)
             values = {i: reader.rows(name, i, i + 1)[0].float() for i in in_range}
         else:
-            values = read_rows(weights.info(name).file, name, in_range)
+            info = weights.info(name)       # info.name: the name in the file (a multimodal view renames)
+            values = read_rows(info.file, info.name, in_range)
         out.append(classify(name, stats.norms, stats.amax, stats.row_sum, values, near, low))
     ctx.state["special_rows"] = out
     return out

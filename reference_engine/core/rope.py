@@ -43,6 +43,8 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
     params.setdefault("rope_type", params.get("type", "default"))
     if params["rope_type"] == "su":                    # Phi-3's first name for LongRoPE
         params["rope_type"] = "longrope"
+    if params["rope_type"] == "mrope":                 # Qwen-VL: text tokens carry one position in all three
+        params["rope_type"] = "default"                # sections, which is plain RoPE (images are not run)
     if params.get("rope_theta") is None:
         params["rope_theta"] = raw.get("rope_theta", config.rope_theta)
     if params.get("partial_rotary_factor") is None:

@@ -75,6 +75,16 @@ class Weights(TensorTable):
             check_weight_map(index, shard_of, infos)
         return cls(infos, headers)
 
+    def renamed(self, names: dict[str, str], droppable: frozenset = frozenset()) -> "Weights":
+        """The same tensors under new names (old -> new; unlisted names stay), reading the same bytes. droppable:
+        names the engine may leave unread (a multimodal checkpoint's vision tower, files/text_decoder.py)."""
+        infos = {names.get(name, name): info for name, info in self._infos.items()}
+        if len(infos) != len(self._infos):
+            raise ModelDirError(self.files[0], "two tensors would share one name after renaming")
+        view = type(self)(infos, self.headers)
+        view.droppable = frozenset(droppable)
+        return view
+
     @property
     def names(self) -> list[str]:
         return list(self._infos)

@@ -200,6 +200,29 @@ def write_model_dir(out_dir: str | Path, config: dict, tokenizer: dict, weights:
     return out
 
 
+def add_tokenizer(model_dir: str | Path, tokenizer_vocab: int = TOKENIZER_VOCAB) -> dict:
+    """Give a model directory built elsewhere (by transformers, in the family tests) the factory's trained
+    tokenizer and the configs derived from it, so `llmdoctor check` runs its tokenizer and engine checks on it.
+    The model's vocab_size must equal the tokenizer's length (see `special_ids` for bos/eos/pad). Returns the
+    special ids."""
+    out = Path(model_dir)
+    tokenizer = tokenizer_json(tokenizer_vocab)
+    ids = special_ids(tokenizer)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config.setdefault("max_position_embeddings",
+                      (config.get("text_config") or {}).get("max_position_embeddings", 2048))
+    special = dict(bos_token_id=ids[BOS], eos_token_id=ids[IM_END], pad_token_id=ids[PAD])
+    config.update(special)
+    if isinstance(config.get("text_config"), dict):
+        config["text_config"].update(special)
+    _write_json(out / "config.json", config)
+    _write_json(out / "generation_config.json", generation_config(config))
+    _write_json(out / "tokenizer.json", tokenizer)
+    _write_json(out / "tokenizer_config.json", tokenizer_config(tokenizer, config))
+    _write_json(out / "special_tokens_map.json", {"bos_token": BOS, "eos_token": IM_END, "pad_token": PAD})
+    return ids
+
+
 def write_weights(out: Path, weights: dict[str, torch.Tensor], shards: int = 1) -> None:
     if shards <= 1:
         save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
