@@ -29,7 +29,7 @@ def measure(path: Path, dtype: str = "auto") -> dict:
     import checks
     from checks.competence.runs import competence_run
     from checks.context import CheckContext
-    from llmdoctor.runner import run_one
+    from llmdoctor.run.runner import run_one
     from probes.competence import copy_score, mean_loss, text_bound, unigram_loss
     ctx = CheckContext(path, dtype=dtype, quick=True)
     run = competence_run(ctx)

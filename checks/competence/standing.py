@@ -1,4 +1,4 @@
-"""Who the bounds apply to. A model still at its initialisation (checks/runtime/init_stats.py, decided from the
+"""Who the bounds apply to. A model still at its initialisation (checks/shared/init_stats.py, decided from the
 weights alone) is named untrained: info, never an error. A model too small to be held to them is measured but
 not judged: the bounds (probes/competence/bounds.py) hold for language models from tens of millions of
 parameters up; the embedded demo model (0.9M parameters, 1.3M training tokens of one novel) reads the built-in
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checks.runtime.init_stats import init_state
+from checks.shared.init_stats import init_state
 
 MIN_PARAMETERS = 50_000_000      # below: measured, reported as info, never judged
 

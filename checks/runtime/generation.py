@@ -3,12 +3,12 @@ oscillation (generation that neither stops nor continues coherently), and a chat
 
 Freshly initialised models (factory test models, a `from_config` checkpoint nobody trained): their generations
 are noise, so these checks report what they see as info, never as a warning. Whether the weights are still at
-their initialisation is decided from the weights alone (checks/runtime/init_stats.py), never from the outputs
+their initialisation is decided from the weights alone (checks/shared/init_stats.py), never from the outputs
 being judged: broken weights also push the probe loss towards uniform, and must keep their severity.
 """
 from __future__ import annotations
 
-from checks.runtime.init_stats import init_state
+from checks.shared.init_stats import init_state
 from checks.shared.probe_runs import GREEDY, GreedyTrace, probe_traces
 from checks.registry import Problem, Skip, check
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmdoctor.cli import DEMO_MODEL
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.competence.broken import BROKEN
 from tests.checks.competence.oracle import judge
 from tests.checks.conftest import no_crashes

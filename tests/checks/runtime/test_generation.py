@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from checks.runtime import generation
-from checks.runtime import init_stats
-from checks.runtime.init_stats import InitVerdict, init_state, judge
+from checks.shared import init_stats
+from checks.shared.init_stats import InitVerdict, init_state, judge
 from checks.shared.probe_runs import GreedyTrace
 from checks.shared.prompts import ProbeInput
 from checks.shared.tensor_scan import TensorStats
