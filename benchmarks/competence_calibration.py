@@ -29,7 +29,7 @@ def measure(path: Path, dtype: str = "auto") -> dict:
     import checks
     from checks.competence.runs import competence_run
     from checks.context import CheckContext
-    from llmdoctor.runner import run_one
+    from llmdoctor.run.runner import run_one
     from probes.competence import copy_score, mean_loss, text_bound, unigram_loss
     ctx = CheckContext(path, dtype=dtype, quick=True)
     run = competence_run(ctx)
@@ -87,11 +87,32 @@ def main() -> None:
         print("| model | kind | loss | unigram | ln V | bound | loss/unigram | copy ratio | transformers loss | "
               "CMP001 | CMP002 |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
+        done = []
         for r in rows(set(args.only) if args.only else None, out):
             oracle_loss = f"{r['oracle_loss']:.2f}" if "oracle_loss" in r else ""
             print(f"| {r['model']} | {r['kind']} | {r['loss']:.2f} | {r['unigram']:.2f} | {r['ln_v']:.2f} | "
                   f"{r['bound']:.2f} | {r['loss'] / r['unigram']:.2f} | {r['copy']:.3f} | {oracle_loss} | "
                   f"{r['CMP001']} | {r['CMP002']} |", flush=True)
+            done.append(r)
+        print()
+        for line in ranges(done):
+            print(line)
+
+
+def ranges(done: list[dict]) -> list[str]:
+    """The measured ranges the docs quote (docs/competence.md takes them from here, nowhere else): loss/unigram
+    and copy ratio of the judged healthy models (50M parameters and up: the demo model is measured, not judged)
+    and of the broken copies."""
+    out = []
+    for kind in ("healthy", "broken"):
+        judged = [r for r in done if r["kind"] == kind and r["CMP001"] != "info"]
+        if not judged:
+            continue
+        fractions = [r["loss"] / r["unigram"] for r in judged]
+        copies = [r["copy"] for r in judged if math.isfinite(r["copy"])]
+        out.append(f"- {kind} ({len(judged)} models): loss/unigram {min(fractions):.2f}-{max(fractions):.2f}, "
+                   f"copy ratio {min(copies):.3f}-{max(copies):.3f}")
+    return out
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from llmdoctor.diff_runner import run_diff  # noqa: E402
+from llmdoctor.run.diff_runner import run_diff  # noqa: E402
 from tests import assets  # noqa: E402
 
 SELECT = ["DIF020", "DIF030", "DIF040"]

@@ -5,7 +5,7 @@ streaming as the plan says (check, diff, generate and baseline all build through
     plan = plan_or_none(spec)              # before anything is loaded; PlanError when not even a layer fits
     built = build_engine(spec, plan)       # BuiltEngine(engine, plan)
 
-The workload (what the command will do to the model) comes from the caller: llmdoctor/workloads.py.
+The workload (what the command will do to the model) comes from the caller: llmdoctor/run/workloads.py.
 """
 from __future__ import annotations
 

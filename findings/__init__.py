@@ -71,7 +71,7 @@ class Finding:
     hint: str = ""             # how to fix it
     data: dict | None = None   # optional plot data, see docs/report-schema.md
     location: Location | None = None   # where it is (file, line, logical name)
-    fingerprint: str | None = None     # stable identity across runs (llmdoctor/locate.py), for --known and CI
+    fingerprint: str | None = None     # stable identity across runs (llmdoctor/report/locate.py), for --known and CI
     known: bool = False                # matched in the --known report: shown, but never fails the gate
 
     def __post_init__(self):
@@ -109,7 +109,7 @@ class CheckRun:
 @dataclass
 class Report:
     model: str                 # the model directory as given
-    fingerprint: str | None    # sha256 of config.json + safetensors headers, see llmdoctor.fingerprint
+    fingerprint: str | None    # sha256 of config.json + safetensors headers, see llmdoctor.run.fingerprint
     tool_version: str
     generated_at: str          # ISO 8601, UTC
     checks: list[CheckRun] = field(default_factory=list)

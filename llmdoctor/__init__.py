@@ -24,10 +24,10 @@ __all__ = ["__version__", "check", "diff", "Report", "Finding", "Severity", "CAT
 def __getattr__(name):
     # lazy so that `import llmdoctor` (and `llmdoctor --version`) does not import torch
     if name == "check":
-        from llmdoctor.runner import check
+        from llmdoctor.run.runner import check
         return check
     if name == "diff":
-        from llmdoctor.diff_runner import run_diff
+        from llmdoctor.run.diff_runner import run_diff
         return run_diff
     if name in ("Report", "Finding", "Severity", "CATEGORIES", "CheckRun"):
         import findings

@@ -10,15 +10,15 @@ from pathlib import Path
 import click
 
 from llmdoctor import __version__
-from llmdoctor.cli_baseline import baseline_command
-from llmdoctor.cli_diff import diff_command
-from llmdoctor.cli_fix import fix_command
-from llmdoctor.cli_generate import generate_command
-from llmdoctor.cli_options import (FORMATS, InputError, budget_option, device_option, dtype_option, emit,
+from llmdoctor.commands.baseline import baseline_command
+from llmdoctor.commands.diff import diff_command
+from llmdoctor.commands.fix import fix_command
+from llmdoctor.commands.generate import generate_command
+from llmdoctor.commands.options import (FORMATS, InputError, budget_option, device_option, dtype_option, emit,
                                    fail_on_option, format_option, known_option, memory_budget_option,
                                    output_option)
-from llmdoctor.cli_probe import probe, triage
-from llmdoctor.cli_report import report_command
+from llmdoctor.commands.probe import probe, triage
+from llmdoctor.commands.report import report_command
 
 EXIT_USAGE = 2
 DEMO_MODEL = Path(__file__).parent / "demo_model"
@@ -27,12 +27,12 @@ __all__ = ["cli", "DEMO_MODEL", "EXIT_USAGE", "FORMATS", "InputError", "budget_o
 
 def input_errors() -> tuple[type[Exception], ...]:
     from checks.context import ResourceError, ThresholdError
-    from llmdoctor.config_file import ConfigFileError
-    from llmdoctor.locate import KnownReportError
-    from llmdoctor.runner import DeviceError
-    from llmdoctor.selection import SelectionError
-    from llmdoctor.output_guard import OutputError
-    from llmdoctor.adapter_target import AdapterUsageError
+    from llmdoctor.run.config_file import ConfigFileError
+    from llmdoctor.report.locate import KnownReportError
+    from llmdoctor.run.runner import DeviceError
+    from llmdoctor.run.selection import SelectionError
+    from llmdoctor.run.output_guard import OutputError
+    from llmdoctor.run.adapter_target import AdapterUsageError
     from reference_engine.errors import ModelDirError
     from reference_engine.streaming.pipeline import PipelineError
     from reference_engine.budget.plan import PlanError
@@ -96,13 +96,13 @@ def cli():
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
                   memory_budget, known, base):
     """Run the checks on the model directory PATH (or a LoRA adapter on --base) and print a report."""
-    from llmdoctor.config_file import Settings, load_settings
-    from llmdoctor.output_guard import refuse_inside_model
-    from llmdoctor.progress import Progress
-    from llmdoctor.runner import run_checks, validate_model_dir
-    from llmdoctor.selection import parse_selectors
+    from llmdoctor.run.config_file import Settings, load_settings
+    from llmdoctor.run.output_guard import refuse_inside_model
+    from llmdoctor.run.progress import Progress
+    from llmdoctor.run.runner import run_checks, validate_model_dir
+    from llmdoctor.run.selection import parse_selectors
 
-    from llmdoctor.adapter_target import resolve
+    from llmdoctor.run.adapter_target import resolve
     target = resolve(model_path(path, demo), base)
     root = validate_model_dir(target.base)
     if output is not None:
@@ -157,7 +157,7 @@ def checks_command(select, fmt):
     from tabulate import tabulate
 
     import checks as catalogue
-    from llmdoctor.selection import parse_selectors, select_checks
+    from llmdoctor.run.selection import parse_selectors, select_checks
     specs = select_checks(catalogue.load_all(), parse_selectors(select) or None)
     if fmt == "json":
         rows = [{"id": s.id, "category": s.category, "severity": s.severity.value, "needs": list(s.needs),
@@ -178,7 +178,7 @@ def checks_command(select, fmt):
 @click.argument("query", nargs=-1, required=True)
 def explain_command(query):
     """Explain a check id (VOC001), list a family or category, or diagnose an error message."""
-    from llmdoctor.explain import explain
+    from llmdoctor.report.explain import explain
     text, code = explain(" ".join(query))
     click.echo(text, err=code == EXIT_USAGE)
     sys.exit(code)

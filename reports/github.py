@@ -10,7 +10,7 @@ from typing import TextIO
 from findings import Finding, Report
 
 from reports.ci import GITHUB_COMMANDS, repo_path
-from reports.common import severity_counts, summary_line, verdict
+from reports.summary import severity_counts, summary_line, verdict
 
 SUMMARY_LIMIT = 1024 * 1024 - 16 * 1024   # bytes; GitHub refuses a step summary over 1 MiB
 

@@ -12,7 +12,7 @@ from jinja2 import Environment
 from findings import Finding, Report
 
 from reports import svg
-from reports.common import (by_category, resource_line, severity_counts, skipped_by_reason, status_counts,
+from reports.summary import (by_category, resource_line, severity_counts, skipped_by_reason, status_counts,
                             summary_line, verdict)
 from reports.evidence import split_evidence, value_text
 from reports.html_template import TEMPLATE

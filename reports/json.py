@@ -6,7 +6,7 @@ from typing import TextIO
 
 from findings import CheckRun, Finding, Location, Report
 
-from reports.common import severity_counts, status_counts
+from reports.summary import severity_counts, status_counts
 
 SCHEMA_VERSION = 1
 

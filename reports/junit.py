@@ -9,7 +9,7 @@ from typing import TextIO
 
 from findings import CheckRun, Finding, Report
 
-from reports.common import compact_evidence
+from reports.summary import compact_evidence
 
 
 def build(report: Report) -> ET.Element:

@@ -6,7 +6,7 @@ from typing import TextIO
 
 from findings import Finding, Report
 
-from reports.common import status_counts, summary_line, verdict
+from reports.summary import status_counts, summary_line, verdict
 
 PER_CHECK = 10
 ICONS = {"error": "🔴", "warning": "🟠", "info": "🔵"}

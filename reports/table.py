@@ -13,7 +13,7 @@ from tabulate import tabulate
 
 from findings import Report
 
-from reports.common import (by_category, compact_evidence, resource_line, skipped_by_reason, status_counts,
+from reports.summary import (by_category, compact_evidence, resource_line, skipped_by_reason, status_counts,
                             summary_line, verdict)
 from reports.evidence import EvidenceTable, elided, split_evidence
 

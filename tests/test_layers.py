@@ -18,8 +18,8 @@ ALLOWED = {
     "checks": {"findings", "probes", "reference_engine"},
     "llmdoctor": {"findings", "probes", "checks", "reference_engine", "reports"},
 }
-# Inside the engine and inside the catalogue, subpackages import one way. The order is read from the tree, not from
-# a list: every folder with an __init__.py below reference_engine/ or checks/ is a node, and the graph of imports
+# Inside every package, subpackages import one way. The order is read from the tree, not from
+# a list: every folder with an __init__.py below a package of ours is a node, and the graph of imports
 # between nodes (lazy ones too) must have no two nodes that reach each other. Besides, nothing inside the engine
 # imports the facade (reference_engine.engine) or the testing tools, and the core never sees the tokenizer or
 # the generate stage (it runs on token ids alone).
@@ -101,13 +101,37 @@ def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("root", ["reference_engine", "checks"])
+@pytest.mark.parametrize("root", PACKAGES)
 def test_subpackages_import_one_way(root):
     graph = package_graph(root)
-    assert len(graph) > 5, graph                      # the tree was read
+    assert graph, root                                # the tree was read
     both = sorted({tuple(sorted((a, b))) for a in graph for b in reaches(graph, a)
                    if a != b and a in reaches(graph, b)})
     assert not both, "subpackages that reach each other: " + ", ".join(f"{a} <-> {b}" for a, b in both)
+
+
+def test_check_families_do_not_import_each_other():
+    """A family (checks/vocab/, checks/runtime/, ...) imports only itself, checks/shared/ and the catalogue's own
+    modules (registry, context, engine_builder): what two families both need lives in checks/shared/, so a family
+    can be read, moved or dropped alone."""
+    families = {p.parent.name for p in (ROOT / "checks").glob("*/__init__.py")} - {"shared"}
+    assert len(families) > 5, families
+    bad = []
+    for family in sorted(families):
+        for path in sorted((ROOT / "checks" / family).rglob("*.py")):
+            for module in imported_modules(path):
+                parts = module.split(".")
+                if parts[0] == "checks" and len(parts) > 1 and parts[1] in families - {family}:
+                    bad.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not bad, "family-to-family imports (move what they share to checks/shared/):\n" + "\n".join(bad)
+
+
+def test_shared_imports_no_family():
+    families = {p.parent.name for p in (ROOT / "checks").glob("*/__init__.py")} - {"shared"}
+    bad = [f"{path.relative_to(ROOT)} imports {module}" for path in sources("checks/shared")
+           for module in imported_modules(path) if module.split(".")[:2][-1] in families
+           and module.startswith("checks.")]
+    assert not bad, "\n".join(bad)
 
 
 def test_engine_stages_do_not_reach_forward():
@@ -124,7 +148,7 @@ def test_engine_stages_do_not_reach_forward():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("root", ["reference_engine", "checks"])
+@pytest.mark.parametrize("root", PACKAGES)
 def test_folders_are_small_and_plainly_named(root):
     too_big, catch_all = [], []
     for folder in [ROOT / root, *(p for p in (ROOT / root).rglob("*") if p.is_dir() and p.name != "__pycache__")]:
@@ -174,7 +198,8 @@ def module_graph() -> dict[str, set[str]]:
 
 def test_no_import_circles():
     """No module reaches itself through its imports: a circle works only in the order that happens to import
-    one side first (`python -c "import llmdoctor.cli_endpoint"` failed while cli.py imported cli_probe first)."""
+    one side first (`python -c "import llmdoctor.commands.endpoint"` failed while cli.py imported commands/probe.py
+    first)."""
     graph = module_graph()
     circles, done = [], set()
 

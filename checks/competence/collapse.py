@@ -33,7 +33,8 @@ def greedy_collapse(ctx):
     up to 3 tokens, from its first or second generated token to its end collapsed. Healthy models loop now and
     then late in a long answer (GEN002 watches that); locking from the first steps on most probes is what
     weights that do not compute language produce. Fires when at least half of the traces (and two) collapse.
-    Untrained models and models under 50M parameters are measured, never judged (info).
+    Models under 50M parameters are measured, never judged (info); from 50M up, weights still at their
+    initialisation are judged and named (a conversion that lost them).
     """
     rows = [(p.label, t.tokens) for p, t in probe_traces(ctx)
             if t.finish != "nonfinite" and len(t.tokens) >= MIN_TOKENS]
@@ -51,4 +52,5 @@ def greedy_collapse(ctx):
         yield Problem(f"{stand.prefix}{message}", severity=stand.severity, evidence={**evidence, **stand.evidence})
         return
     suffix, more = failure_evidence(ctx)
-    yield Problem(f"{message}{suffix}", evidence={**evidence, **more})
+    yield Problem(f"{stand.prefix}{message}{suffix}",
+                  evidence={**evidence, **more, **(stand.evidence if stand.prefix else {})})

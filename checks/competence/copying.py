@@ -19,8 +19,8 @@ def copies_in_context(ctx):
     second copy from the first (induction heads): its loss there collapses, to 0.05-0.15 of the first copy's.
     Scrambled weights, broken positions (a rotary permutation applied twice) or a broken attention cannot:
     the ratio stays near 1. It needs no language, so it holds for models trained on text the built-in corpus
-    does not cover. Bound: copy ratio < 0.5. Untrained models and models under 50M parameters are measured,
-    never judged (info).
+    does not cover. Bound: copy ratio < 0.5. Models under 50M parameters are measured, never judged (info);
+    from 50M up, weights still at their initialisation are judged and named (a conversion that lost them).
     """
     run = competence_run(ctx)
     if run.copy is None or run.copy_logprobs is None:
@@ -37,5 +37,6 @@ def copies_in_context(ctx):
                       severity=stand.severity, evidence={**evidence, **stand.evidence})
         return
     suffix, more = failure_evidence(ctx)
-    yield Problem(f"the model does not copy in context: {verdict.why}, loss {score.second:.2f} nats on the "
-                  f"second copy vs {score.first:.2f} on the first{suffix}", evidence={**evidence, **more})
+    yield Problem(f"{stand.prefix}the model does not copy in context: {verdict.why}, loss {score.second:.2f} nats "
+                  f"on the second copy vs {score.first:.2f} on the first{suffix}",
+                  evidence={**evidence, **more, **(stand.evidence if stand.prefix else {})})

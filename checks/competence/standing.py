@@ -1,16 +1,19 @@
-"""Who the bounds apply to. A model still at its initialisation (checks/runtime/init_stats.py, decided from the
-weights alone) is named untrained: info, never an error. A model too small to be held to them is measured but
-not judged: the bounds (probes/competence/bounds.py) hold for language models from tens of millions of
-parameters up; the embedded demo model (0.9M parameters, 1.3M training tokens of one novel) reads the built-in
+"""Who the bounds apply to. A model still at its initialisation (checks/shared/init_stats.py, decided from the
+weights alone) is named untrained: info when it is smaller than the bounds are calibrated for (the factory and
+toy models tests build), judged and named when it is not (a full-size checkpoint at its initial weights is a
+conversion that lost them: an error). A model too small to be held to the bounds is measured but not judged:
+the bounds (probes/competence/bounds.py) hold for language models from tens of millions of parameters up; the
+embedded demo model (0.9M parameters, 1.3M training tokens of one novel) reads the built-in
 text worse than uniform (7.5 nats, ln V = 6.9) and copies nothing, which is what a model that size and that
 briefly trained does, not a fault."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checks.runtime.init_stats import init_state
+from checks.shared.init_stats import init_standing, parameter_count
+from probes.competence.bounds import MIN_JUDGED_PARAMETERS
 
-MIN_PARAMETERS = 50_000_000      # below: measured, reported as info, never judged
+MIN_PARAMETERS = MIN_JUDGED_PARAMETERS      # below: measured, reported as info, never judged
 
 
 @dataclass(frozen=True)
@@ -20,31 +23,15 @@ class Standing:
     evidence: dict
 
 
-def parameters(ctx) -> int:
-    """Logical parameters of the model (dequantized shapes; 0 when the table cannot be read)."""
-    try:
-        weights = ctx.weights
-        total = 0
-        for name in weights.names:
-            n = 1
-            for d in weights.info(name).shape:
-                n *= int(d)
-            total += n
-        return total
-    except Exception:
-        return 0
-
-
 def standing(ctx) -> Standing:
     """Whether this model is held to the bounds (cached per run)."""
     key = ("competence", "standing")
     if key not in ctx.state:
-        verdict = init_state(ctx)
-        count = parameters(ctx)
-        evidence = {"parameters": count, "weights_at_initialisation": verdict.untrained}
-        if verdict.untrained:
-            result = Standing("info", "untrained (weights still at their initialisation): ",
-                              {**evidence, "untrained_reason": verdict.reason})
+        init = init_standing(ctx)
+        count = init.evidence.get("parameters") or parameter_count(ctx)
+        evidence = {"parameters": count, "weights_at_initialisation": init.evidence["weights_at_initialisation"]}
+        if init.prefix:
+            result = Standing(init.severity, init.prefix, {**evidence, "untrained_reason": init.evidence["reason"]})
         elif 0 < count < MIN_PARAMETERS:
             result = Standing("info", f"a {count / 1e6:.1f}M-parameter model is too small to be held to the "
                                       f"competence bounds (from {MIN_PARAMETERS / 1e6:.0f}M): ", evidence)

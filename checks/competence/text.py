@@ -35,8 +35,9 @@ def builtin_text_loss(ctx):
     dtype read as another, lost norms) lose to both, and every other check still passes because both
     implementations agree on the wrong weights. Bound: mean loss < min(0.6 ln V, unigram) (probes/competence/
     bounds.py, calibrated in docs/competence.md). The evidence names the first layer where a logit lens stops
-    reading sense and the other findings of the run to start from. Untrained models and models under 50M
-    parameters are measured, never judged (info).
+    reading sense and the other findings of the run to start from. Models under 50M parameters are measured,
+    never judged (info), untrained ones named untrained; a model of 50M parameters or more whose weights are
+    still at their initialisation is judged and named (a conversion or save that lost the trained weights).
     """
     run = competence_run(ctx)
     vocab = ctx.engine.config.vocab_size
@@ -52,5 +53,5 @@ def builtin_text_loss(ctx):
                                                                                        **stand.evidence})
         return
     suffix, more = failure_evidence(ctx)
-    yield Problem(f"the model does not read the built-in text: {verdict.why}{suffix}", evidence={**evidence,
-                                                                                                **more})
+    yield Problem(f"{stand.prefix}the model does not read the built-in text: {verdict.why}{suffix}",
+                  evidence={**evidence, **more, **(stand.evidence if stand.prefix else {})})

@@ -10,7 +10,7 @@ from checks.registry import Problem, SharedRun, check
 
 # ---- far positions -------------------------------------------------------------------------------------
 # tokens the far-position check runs (thresholds KVC003.max_tokens_gpu / max_tokens_cpu); the memory plan's
-# check workloads (llmdoctor/workloads.py) count their KV cache from these
+# check workloads (llmdoctor/run/workloads.py) count their KV cache from these
 FAR_TOKENS_GPU, FAR_TOKENS_CPU, FAR_TOKENS_QUICK = 32768, 2048, 128
 FAR_CHUNK = 256          # prefill chunk of the incremental side
 

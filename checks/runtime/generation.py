@@ -1,14 +1,17 @@
 """Generation quality on the probes (greedy): empty output and immediate EOS, repeated n-grams, EOS probability
 oscillation (generation that neither stops nor continues coherently), and a chat answer that never ends.
 
-Freshly initialised models (factory test models, a `from_config` checkpoint nobody trained): their generations
-are noise, so these checks report what they see as info, never as a warning. Whether the weights are still at
-their initialisation is decided from the weights alone (checks/runtime/init_stats.py), never from the outputs
-being judged: broken weights also push the probe loss towards uniform, and must keep their severity.
+Freshly initialised models (factory test models, a `from_config` sketch nobody trained): their generations are
+noise, so these checks report what they see as info, never as a warning -- below the size the competence bounds
+are calibrated for (probes/competence/bounds.py MIN_JUDGED_PARAMETERS). A model that size or larger at its
+initial weights is a conversion that lost them: judged at the checks' own severity, named in the message.
+Whether the weights are still at their initialisation is decided from the weights alone
+(checks/shared/init_stats.py), never from the outputs being judged: broken weights also push the probe loss
+towards uniform, and must keep their severity.
 """
 from __future__ import annotations
 
-from checks.runtime.init_stats import init_state
+from checks.shared.init_stats import init_standing
 from checks.shared.probe_runs import GREEDY, GreedyTrace, probe_traces
 from checks.registry import Problem, Skip, check
 
@@ -45,16 +48,6 @@ def eos_swings(probs: list[float], high: float = HIGH_EOS, low: float = LOW_EOS)
     return swings
 
 
-def _severity(ctx) -> tuple[str | None, dict]:
-    """(None, evidence) for trained weights; ("info", evidence) when the weights are still at initialisation."""
-    verdict = init_state(ctx)
-    return ("info" if verdict.untrained else None), verdict.evidence()
-
-
-def _prefix(severity) -> str:
-    return "weights are still at their initialisation (untrained model): " if severity == "info" else ""
-
-
 @check("GEN001", category="generation", severity="warning", needs=("engine", "tokenizer"),
        hint="Check EOS ids (VOC004/VOC005), the chat template and the embedding of special tokens (EMB001).",
        shares=(GREEDY,))
@@ -65,16 +58,16 @@ def empty_or_immediate_eos(ctx):
     the wrong EOS/pad ids, has zeroed special-token rows, or gets a prompt the template mangled. Fires when
     at least half of the probes end immediately or produce only whitespace; the generated text is evidence.
     """
-    severity, note = _severity(ctx)
+    init = init_standing(ctx)
     runs = traces(ctx)
     empty = [(p.label, t.tokens[:8]) for p, t in runs if not text_of(ctx, t).strip()]
     immediate = [p.label for p, t in runs if t.finish == "eos" and len(t.tokens) == 1]
     if 2 * len(immediate) >= len(runs):
-        yield Problem(f"{_prefix(severity)}EOS is the first generated token on {len(immediate)} of {len(runs)} "
-                      "probes", severity=severity, evidence={"probes": immediate, **note})
+        yield Problem(f"{init.prefix}EOS is the first generated token on {len(immediate)} of {len(runs)} "
+                      "probes", severity=init.severity, evidence={"probes": immediate, **init.evidence})
     elif 2 * len(empty) >= len(runs):
-        yield Problem(f"{_prefix(severity)}greedy output is empty on {len(empty)} of {len(runs)} probes",
-                      severity=severity, evidence={"outputs": empty, **note})
+        yield Problem(f"{init.prefix}greedy output is empty on {len(empty)} of {len(runs)} probes",
+                      severity=init.severity, evidence={"outputs": empty, **init.evidence})
 
 
 @check("GEN002", category="generation", severity="warning", needs=("engine", "tokenizer"),
@@ -89,7 +82,7 @@ def repetition(ctx):
     ids, a mis-scaled RoPE or a corrupted KV cache produce (a missing position_ids has been measured to
     multiply repetition by five). Generated texts are evidence.
     """
-    severity, note = _severity(ctx)
+    init = init_standing(ctx)
     limit = ctx.threshold("GEN002", "max_rate", 0.5)
     rows = [(p.label, repeated_ngram_rate(t.tokens), text_of(ctx, t)) for p, t in traces(ctx)
             if len(t.tokens) >= MIN_TOKENS_FOR_REPETITION]
@@ -97,10 +90,10 @@ def repetition(ctx):
         raise Skip(f"outputs shorter than {MIN_TOKENS_FOR_REPETITION} tokens (--quick or early EOS)")
     mean = sum(r[1] for r in rows) / len(rows)
     if mean > limit:
-        yield Problem(f"{_prefix(severity)}greedy outputs repeat themselves: mean repeated-{NGRAM}-gram rate "
-                      f"{mean:.0%} over {len(rows)} probes", severity=severity,
+        yield Problem(f"{init.prefix}greedy outputs repeat themselves: mean repeated-{NGRAM}-gram rate "
+                      f"{mean:.0%} over {len(rows)} probes", severity=init.severity,
                       evidence={"outputs": [{"probe": r[0], "rate": r[1], "text": r[2][:300]} for r in rows],
-                                **note})
+                                **init.evidence})
 
 
 @check("GEN003", category="generation", severity="warning", needs=("engine", "tokenizer"),
@@ -113,15 +106,15 @@ def eos_oscillation(ctx):
     so generation neither stops cleanly nor continues coherently. Counts swings of P(EOS) between >= 0.45
     and < 0.25 per probe; `min_swings` (default 4) or more on any probe fires, with the P(EOS) trace.
     """
-    severity, note = _severity(ctx)
+    init = init_standing(ctx)
     need = ctx.threshold("GEN003", "min_swings", 4)
     for probe, trace in traces(ctx):
         swings = eos_swings(trace.eos_probs)
         if swings >= need:
-            yield Problem(f"{_prefix(severity)}{probe.label}: P(EOS) swings {swings} times between high and low "
-                          f"without settling", severity=severity,
+            yield Problem(f"{init.prefix}{probe.label}: P(EOS) swings {swings} times between high and low "
+                          f"without settling", severity=init.severity,
                           evidence={"eos_probs": [round(p, 4) for p in trace.eos_probs],
-                                    "text": text_of(ctx, trace)[:300], **note})
+                                    "text": text_of(ctx, trace)[:300], **init.evidence})
 
 
 @check("GEN004", category="generation", severity="warning", needs=("engine", "tokenizer"),
@@ -140,10 +133,10 @@ def chat_never_ends(ctx):
     chat = [(p, t) for p, t in traces(ctx) if p.chat]
     if not chat:
         raise Skip("no chat template")
-    severity, note = _severity(ctx)
+    init = init_standing(ctx)
     probe, trace = chat[0]
     peak = max(trace.eos_probs, default=0.0)
     if trace.finish == "length" and peak < 0.1:
-        yield Problem(f"{_prefix(severity)}the chat answer hits max_new_tokens ({len(trace.tokens)}) and P(EOS) "
-                      f"never exceeds {peak:.2g}", severity=severity,
-                      evidence={"text": text_of(ctx, trace)[:300], "max_eos_prob": peak, **note})
+        yield Problem(f"{init.prefix}the chat answer hits max_new_tokens ({len(trace.tokens)}) and P(EOS) "
+                      f"never exceeds {peak:.2g}", severity=init.severity,
+                      evidence={"text": text_of(ctx, trace)[:300], "max_eos_prob": peak, **init.evidence})

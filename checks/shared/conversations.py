@@ -15,6 +15,12 @@ CONVERSATIONS = {
                    {"role": "assistant", "content": "Hello! How can I help you today?"},
                    {"role": "user", "content": "What is 2 + 2?"}],
 }
+# the template checks' turns (TOK007-TOK009) and the embedding check's rendered prompts (EMB): a user message alone,
+# user/assistant turns, and the same after a system message
+USER_ONLY = [{"role": "user", "content": "What is the capital of France?"}]
+NO_SYSTEM = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello, how can I help?"},
+             {"role": "user", "content": "Tell me a joke"}]
+WITH_SYSTEM = [{"role": "system", "content": "You are a helpful assistant."}] + NO_SYSTEM
 # local renderings cost nothing: diff also renders several turns after a system message
 BRANCHES = {**CONVERSATIONS,
             "multi-turn with system": [{"role": "system", "content": "You are a helpful assistant."},

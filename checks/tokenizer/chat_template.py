@@ -6,13 +6,10 @@ from __future__ import annotations
 import regex
 
 from checks.registry import Problem, Skip, check
+from checks.shared.conversations import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from findings import Location
 from reference_engine.errors import ModelDirError
 
-USER_ONLY = [{"role": "user", "content": "What is the capital of France?"}]
-NO_SYSTEM = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello, how can I help?"},
-             {"role": "user", "content": "Tell me a joke"}]
-WITH_SYSTEM = [{"role": "system", "content": "You are a helpful assistant."}] + NO_SYSTEM
 # role markers as templates write them: <|im_start|>, <|start_header_id|>, <start_of_turn>, </s>
 MARKER = regex.compile(r"<\|[^<>|\s]{1,40}\|>|</?[A-Za-z_][A-Za-z0-9_\-]{0,40}>")
 

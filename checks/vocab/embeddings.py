@@ -4,7 +4,7 @@ losses when fine-tuning on a chat template. Row statistics come from the streame
 special-token rows are read individually."""
 from __future__ import annotations
 
-from checks.tokenizer.chat_template import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
+from checks.shared.conversations import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from checks.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
 from checks.vocab.special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows, row_key

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 MAX_LOSS_FRACTION = 0.6        # of ln V
 MAX_UNIGRAM_FRACTION = 1.0     # of the text's own unigram loss
 MAX_COPY_RATIO = 0.5           # second copy's loss / first copy's
+# The bounds are calibrated on language models from 135M parameters; below this a model is measured, not judged
+# (a healthy 0.9M toy reads worse than uniform), and weights still at their initialisation are a test model's.
+# From it up, a checkpoint was trained by someone: weights at initialisation are a conversion that lost them.
+MIN_JUDGED_PARAMETERS = 50_000_000
 
 
 @dataclass(frozen=True)

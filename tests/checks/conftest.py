@@ -10,7 +10,7 @@ import pytest
 
 import checks
 from checks.registry import REGISTRY
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import BASES
 
 STATIC_CATEGORIES = ["files", "config", "weights", "vocab", "embeddings", "tokenizer"]

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from reference_engine.config import parse_config
 from tests.checks.conftest import no_crashes, problems, run_static
 

@@ -14,7 +14,7 @@ import checks
 from checks.registry import REGISTRY, Problem, check
 from checks.context import CheckContext
 from findings import Severity
-from llmdoctor.runner import run_one
+from llmdoctor.run.runner import run_one
 
 LEVELS = {s.value: s.rank for s in Severity}
 

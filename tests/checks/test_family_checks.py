@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_CATEGORIES
 

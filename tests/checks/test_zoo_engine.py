@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import checks
-from llmdoctor.baseline import record, save
+from llmdoctor.run.baseline import record, save
 from llmdoctor.cli import DEMO_MODEL
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import CONFUSION, fired, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_BASES, ENGINE_CATEGORIES, ENGINE_FAULTS
 

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 
-from llmdoctor.diff_runner import run_diff
+from llmdoctor.run.diff_runner import run_diff
 from reference_engine.testing.factory import build_model_dir
 from tests.peft_adapters import make_adapter
 

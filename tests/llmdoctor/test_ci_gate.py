@@ -154,7 +154,7 @@ def test_pre_commit_manifest_and_hook(repo, monkeypatch):
     import yaml
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert hook["id"] == "llmdoctor-check"
-    from llmdoctor.precommit import main
+    from llmdoctor.commands.precommit import main
     monkeypatch.chdir(repo)
     staged = [f"{MODEL}/config.json", f"{MODEL}/tokenizer.json"]     # two files of one model: checked once
     result = CliRunner().invoke(main, [*staged, "--format", "github"], catch_exceptions=False)
@@ -172,7 +172,7 @@ def test_probe_endpoint_and_triage_speak_the_ci_formats(repo, monkeypatch, tmp_p
     assert code == 1 and dead["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
         "models/good/config.json"
 
-    from llmdoctor.triage import run_triage     # the API under `triage --format`, with a small bandwidth probe
+    from llmdoctor.triage.bundle import run_triage     # the API under `triage --format`, with a small bandwidth probe
     bundle = tmp_path / "bundle"
     capsys.readouterr()
     run_triage("models/good", bundle, kv_requests=50, bandwidth_bytes=1 << 20, run_checks=False,

@@ -62,7 +62,7 @@ def test_missing_model_dir(runner, tmp_path):
 def test_generate_kv_cache_bound():
     """generate's KV cache is sized to what the request can need (prompt bytes + template slack + reply, per
     beam), and the plan counts those tokens: no default 1 GiB cache beside the plan."""
-    from llmdoctor.cli_generate import TEMPLATE_SLACK_TOKENS, kv_tokens_bound
+    from llmdoctor.commands.generate import TEMPLATE_SLACK_TOKENS, kv_tokens_bound
     from reference_engine.generate.sampling_params import SamplingParams
     assert kv_tokens_bound("héllo", SamplingParams(max_new_tokens=10)) == 6 + TEMPLATE_SLACK_TOKENS + 10
     chat = [{"role": "system", "content": "ab"}, {"role": "user", "content": "cd"}]

@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI_MODULES = sorted(f"llmdoctor.{p.stem}" for p in (ROOT / "llmdoctor").glob("cli*.py"))
+COMMANDS = ROOT / "llmdoctor" / "commands"
+CLI_MODULES = sorted(["llmdoctor.cli", *(f"llmdoctor.commands.{p.stem}" for p in COMMANDS.glob("*.py")
+                                        if p.stem != "__init__")])
 
 
 def test_every_command_module_is_found():
-    expected = {"llmdoctor.cli", "llmdoctor.cli_options", "llmdoctor.cli_endpoint", "llmdoctor.cli_probe"}
+    expected = {"llmdoctor.cli", "llmdoctor.commands.options", "llmdoctor.commands.endpoint",
+                "llmdoctor.commands.probe"}
     assert expected <= set(CLI_MODULES)
 
 

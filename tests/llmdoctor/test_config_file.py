@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.config_file import ConfigFileError, load_settings
+from llmdoctor.run.config_file import ConfigFileError, load_settings
 
 
 def test_no_config_gives_empty_settings(tmp_path):

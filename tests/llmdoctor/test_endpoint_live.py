@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.endpoint import EndpointOptions, endpoint_specs, run_endpoint
+from llmdoctor.run.endpoint import EndpointOptions, endpoint_specs, run_endpoint
 from tests import endpoint_assets
 from tests.assets import or_fail
 
@@ -235,7 +235,7 @@ def test_api_key_from_env_never_in_report(serve, smollm2_gguf, reference, monkey
 
 
 def test_triage_bundle_has_the_endpoint_section(healthy, smollm2_dir, tmp_path):
-    from llmdoctor.triage import run_triage
+    from llmdoctor.triage.bundle import run_triage
     run_triage(smollm2_dir, tmp_path / "bundle", kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
                         endpoint=EndpointOptions(healthy.url, timeout_s=120, deadline_s=600))
     data = json.loads((tmp_path / "bundle" / "report.json").read_text())

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from llmdoctor.cli import cli
-from llmdoctor.fix import FixError, expected_after_fix, fix_model
-from llmdoctor.runner import run_checks
+from llmdoctor.repair.fix import FixError, expected_after_fix, fix_model
+from llmdoctor.run.runner import run_checks
 from reference_engine.files.safetensors_io import validate_file
 from tests.checks import zoo
 

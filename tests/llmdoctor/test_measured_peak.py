@@ -59,7 +59,7 @@ def test_forced_streaming_below_its_peak_exits_2(factory_model_dir, monkeypatch)
     from click.testing import CliRunner
 
     from llmdoctor.cli import cli
-    from llmdoctor.workloads import CHECK_QUICK
+    from llmdoctor.run.workloads import CHECK_QUICK
     from reference_engine.budget.plan import GiB, make_plan
     model = factory_model_dir("llama")
     need = make_plan(model, 64 * GiB, workload=CHECK_QUICK, force="streaming").streaming_peak_bytes

@@ -130,7 +130,7 @@ def test_generate_and_baseline_use_the_planner(model, tmp_path, command):
 
 def test_progress_shows_layers_and_bytes_on_a_tty_only():
     import io
-    from llmdoctor.progress import Progress
+    from llmdoctor.run.progress import Progress
 
     class Tty(io.StringIO):
         def isatty(self):

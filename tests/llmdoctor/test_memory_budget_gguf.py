@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import llmdoctor
 from llmdoctor.cli import cli
-from llmdoctor.workloads import CHECK_FULL
+from llmdoctor.run.workloads import CHECK_FULL
 from reference_engine.budget.plan import GiB, make_plan
 from tests.checks.zoo_gguf import Q8_0, export_spec, write_spec
 from tests.llmdoctor.test_memory_budget import ROOT, _port, comparable

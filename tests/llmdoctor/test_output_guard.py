@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmdoctor.cli import cli
-from llmdoctor.output_guard import InsideModelError, is_inside, refuse_inside_model
+from llmdoctor.run.output_guard import InsideModelError, is_inside, refuse_inside_model
 
 # each writer with the arguments that come before its output path
 WRITERS = {

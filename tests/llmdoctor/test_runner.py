@@ -15,9 +15,9 @@ import checks
 import llmdoctor
 from checks import LoadError
 from checks.registry import Problem, Skip, check
-from llmdoctor.fingerprint import fingerprint
-from llmdoctor.progress import Progress
-from llmdoctor.runner import run_checks
+from llmdoctor.run.fingerprint import fingerprint
+from llmdoctor.run.progress import Progress
+from llmdoctor.run.runner import run_checks
 from reference_engine.errors import ModelDirError
 
 from tests.llmdoctor.conftest import llama_tensors, TINY_CONFIG

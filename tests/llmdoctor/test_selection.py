@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from checks.registry import make_spec
-from llmdoctor.selection import SelectionError, parse_selectors, select_checks
+from llmdoctor.run.selection import SelectionError, parse_selectors, select_checks
 
 
 def _spec(ident: str, category: str):

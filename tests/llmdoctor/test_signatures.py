@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from checks.registry import FAMILIES
 from findings import CATEGORIES
-from llmdoctor.signatures import SIGNATURES
-from llmdoctor.signatures import match_details, match_signatures, render_explanation
+from llmdoctor.report.signatures import SIGNATURES
+from llmdoctor.report.signatures import match_details, match_signatures, render_explanation
 
 # (text as users paste it, the signature it must produce) — the table first.
 REAL_TEXTS = [

@@ -101,7 +101,7 @@ def test_decode_roofline_on_a_tiny_model(tiny_model_dir):
 
 
 def test_cli_probe_bandwidth(tiny_model_dir):
-    from llmdoctor.cli_probe import probe
+    from llmdoctor.commands.probe import probe
     result = CliRunner().invoke(probe, ["bandwidth", "--device", "cpu", "--size", "4MiB", "--runs", "2",
                                         "--model", str(tiny_model_dir), "--format", "json"])
     assert result.exit_code == 0, result.output

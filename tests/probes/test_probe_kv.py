@@ -158,7 +158,7 @@ def test_model_sizing_and_sizes(tiny_model_dir):
 def test_memory_budget_reads_as_in_every_command(tiny_model_dir):
     """--memory-budget 4G is 4 GiB here as in check/diff/generate/baseline (one parser: budget/plan.parse_size);
     without --with-model a token has no size, so the budget is refused in one line instead of ignored."""
-    from llmdoctor.cli_probe import probe
+    from llmdoctor.commands.probe import probe
     kv = ModelKv.from_dir(tiny_model_dir, "bfloat16")
     runner = CliRunner()
     args = ["kv", "--requests", "20", "--block-sizes", "16", "--with-model", str(tiny_model_dir), "--kv-dtype",
@@ -180,7 +180,7 @@ def test_memory_budget_reads_as_in_every_command(tiny_model_dir):
 
 
 def test_cli_probe_kv_json_and_html(tmp_path, tiny_model_dir):
-    from llmdoctor.cli_probe import probe
+    from llmdoctor.commands.probe import probe
     runner = CliRunner()
     args = ["kv", "--requests", "300", "--rate", "50", "--block-sizes", "16,256", "--with-model", str(tiny_model_dir),
             "--memory-budget", "1MiB", "--max-len", "1024", "--format", "json"]
@@ -220,7 +220,7 @@ def test_aligned_timelines_carry_values_forward():
 
 
 def test_cli_replays_a_saved_trace(tmp_path):
-    from llmdoctor.cli_probe import probe
+    from llmdoctor.commands.probe import probe
     runner, trace = CliRunner(), tmp_path / "trace.jsonl"
     first = runner.invoke(probe, ["kv", "--requests", "150", "--block-sizes", "16", "--save-trace", str(trace),
                                   "--format", "json"])

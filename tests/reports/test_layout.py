@@ -73,7 +73,7 @@ def test_values_read_as_text_not_json():
 
 
 def test_one_line_evidence_brackets_nested_dicts():
-    from reports.common import compact_evidence
+    from reports.summary import compact_evidence
     assert compact_evidence({"at": {"layer": 1, "module": "mlp"}, "peak": 432211.3, "ok": True}) == \
         "at=(layer 1, module mlp), peak=432211, ok=yes"
 

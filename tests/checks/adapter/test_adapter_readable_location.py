@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from reference_engine.testing.factory import build_model_dir
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import checks
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from reference_engine.testing.factory import build_model_dir
 from tests.checks.conftest import fired, no_crashes, problems
 from tests.checks.zoo_adapter import ADAPTER_FAULTS, ATTN

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmdoctor.cli import DEMO_MODEL
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.competence.broken import BROKEN
 from tests.checks.competence.oracle import judge
 from tests.checks.conftest import no_crashes
@@ -130,3 +130,20 @@ def test_untrained_factory_model_is_named_untrained_never_an_error(preset, repor
     assert problems(report) == []
     named = [f for f in report.findings if f.check in ("CMP001", "CMP002")]
     assert named and all(f.message.startswith("untrained") for f in named)
+
+
+FULL_SIZE = dict(hidden_size=512, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=4,
+                 vocab_size=50_000, torch_dtype="bfloat16")     # 55.9M parameters: above MIN_JUDGED_PARAMETERS
+
+
+def test_full_size_model_at_its_initial_weights_is_an_error(reports, factory_model_dir):
+    """A checkpoint as large as the bounds are calibrated for, saved at its initialisation (a conversion or save
+    that lost the trained weights), is an error, named as such; the small factory models above stay info.
+    ~10 s on 2 cores: a 112 MB bf16 model built once and prefilled."""
+    from probes.competence.bounds import MIN_JUDGED_PARAMETERS
+    report = reports(factory_model_dir("llama", **FULL_SIZE))
+    no_crashes(report)
+    text = report.findings_for("CMP001")[0]
+    assert text.severity.value == "error" and text.message.startswith("weights still at their initialisation")
+    assert "lost the trained weights" in text.message
+    assert text.evidence["parameters"] >= MIN_JUDGED_PARAMETERS and text.evidence["weights_at_initialisation"]

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from llmdoctor.diff_runner import run_diff
+from llmdoctor.run.diff_runner import run_diff
 from tests.checks.zoo import edit_json, edit_tensors, edit_tokenizer, read_json
 
 DEEP = {"num_hidden_layers": 4}
@@ -135,7 +135,7 @@ def test_tokenizer_difference_shows_spans_with_both_id_sequences(factory_model_d
 
 
 def test_baseline_candidate_computes_what_it_can(factory_model_dir, tmp_path):
-    from llmdoctor.baseline import record, save
+    from llmdoctor.run.baseline import record, save
     ref = factory_model_dir("llama")
     path = save(record(ref, quick=True), tmp_path / "golden.json", ref)
     report = run_diff(ref, path, quick=True)
@@ -150,7 +150,7 @@ def test_baseline_candidate_computes_what_it_can(factory_model_dir, tmp_path):
 
 
 def test_check_command_never_runs_dif_checks(factory_model_dir):
-    from llmdoctor.runner import run_checks
+    from llmdoctor.run.runner import run_checks
     report = run_checks(factory_model_dir("llama"), select=["config"])
     assert report.checks and not any(r.id.startswith("DIF") for r in report.checks)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.diff_runner import run_diff
+from llmdoctor.run.diff_runner import run_diff
 
 zoo_gguf = pytest.importorskip("tests.checks.zoo_gguf", reason="GGUF support not in this tree")
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
 from probes.endpoint import text_parts
 from tests import endpoint_assets
 from tests.assets import or_fail

@@ -7,7 +7,7 @@ import torch
 
 from checks.endpoint.context import COMPLETION_PROMPT, CONVERSATIONS, STOP_CONVERSATION
 from checks.endpoint.reference import Reference
-from llmdoctor.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
 from tests.probes.endpoint import cassette
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
 
 HF_VARIANTS = ("qwen3_qknorm_odd_head_dim", "llama_gqa4_tied_bias", "llama_rope_llama3", "qwen2_rope_yarn_mscale",

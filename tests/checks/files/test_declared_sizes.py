@@ -8,7 +8,7 @@ import pytest
 from checks.shared.tensor_layout import backed_layers, expected_tensors, layer_shortfall
 from checks.context import CheckContext
 from checks.registry import Skip
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from reference_engine import limits
 from tests.checks import zoo
 

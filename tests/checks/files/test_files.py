@@ -5,7 +5,7 @@ import os
 import pickle
 import shutil
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
 
 

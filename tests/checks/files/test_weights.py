@@ -6,7 +6,7 @@ import torch
 
 from checks.context import CheckContext
 from checks.files.weights import all_zero_tensors, nonfinite_weights
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
 
 

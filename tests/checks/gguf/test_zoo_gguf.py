@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import checks
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import CONFUSION, fired, no_crashes, problems
 from tests.checks.zoo_gguf import FAULTS, healthy
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from llmdoctor.baseline import record, save
-from llmdoctor.diff_runner import run_diff
-from llmdoctor.runner import run_checks
+from llmdoctor.run.baseline import record, save
+from llmdoctor.run.diff_runner import run_diff
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import no_crashes, problems
 from tests.checks.zoo_quant import awq, quantize_dir
 from tests.quant_builders import build_variant

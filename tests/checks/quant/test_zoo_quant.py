@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import checks
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import CONFUSION, STATIC_CATEGORIES, fired, no_crashes, problems
 from tests.checks.zoo_quant import FAULTS, FORMATS, quantize_dir
 

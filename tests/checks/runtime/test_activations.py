@@ -12,7 +12,7 @@ import torch
 from checks.runtime import activations
 from checks.shared.probe_runs import point_stats
 from checks.context import CheckContext
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from reports import render
 from reference_engine.core.capture import MODULES, ActivationRecorder
 from tests.checks.zoo import one_value

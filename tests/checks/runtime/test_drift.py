@@ -11,8 +11,8 @@ import torch
 
 from checks.runtime import drift
 from checks.shared.baseline_file import top_k_rows
-from llmdoctor.baseline import record, save
-from llmdoctor.runner import run_checks
+from llmdoctor.run.baseline import record, save
+from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import edit_tokenizer
 
 

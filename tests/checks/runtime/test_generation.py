@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from checks.runtime import generation
-from checks.runtime import init_stats
-from checks.runtime.init_stats import InitVerdict, init_state, judge
+from checks.shared import init_stats
+from checks.shared.init_stats import InitVerdict, init_state, judge
 from checks.shared.probe_runs import GreedyTrace
 from checks.shared.prompts import ProbeInput
 from checks.shared.tensor_scan import TensorStats
@@ -152,6 +152,15 @@ def test_verdict_never_looks_at_the_outputs(factory_model_dir):
     ctx = CheckContext(factory_model_dir("llama"), quick=True)
     init_state(ctx)
     assert "engine" not in ctx._cache and not any(isinstance(k, tuple) and k[0] == "forward" for k in ctx.state)
+
+
+def test_a_full_size_model_at_its_initialisation_keeps_the_severity(ctx, monkeypatch):
+    """From MIN_JUDGED_PARAMETERS up, weights at initialisation are a conversion that lost them: the warning
+    stands, and the message names the initialisation."""
+    monkeypatch.setattr(init_stats, "parameter_count", lambda ctx: 60_000_000)
+    (problem,) = generation.repetition(with_traces(ctx, LOOPING, untrained=True))
+    assert problem.severity is None and problem.message.startswith("weights still at their initialisation in a 60M")
+    assert problem.evidence["parameters"] == 60_000_000
 
 
 def test_weights_that_cannot_be_judged_keep_the_severity(factory_model_dir, monkeypatch):

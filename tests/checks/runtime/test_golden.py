@@ -11,7 +11,7 @@ from checks.runtime import golden
 from checks.shared.probe_runs import ForwardRun, StatsRecorder
 from checks.shared.prompts import probe_inputs
 from checks.context import CheckContext
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import edit_json, one_value
 from tests.checks.zoo_engine import TEMPLATE_PADS_BEFORE_ROLES
 

@@ -10,7 +10,7 @@ import torch
 from checks.runtime import numerics
 from checks.shared.probe_runs import ForwardRun, StatsRecorder
 from checks.shared.prompts import ProbeInput
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import edit_json
 from tests.checks.zoo_engine import scale_mlp
 

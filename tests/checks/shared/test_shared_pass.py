@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from llmdoctor.cli import DEMO_MODEL
-from llmdoctor.runner import run_checks
-from llmdoctor.workloads import CHECK_QUICK
+from llmdoctor.run.runner import run_checks
+from llmdoctor.run.workloads import CHECK_QUICK
 
 
 def findings(report) -> list[tuple]:

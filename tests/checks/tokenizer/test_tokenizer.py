@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
 
 

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import fired, no_crashes
 from tests.checks.zoo_sources import BASES, FAULTS, build_base
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmdoctor.cli import cli
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
 
 TEMPLATES = Path(__file__).parent / "tool_templates"

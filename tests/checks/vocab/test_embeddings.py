@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from checks.vocab.special_rows import classify
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
 
 

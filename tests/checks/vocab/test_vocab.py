@@ -1,7 +1,7 @@
 """The six vocabulary figures are reported exactly, for untied and tied models."""
 from __future__ import annotations
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
 
 

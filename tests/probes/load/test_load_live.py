@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.load_probe import run_load_report
+from llmdoctor.run.load_probe import run_load_report
 from probes.load import LoadOptions
 from tests.assets import smollm2_gguf
 from tests.endpoint_assets import LlamaServer

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from llmdoctor.load_probe import run_load_report
+from llmdoctor.run.load_probe import run_load_report
 from probes.load import LoadOptions
 from tests.endpoint_assets import free_port
 from tests.load_servers import FaultProxy
@@ -139,9 +139,9 @@ def test_cli_json_and_html(model, fake, tmp_path):
 
 
 def test_triage_load_puts_the_levels_in_the_bundle(model, fake, tmp_path):
-    from llmdoctor.endpoint import EndpointOptions
-    from llmdoctor.triage import run_triage
-    from llmdoctor.triage_probes import TRIAGE_LOAD
+    from llmdoctor.run.endpoint import EndpointOptions
+    from llmdoctor.triage.bundle import run_triage
+    from llmdoctor.triage.parts import TRIAGE_LOAD
     result = run_triage(model, tmp_path / "bundle", device="cpu", kv_requests=50, bandwidth_bytes=1 << 20,
                         run_checks=False, endpoint=EndpointOptions(fake.url, timeout_s=10), load=True)
     body = json.loads((tmp_path / "bundle" / "report.json").read_text())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from llmdoctor.load_probe import run_load_report
+from llmdoctor.run.load_probe import run_load_report
 from probes.load import LoadOptions
 from tests.load_servers import FaultProxy, _ProxyHandler
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmdoctor.workloads import CHECK_FULL, CHECK_QUICK, GENERATE
+from llmdoctor.run.workloads import CHECK_FULL, CHECK_QUICK, GENERATE
 from reference_engine.budget.plan import (BASE_BYTES, GiB, MiB, PlanError, default_budget, make_plan, parse_size,
                                          split_layers)
 from reference_engine.testing.factory import build_model_dir

@@ -9,7 +9,7 @@ import torch
 from gguf import GGUFReader
 
 from reference_engine.budget.model_sizes import model_sizes
-from llmdoctor.workloads import CHECK_FULL, CHECK_QUICK
+from llmdoctor.run.workloads import CHECK_FULL, CHECK_QUICK
 from reference_engine.budget.plan import GiB, MiB, PlanError, make_plan
 from tests.checks.zoo_gguf import F32, Q8_0, export_spec, write_spec
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from reference_engine.engine import Engine
 from tests.checks.conftest import no_crashes, problems
 

@@ -100,7 +100,7 @@ def test_plain_rope_on_the_same_weights_would_differ(converted):
 
 @pytest.mark.assets
 def test_ggf007_passes_on_the_converted_file(converted):
-    from llmdoctor.runner import run_checks
+    from llmdoctor.run.runner import run_checks
     _, path = converted
     report = run_checks(path, select=["GGF007"], device="cpu")
     assert [r.status for r in report.checks if r.id == "GGF007"] == ["passed"]
@@ -140,7 +140,7 @@ def test_freq_factors_of_the_wrong_length_or_value_are_refused():
 @pytest.mark.assets
 def test_diff_sees_the_same_rope_in_both_spellings(converted):
     """DIF001: the HF directory's rope_scaling llama3 and the GGUF's rope_freqs rotate alike: no warning."""
-    from llmdoctor.diff_runner import run_diff
+    from llmdoctor.run.diff_runner import run_diff
     hf_dir, path = converted
     report = run_diff(hf_dir, path, quick=True, select=["DIF001"])
     assert [f.message for f in report.findings_for("DIF001") if f.severity.value != "info"] == []

@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from reference_engine.engine import Engine
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.source import model_source

@@ -17,7 +17,7 @@ def run_rank(rank: int, world: int, port: int, model_dir: str, out_dir: str, mod
     # the one-process reference and every rank run the same kernels, so their logits compare bit for bit
     torch.set_num_threads(1)
     from reference_engine.streaming.pipeline import PipelineError, attach_pipeline, world as start
-    from llmdoctor.workloads import CHECK_FULL
+    from llmdoctor.run.workloads import CHECK_FULL
     from reference_engine.budget.plan import make_plan
     from reference_engine.streaming.sweep import LogitsRequest, logits_many
     from reference_engine.streaming.streaming_core import StreamingCore

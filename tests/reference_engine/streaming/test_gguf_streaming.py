@@ -85,7 +85,7 @@ def test_smollm2_q4_1_streams_with_the_resident_logits():
     """A real Q4_1 file (tied embedding in Q8_0): one pass reads each quantized layer once and the head's
     blocks, never the whole file twice; logits agree (the LM-head matmul's float32 result may depend on the
     weight buffer's memory alignment, which differs between a numpy-made and a torch-made tensor)."""
-    from llmdoctor.workloads import CHECK_QUICK
+    from llmdoctor.run.workloads import CHECK_QUICK
     from reference_engine.budget.plan import GiB, make_plan
     path = _asset(assets.smollm2_gguf)
     resident = CoreEngine.from_pretrained(path, num_blocks=16)

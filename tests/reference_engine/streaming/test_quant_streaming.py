@@ -9,7 +9,7 @@ import re
 import pytest
 from safetensors import safe_open
 
-from llmdoctor.workloads import CHECK_QUICK
+from llmdoctor.run.workloads import CHECK_QUICK
 from reference_engine.budget.model_sizes import model_sizes
 from reference_engine.budget.plan import GiB, make_plan
 from reference_engine.readers.quant_reader import QuantChunkedWeights

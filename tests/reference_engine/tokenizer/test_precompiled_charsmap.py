@@ -121,7 +121,7 @@ def test_corrupt_map_is_one_line_naming_the_file(small, name, tmp_path):
 
 
 def test_corrupt_map_is_a_TOK029_error(small, tmp_path):
-    from llmdoctor.runner import run_checks
+    from llmdoctor.run.runner import run_checks
     d = spm_files.write_dir(tmp_path, with_map(small, corruptions(charsmap(small))["value past the strings"]))
     report = run_checks(d, select=["TOK029"])
     assert [(f.check, f.severity.value) for f in report.findings] == [("TOK029", "error")]

@@ -23,7 +23,7 @@ class Progress:
         self.done += 1
 
     def layer(self, done: int, total: int, bytes_read: int) -> None:
-        """A streaming pass reached layer `done` of `total` (llmdoctor/runner.py hands this to the engine)."""
+        """A streaming pass reached layer `done` of `total` (llmdoctor/run/runner.py hands this to the engine)."""
         if self.enabled:
             self._label = getattr(self, "_label", "")
             self._draw(f"{self._label} | layer {done}/{total}, {bytes_read / 1e9:.1f} GB read")

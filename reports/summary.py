@@ -1,4 +1,4 @@
-"""Small helpers every renderer shares: counts, verdict line, compact evidence."""
+"""What every renderer says about a report as a whole: counts, the verdict line, resource lines, compact evidence."""
 from __future__ import annotations
 
 from findings import STATUSES, Finding, Report

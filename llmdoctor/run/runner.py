@@ -18,14 +18,14 @@ from checks.shared import passes as shared_pass
 from checks.context import CheckContext, ResourceError
 from checks.registry import CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
-from llmdoctor.config_file import load_settings
-from llmdoctor.fingerprint import fingerprint
-from llmdoctor.locate import locate_report
+from llmdoctor.run.config_file import load_settings
+from llmdoctor.run.fingerprint import fingerprint
+from llmdoctor.report.locate import locate_report
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from findings.crash import describe
-from llmdoctor.progress import Progress
-from llmdoctor.workloads import check_workload
-from llmdoctor.selection import category_selected, parse_selectors, select_checks
+from llmdoctor.run.progress import Progress
+from llmdoctor.run.workloads import check_workload
+from llmdoctor.run.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import return_freed_memory_to_os
@@ -69,7 +69,7 @@ def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: 
           memory_budget: int | str | None = None, base: str | Path | None = None) -> Report:
     """Python API with the CLI's semantics: config file settings, overridden by the arguments given.
     path may be a LoRA adapter directory: base is its base model (default: base_model_name_or_path when local)."""
-    from llmdoctor.adapter_target import resolve
+    from llmdoctor.run.adapter_target import resolve
     target = resolve(path, base)
     root = validate_model_dir(target.base)
     settings = load_settings(root) if use_config else None
@@ -102,7 +102,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     fail_on_rank(fail_on)  # reject a bad level before doing any work
     root = validate_model_dir(model_dir)
     validate_device(device)
-    # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/diff_runner.py) only
+    # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/run/diff_runner.py) only
     # LRA checks look at an adapter: they run when one is given
     elsewhere = {"pair", "endpoint", "load"} | (set() if adapter else {"adapter"})
     chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not elsewhere & set(s.needs)]

@@ -1,12 +1,12 @@
-"""`llmdoctor probe load URL --model MODEL` (added to the `probe` group by llmdoctor.cli_probe)."""
+"""`llmdoctor probe load URL --model MODEL` (added to the `probe` group by llmdoctor.commands.probe)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
 
-from llmdoctor.cli_endpoint import endpoint_options
-from llmdoctor.cli_options import report_options
+from llmdoctor.commands.endpoint import endpoint_options
+from llmdoctor.commands.options import report_options
 
 
 def _numbers(kind):
@@ -52,9 +52,9 @@ def probe_load(url, model, served_name, api_key_env, timeout_s, concurrency, req
     """Load a live server (URL: root or /v1): latency percentiles, /metrics, answers that change under load."""
     import sys
 
-    from llmdoctor.cli_options import InputError, emit
-    from llmdoctor.load_probe import run_load_report
-    from llmdoctor.output_guard import refuse_inside_model
+    from llmdoctor.commands.options import InputError, emit
+    from llmdoctor.run.load_probe import run_load_report
+    from llmdoctor.run.output_guard import refuse_inside_model
     from probes.endpoint import EndpointError
     from probes.load import LoadOptions
     refuse_inside_model(output, model if model.is_dir() else model.parent, "report")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_options import (InputError, budget_option, device_option, dtype_option, emit, fail_on_option,
+from llmdoctor.commands.options import (InputError, budget_option, device_option, dtype_option, emit, fail_on_option,
                                    format_option, known_option, memory_budget_option, output_option)
 
 
@@ -39,15 +39,15 @@ def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, out
     """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline
     JSON from `llmdoctor baseline`): config, tokenizer, weights, logit statistics, the first layer where they
     part ways, and greedy generations."""
-    from llmdoctor.diff_runner import run_diff
-    from llmdoctor.output_guard import refuse_inside_model
-    from llmdoctor.progress import Progress
-    from llmdoctor.selection import parse_selectors
+    from llmdoctor.run.diff_runner import run_diff
+    from llmdoctor.run.output_guard import refuse_inside_model
+    from llmdoctor.run.progress import Progress
+    from llmdoctor.run.selection import parse_selectors
 
     if output is not None:
         for path in (ref, cand):          # a directory, or the GGUF/baseline file itself
             refuse_inside_model(output, Path(path), "report")
-        from llmdoctor.diff_runner import adapter_sides
+        from llmdoctor.run.diff_runner import adapter_sides
         for target in adapter_sides(ref, cand, base):   # and the base an adapter side runs on
             target.refuse_output(output, "report")
     text = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_options import device_option, dtype_option, memory_budget_option
+from llmdoctor.commands.options import device_option, dtype_option, memory_budget_option
 
 
 def resolve_device_dtype(device: str, dtype: str, model_dir: Path) -> tuple[str, str]:
@@ -31,7 +31,7 @@ def resolve_device_dtype(device: str, dtype: str, model_dir: Path) -> tuple[str,
 
 
 def build_params(**values):
-    from llmdoctor.cli_options import InputError
+    from llmdoctor.commands.options import InputError
     from reference_engine.generate.sampling_params import SamplingParams
     try:
         return SamplingParams(**values)
@@ -69,9 +69,9 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
     """Generate a reply to PROMPT with the reference engine (MODEL_DIR, or a LoRA adapter on --base) and show
     why it stopped."""
     from checks.engine_builder import EngineSpec, build_engine
-    from llmdoctor.adapter_target import resolve
-    from llmdoctor.cli_options import budget_option
-    from llmdoctor.workloads import GENERATE
+    from llmdoctor.run.adapter_target import resolve
+    from llmdoctor.commands.options import budget_option
+    from llmdoctor.run.workloads import GENERATE
 
     target = resolve(model_dir, base)
     model_dir = target.base
@@ -121,7 +121,7 @@ def generation_plan(spec):
     plan = plan_or_none(spec)
     if plan is None:
         return None
-    from llmdoctor.runner import announce_plan
+    from llmdoctor.run.runner import announce_plan
     announce_plan(plan, sys.stderr)
     if plan.streaming:
         from reference_engine.limits import return_freed_memory_to_os
@@ -130,7 +130,7 @@ def generation_plan(spec):
 
 
 def _run(engine, request, params, stream: bool):
-    from llmdoctor.cli_options import InputError
+    from llmdoctor.commands.options import InputError
     from reference_engine.generate.loop import generate, stream as stream_text
     try:
         if not stream:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_options import output_option
+from llmdoctor.commands.options import output_option
 
 VERIFY = ["vocab", "embeddings"]
 
@@ -21,8 +21,8 @@ VERIFY = ["vocab", "embeddings"]
               help="Set untrained special-token rows to the mean of the trained rows (embedding and lm_head).")
 def fix_command(model_dir, out_dir, vocab, untrained_embeddings):
     """Write a repaired copy of MODEL_DIR to --output (the source is never modified)."""
-    from llmdoctor.fix import expected_after_fix, fix_model
-    from llmdoctor.runner import run_checks
+    from llmdoctor.repair.fix import expected_after_fix, fix_model
+    from llmdoctor.run.runner import run_checks
 
     if not (vocab or untrained_embeddings):
         raise click.UsageError("choose what to fix: --vocab and/or --untrained-embeddings")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_options import known_option
+from llmdoctor.commands.options import known_option
 
 # the static checks: no engine, weights read as headers (shapes, dtypes) only
 DEFAULT_SELECT = "files,config,tokenizer,vocab,WGT001,WGT002,WGT003,WGT004"
@@ -39,9 +39,9 @@ def model_paths(files: tuple[str, ...]) -> list[Path]:
 @known_option
 def main(files, select, ignore, fail_on, fmt, known):
     """Check the models that FILES belong to."""
-    from llmdoctor.cli_options import emit
-    from llmdoctor.runner import run_checks, validate_model_dir
-    from llmdoctor.selection import parse_selectors
+    from llmdoctor.commands.options import emit
+    from llmdoctor.run.runner import run_checks, validate_model_dir
+    from llmdoctor.run.selection import parse_selectors
     from reference_engine.errors import ModelDirError
 
     failed = False

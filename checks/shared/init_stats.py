@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from checks.shared.tensor_layout import EMBED, LAYER_INDEX, LM_HEAD
 from checks.shared.tensor_scan import TensorStats, scan_weights
+from probes.competence.bounds import MIN_JUDGED_PARAMETERS
 
 DEFAULT_INITIALIZER_RANGE = 0.02   # transformers' PretrainedConfig default
 MATRIX_RMS_TOLERANCE = 0.25        # |rms / initializer_range - 1|
@@ -140,3 +141,44 @@ def init_state(ctx) -> InitVerdict:
                                          "trained", 0, init_range)
         ctx.state[STATE_KEY] = verdict
     return ctx.state[STATE_KEY]
+
+
+def parameter_count(ctx) -> int:
+    """Logical parameters of the model (dequantized shapes; 0 when the table cannot be read)."""
+    try:
+        weights = ctx.weights
+        total = 0
+        for name in weights.names:
+            n = 1
+            for d in weights.info(name).shape:
+                n *= int(d)
+            total += n
+        return total
+    except Exception:
+        return 0
+
+
+@dataclass(frozen=True)
+class InitStanding:
+    """How a check that judges outputs reports a model at its initialisation."""
+    severity: str | None      # None: the check's own severity; "info": measured, not judged
+    prefix: str               # what the message starts with ("" for a trained model)
+    evidence: dict
+
+
+def init_standing(ctx) -> InitStanding:
+    """Trained weights: judged as usual. Weights at initialisation below MIN_JUDGED_PARAMETERS (the factory and
+    toy models tests build, a `from_config` sketch): info, named untrained. At or above it: judged at the check's
+    own severity and named: a checkpoint that size was trained by someone, so weights still at their
+    initialisation are a conversion or save that lost them (a loader that skipped every tensor, then saved the
+    freshly built module)."""
+    verdict = init_state(ctx)
+    evidence = verdict.evidence()
+    if not verdict.untrained:
+        return InitStanding(None, "", evidence)
+    count = parameter_count(ctx)
+    evidence = {**evidence, "parameters": count}
+    if count >= MIN_JUDGED_PARAMETERS:
+        return InitStanding(None, f"weights still at their initialisation in a {count / 1e6:.0f}M-parameter "
+                                  "model (a conversion or save lost the trained weights): ", evidence)
+    return InitStanding("info", "untrained (weights still at their initialisation): ", evidence)

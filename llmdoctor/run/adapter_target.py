@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmdoctor.output_guard import refuse_inside_model
+from llmdoctor.run.output_guard import refuse_inside_model
 
 
 class AdapterUsageError(ValueError):

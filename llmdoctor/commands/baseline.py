@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_options import device_option, dtype_option, memory_budget_option, output_option
+from llmdoctor.commands.options import device_option, dtype_option, memory_budget_option, output_option
 
 
 @click.command("baseline")
@@ -24,11 +24,11 @@ from llmdoctor.cli_options import device_option, dtype_option, memory_budget_opt
 def baseline_command(model_dir, output, device, dtype, quick, top_k, memory_budget, base):
     """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes
     (MODEL_DIR may be a LoRA adapter, run on --base)."""
-    from llmdoctor.adapter_target import resolve
-    from llmdoctor.baseline import BaselineError, record, save
-    from llmdoctor.cli_options import InputError, budget_option
-    from llmdoctor.output_guard import refuse_inside_model
-    from llmdoctor.runner import validate_device, validate_model_dir
+    from llmdoctor.run.adapter_target import resolve
+    from llmdoctor.run.baseline import BaselineError, record, save
+    from llmdoctor.commands.options import InputError, budget_option
+    from llmdoctor.run.output_guard import refuse_inside_model
+    from llmdoctor.run.runner import validate_device, validate_model_dir
 
     target = resolve(model_dir, base)
     root = validate_model_dir(target.base)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_endpoint import endpoint_options, probe_endpoint
-from llmdoctor.cli_load import probe_load
-from llmdoctor.cli_options import known_option, output_option, report_options
+from llmdoctor.commands.endpoint import endpoint_options, probe_endpoint
+from llmdoctor.commands.load import probe_load
+from llmdoctor.commands.options import known_option, output_option, report_options
 
 
 def _size(ctx, param, value):
@@ -33,7 +33,7 @@ def _block_sizes(ctx, param, value):
 
 
 def finish(recorder, fmt: str, output: Path | None, fail_on: str, known: Path | None = None) -> None:
-    from llmdoctor.cli_options import emit
+    from llmdoctor.commands.options import emit
     report = recorder.report(fail_on=fail_on)
     emit(report, fmt, output, known)
     sys.exit(report.exit_code())
@@ -88,8 +88,8 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     """Drive the engine's paged KV allocator with a workload and report fragmentation per block size."""
     from probes.kv import DEFAULT_KV_BUDGET, DEFAULT_POOL_TOKENS, ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
-    from llmdoctor.output_guard import refuse_inside_model
-    from llmdoctor.probe_report import ProbeRecorder
+    from llmdoctor.run.output_guard import refuse_inside_model
+    from llmdoctor.report.probe_report import ProbeRecorder
     if memory_budget is not None and with_model is None:
         # without a model a token has no size, so a byte budget cannot size the pool; refusing beats ignoring it
         raise click.UsageError("--memory-budget sizes the KV pool from a model's bytes per token: add "
@@ -133,9 +133,9 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
     """Measure achieved memory bandwidth vs the NVML peak (or host memory without a GPU)."""
     import torch
 
-    from llmdoctor.output_guard import refuse_inside_model
-    from llmdoctor.probe_report import ProbeRecorder
-    from llmdoctor.triage_probes import run_bandwidth_part, run_roofline_part
+    from llmdoctor.run.output_guard import refuse_inside_model
+    from llmdoctor.report.probe_report import ProbeRecorder
+    from llmdoctor.triage.parts import run_bandwidth_part, run_roofline_part
     refuse_inside_model(output, model_dir, "report")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise click.BadParameter(f"no CUDA device available to torch {torch.__version__} "
@@ -180,16 +180,16 @@ probe.add_command(probe_load)
 def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s,
            ci_formats, known, load):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
-    from llmdoctor.triage import run_triage
+    from llmdoctor.triage.bundle import run_triage
     endpoint_options_ = None
     if endpoint:
-        from llmdoctor.endpoint import EndpointOptions
+        from llmdoctor.run.endpoint import EndpointOptions
         endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
     elif load:
         raise click.UsageError("--load needs --endpoint URL")
     result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
                         endpoint=endpoint_options_, ci_formats=ci_formats, known=known, load=load)
-    from reports.common import summary_line
+    from reports.summary import summary_line
     click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
     for path in result.files:
         click.echo(f"  {path}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from checks.shared.baseline_file import (DEFAULT_TOP_K, KIND, SCHEMA_VERSION, BaselineError, clean,
                                           top_k_rows)
-from llmdoctor.output_guard import refuse_inside_model
+from llmdoctor.run.output_guard import refuse_inside_model
 
 
 def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
@@ -27,15 +27,15 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
     from checks.runtime.activations import activation_table
     from checks.context import CheckContext
     from llmdoctor import __version__
-    from llmdoctor.fingerprint import fingerprint
+    from llmdoctor.run.fingerprint import fingerprint
 
     if top_k < 1:
         raise BaselineError(f"--top-k must be at least 1, found {top_k}")
-    from llmdoctor.workloads import BASELINE
+    from llmdoctor.run.workloads import BASELINE
     ctx = CheckContext(model_dir, device=device, dtype=dtype, quick=quick, memory_budget=memory_budget,
                        workload=BASELINE, adapter_dir=adapter)
     plan = ctx._plan_or_none()          # PlanError (exit 2) before anything is loaded
-    from llmdoctor.runner import announce_plan
+    from llmdoctor.run.runner import announce_plan
     announce_plan(plan, plan_stream)
     if plan is None and ctx.plan_fallback is not None:
         from checks.engine_builder import fallback_warning

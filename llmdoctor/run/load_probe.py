@@ -18,8 +18,8 @@ from checks.endpoint.load.context import LoadContext
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__
-from llmdoctor.runner import run_one
-from llmdoctor.selection import select_checks
+from llmdoctor.run.runner import run_one
+from llmdoctor.run.selection import select_checks
 from probes.endpoint import Budget, EndpointClient, EndpointError, api_key_from_env, connect
 from probes.load import LoadOptions, run_load
 

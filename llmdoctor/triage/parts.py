@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from llmdoctor.probe_report import ProbeRecorder
+from llmdoctor.report.probe_report import ProbeRecorder
 from reference_engine.errors import ModelDirError
 
 
@@ -88,7 +88,7 @@ def run_probes_part(recorder: ProbeRecorder, model_dir: Path | None, device: str
 def run_endpoint_part(recorder: ProbeRecorder, model_dir: Path | None, options) -> None:
     """The EPT checks against options.url with model_dir as the reference (None: the server alone, judged by
     the competence probes EPT06x); isolated like the other parts."""
-    from llmdoctor.endpoint import run_endpoint
+    from llmdoctor.run.endpoint import run_endpoint
     try:
         report = run_endpoint(model_dir, options)
     except Exception as exc:  # an unreadable model or an unset API key variable: say so in the bundle
@@ -103,7 +103,7 @@ TRIAGE_LOAD = dict(concurrency=(1, 4), requests=8, max_tokens=16, duration_s=90.
 
 def run_load_part(recorder: ProbeRecorder, model_dir: Path | None, options) -> None:
     """`probe load` with small defaults against options.url (EPT001 comes from the endpoint part)."""
-    from llmdoctor.load_probe import run_load_report
+    from llmdoctor.run.load_probe import run_load_report
     from probes.load import LoadOptions
     if model_dir is None:
         recorder.skip("EPT101", "endpoint", "no model directory given: the load probe needs a reference model")

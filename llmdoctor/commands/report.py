@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.cli_options import FAIL_ON, format_option, known_option, output_option
+from llmdoctor.commands.options import FAIL_ON, format_option, known_option, output_option
 
 
 @click.command("report")
@@ -20,7 +20,7 @@ from llmdoctor.cli_options import FAIL_ON, format_option, known_option, output_o
 @known_option
 def report_command(report_file, fmt, output, fail_on, known):
     """Render REPORT_FILE (a JSON report from `check`, `diff` or `probe`) as FMT; exit by --fail-on."""
-    from llmdoctor.cli_options import InputError, emit
+    from llmdoctor.commands.options import InputError, emit
     from reports.json import from_dict
     try:
         report = from_dict(json.loads(report_file.read_text(encoding="utf-8")))

@@ -1,5 +1,5 @@
 """Run the DIF checks on a pair of models (`llmdoctor diff REF CAND`) and collect a Report, with the same
-isolation, selection, severities and exit codes as `check` (llmdoctor/runner.py)."""
+isolation, selection, severities and exit codes as `check` (llmdoctor/run/runner.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,12 +12,12 @@ import checks
 from checks.diff.pair import PairContext
 from findings import Finding, Report, Severity, fail_on_rank
 from llmdoctor import __version__
-from llmdoctor.fingerprint import fingerprint
-from llmdoctor.locate import locate_report
-from llmdoctor.progress import Progress
-from llmdoctor.runner import run_all, validate_device
-from llmdoctor.selection import select_checks
-from llmdoctor.workloads import check_workload
+from llmdoctor.run.fingerprint import fingerprint
+from llmdoctor.report.locate import locate_report
+from llmdoctor.run.progress import Progress
+from llmdoctor.run.runner import run_all, validate_device
+from llmdoctor.run.selection import select_checks
+from llmdoctor.run.workloads import check_workload
 from reference_engine.budget.plan import parse_size
 
 
@@ -60,7 +60,7 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
 
 def adapter_sides(ref, cand, base):
     """(Target, Target): each side's base and adapter; --base is for the side(s) that are adapters."""
-    from llmdoctor.adapter_target import AdapterUsageError, is_adapter, resolve
+    from llmdoctor.run.adapter_target import AdapterUsageError, is_adapter, resolve
     if base is not None and not (is_adapter(ref) or is_adapter(cand)):
         raise AdapterUsageError(f"--base {base}: neither {ref} nor {cand} is a LoRA adapter directory")
     return (resolve(ref, base if is_adapter(ref) else None),

@@ -1,11 +1,11 @@
-"""`llmdoctor probe endpoint URL [--model MODEL]` (added to the `probe` group by llmdoctor.cli_probe)."""
+"""`llmdoctor probe endpoint URL [--model MODEL]` (added to the `probe` group by llmdoctor.commands.probe)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
 
-from llmdoctor.cli_options import report_options
+from llmdoctor.commands.options import report_options
 
 
 def endpoint_options(func):
@@ -38,10 +38,10 @@ def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests
     --model: does the server talk sense at all, judged by the competence probes)."""
     import sys
 
-    from llmdoctor.cli_options import InputError, emit
-    from llmdoctor.endpoint import EndpointOptions, run_endpoint
-    from llmdoctor.output_guard import refuse_inside_model
-    from llmdoctor.selection import parse_selectors
+    from llmdoctor.commands.options import InputError, emit
+    from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+    from llmdoctor.run.output_guard import refuse_inside_model
+    from llmdoctor.run.selection import parse_selectors
     from probes.endpoint import EndpointError
     if model is not None:
         refuse_inside_model(output, model if model.is_dir() else model.parent, "report")

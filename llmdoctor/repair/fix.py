@@ -29,8 +29,8 @@ from checks.vocab.special_rows import UNTRAINED, classify, read_rows, row_key
 from checks.shared.tensor_layout import EMBED, LM_HEAD
 from checks.shared.tensor_scan import scan_weights
 from checks.vocab.embeddings import special_token_ids
-from llmdoctor.output_guard import is_inside
-from llmdoctor.safetensors_writer import write_safetensors
+from llmdoctor.run.output_guard import is_inside
+from llmdoctor.repair.safetensors_writer import write_safetensors
 from reference_engine.config import load_config, model_dir_path, read_json
 from reference_engine.errors import ModelDirError
 from reference_engine.tokenizer.tokenizer import Tokenizer
