@@ -16,7 +16,14 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
                "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM"}
+               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
+               "deepseek_v2": "DeepseekV2ForCausalLM", "kimi_k2": "DeepseekV3ForCausalLM",
+               "deepseek_v3": "DeepseekV3ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM"}
+# fields a config class fills in when config.json omits them (what transformers then runs with)
+IMPLIED_FIELDS = {"Glm4MoeForCausalLM": {"partial_rotary_factor": 0.5}}
+# MLA: head_dim is the rope key's width (DeepseekV2/V3Config.__post_init__ sets it), what the RoPE table rotates;
+# the default when qk_rope_head_dim is absent
+ROPE_HEAD_DIM = {"DeepseekV2ForCausalLM": 64, "DeepseekV3ForCausalLM": 64}
 # canonical field -> the other names configs use for it (GPT-2/BLOOM/Falcon/MPT/T5-style spellings)
 ALIASES = {
     "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
@@ -151,7 +158,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     """Build a ModelConfig from a config.json dict; raise ModelDirError naming the bad field."""
     path = Path(path)
     arch = architecture_of(raw, path)
-    raw = with_aliases(raw)
+    raw = {**IMPLIED_FIELDS.get(arch, {}), **with_aliases(raw)}
     check_config_sizes(raw, path)   # every declared size bounded before anything is sized from it
     hidden = _require_int(raw, "hidden_size", path)
     heads = _require_int(raw, "num_attention_heads", path)
@@ -160,6 +167,9 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         raise ModelDirError(path, f"'num_key_value_heads' must be a positive integer, found {kv_heads!r}")
     explicit = isinstance(raw.get("head_dim"), int) and not isinstance(raw.get("head_dim"), bool)
     head_dim = raw["head_dim"] if explicit else hidden // heads
+    rope_dim = raw.get("qk_rope_head_dim", ROPE_HEAD_DIM.get(arch))
+    if arch in ROPE_HEAD_DIM and isinstance(rope_dim, int) and not isinstance(rope_dim, bool) and rope_dim > 0:
+        head_dim, explicit = rope_dim, True
     model_type = raw.get("model_type") or {v: k for k, v in MODEL_TYPES.items()}.get(arch, "")
     rope_theta, rope_scaling = rope_settings(raw, path)
     return ModelConfig(

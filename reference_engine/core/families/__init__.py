@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import LayerCache
-from reference_engine.core.families import gemma, llama, moe, phi3
-from reference_engine.core.families.base import Bound, Family, LayerPlan, MoESettings, Settings
+from reference_engine.core.families import deepseek, gemma, glm4_moe, llama, moe, phi3
+from reference_engine.core.families.base import Bound, Family, LayerPlan, MLASettings, MoESettings, Settings
 from reference_engine.errors import UnsupportedError
 
-FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY)
+FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY, deepseek.FAMILY,
+                                 glm4_moe.FAMILY)
 BY_ARCHITECTURE = {arch: fam for fam in FAMILIES for arch in fam.architectures}
 SUPPORTED_ARCHITECTURES = tuple(BY_ARCHITECTURE)
 
@@ -52,5 +53,5 @@ def cache_layout(config: ModelConfig) -> list[LayerCache]:
     return bind(config).family.cache_layout(config)
 
 
-__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MoESettings", "Settings",
+__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings", "Settings",
            "bind", "cache_layout", "is_supported", "layer_plan", "mixers", "settings", "windows"]
