@@ -37,7 +37,7 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {
         first_k_dense_replace=1, topk_method="greedy", routed_scaling_factor=1.0,
         rope_parameters={**YARN, "mscale": 0.707, "mscale_all_dim": 0.9})),
     "dsv2_group_limited_bias": ("DeepseekV2Config", "DeepseekV2ForCausalLM", dict(
-        **MLA, q_lora_rank=20, n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2,
+        **MLA, q_lora_rank=20, n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=3,
         n_shared_experts=1, first_k_dense_replace=2, num_hidden_layers=4, topk_method="group_limited_greedy",
         routed_scaling_factor=16.0, attention_bias=True, mlp_bias=True, rope_parameters={"rope_type": "default",
                                                                                         "rope_theta": 10000.0})),
