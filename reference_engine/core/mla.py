@@ -6,7 +6,7 @@ shared by every head. The paged cache keeps exactly these two per token (layout 
 qk_rope_head_dim, 0): the latent and the rotated rope key, nothing for V), and attention expands the cached
 latents through kv_b into per-head k_nope and v at attention time, as transformers' DeepseekV3Attention does.
 Queries: q_proj, or q_a -> RMSNorm -> q_b when q_lora_rank is set. The softmax scale is qk_head_dim ** -0.5 times
-YaRN's mscale(factor, mscale_all_dim) squared (MLASettings.scale, families/deepseek.py).
+YaRN's mscale(factor, mscale_all_dim) squared (rope.softmax_mscale, as transformers' yarn_apply_mscale).
 
 Roles in LayerWeights.extra (H heads, r = kv_lora_rank, nope/rope/v the head dims):
   q        [H * (nope + rope), hidden]   (no q LoRA)      | q_a [q_lora_rank, hidden], q_a_norm [q_lora_rank],
@@ -21,7 +21,7 @@ import torch
 from reference_engine.core import families
 from reference_engine.core.attention import StepMetadata, attend, gather_context
 from reference_engine.core.cache.kv_cache import PagedKVCache
-from reference_engine.core.rope import apply_rope
+from reference_engine.core.rope import apply_rope, softmax_mscale
 
 
 def lora_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -74,5 +74,6 @@ def mla_block(x: torch.Tensor, w, config, layer: int, cache: PagedKVCache, meta:
     cache.write(layer, meta.slot_mapping, entry, entry.new_empty(entry.shape[0], 1, 0))
     k, v = expand(gather_context(cache.flat_k(layer), meta), e["kv_b"], m, heads, linear)
     q = torch.cat([q_nope, q_rope], dim=-1)                                   # [T, H, nope + rope]
-    out = attend(q, k, v, meta, window, m.scale)                             # [T, H * v]
+    scale = (m.qk_nope_head_dim + m.qk_rope_head_dim) ** -0.5 * softmax_mscale(config)
+    out = attend(q, k, v, meta, window, scale)                                # [T, H * v]
     return linear(out, w.o, w.o_bias)

@@ -64,5 +64,6 @@ def kv_bytes_per_token(config: ModelConfig, dtype, layers: range | None = None) 
     return bytes_per_token(layout if layers is None else layout[layers.start:layers.stop], dtype)
 
 
-__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings", "Settings",
-           "bind", "cache_layout", "is_supported", "kv_bytes_per_token", "layer_plan", "mixers", "settings", "windows"]
+__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings",
+           "Settings", "bind", "cache_layout", "is_supported", "kv_bytes_per_token", "layer_plan", "mixers",
+           "settings", "windows"]

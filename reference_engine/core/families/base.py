@@ -56,7 +56,6 @@ class MLASettings:
     qk_rope_head_dim: int
     v_head_dim: int
     interleaved: bool                      # rope pairs (x0, x1), (x2, x3) ... (V2 always; V3 `rope_interleave`)
-    scale: float                           # softmax scale: qk_head_dim ** -0.5 * mscale(mscale_all_dim) ** 2
     lora_eps: float = 1e-6                 # q_a/kv_a layernorms' eps (transformers builds them with the default)
 
 

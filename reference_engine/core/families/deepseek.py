@@ -10,13 +10,10 @@ The shared-experts MoE helpers here serve GLM-4.5 too (families/glm4_moe.py).
 """
 from __future__ import annotations
 
-import math
-
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache
 from reference_engine.core.families.base import (Family, LayerPlan, MLASettings, MoESettings, Settings, mlp_plan,
                                                  norms_plan, raw_float, raw_int)
-from reference_engine.core.rope import rope_parameters
 from reference_engine.errors import ModelDirError
 
 V2, V3, GLM = "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM"
@@ -50,25 +47,12 @@ def q_lora_rank(config: ModelConfig) -> int | None:
     return field(config, "q_lora_rank")
 
 
-def yarn_softmax_mscale(config: ModelConfig) -> float:
-    """transformers' yarn_apply_mscale: mscale(factor, mscale_all_dim) ** 2 when the rope type is not default
-    and mscale_all_dim is set (it also scales the non-rotary dims), else 1."""
-    params = rope_parameters(config)
-    all_dim = params.get("mscale_all_dim") or 0
-    if params.get("rope_type", "default") == "default" or not all_dim:
-        return 1.0
-    factor = params.get("factor") or config.max_position_embeddings / params["original_max_position_embeddings"]
-    mscale = 1.0 if factor <= 1 else 0.1 * all_dim * math.log(factor) + 1.0
-    return mscale * mscale
-
-
 def mla_settings(config: ModelConfig) -> MLASettings:
     nope, rope, v = (field(config, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
     if rope % 2 or rope < 2:
         raise ModelDirError("config.json", f"'qk_rope_head_dim' must be a positive even number, found {rope}")
     interleaved = config.architecture == V2 or bool(config.raw.get("rope_interleave", True))
-    return MLASettings(q_lora_rank(config), field(config, "kv_lora_rank"), nope, rope, v, interleaved,
-                       (nope + rope) ** -0.5 * yarn_softmax_mscale(config))
+    return MLASettings(q_lora_rank(config), field(config, "kv_lora_rank"), nope, rope, v, interleaved)
 
 
 def routed_experts(config: ModelConfig) -> int:

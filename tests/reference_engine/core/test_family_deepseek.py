@@ -73,13 +73,22 @@ def _with(eng: CoreEngine, **changes) -> torch.Tensor:
         eng.config.family = bound
 
 
+@pytest.mark.parametrize("variant", ["dsv3_qlora_yarn_groups", "dsv2_lite_greedy"])
+def test_mscale_all_dim_in_the_softmax_scale_matters(variant, monkeypatch):
+    """Leaving YaRN's mscale_all_dim out of the softmax scale (transformers#47435-style) moves the logits."""
+    from reference_engine.core import mla
+    eng = core(variant)
+    right = eng.logits(random_ids(200, seed=1))
+    assert mla.softmax_mscale(eng.config) != 1.0
+    monkeypatch.setattr(mla, "softmax_mscale", lambda config: 1.0)
+    assert (eng.logits(random_ids(200, seed=1)) - right).abs().max().item() > 100 * TOL
+
+
 @pytest.mark.parametrize("variant, change", [
-    ("dsv3_qlora_yarn_groups", {"mla": {"scale": 20 ** -0.5}}),               # mscale_all_dim left out
     ("dsv3_qlora_yarn_groups", {"mla": {"interleaved": False}}),              # rope pairs mis-laid
     ("dsv3_qlora_yarn_groups", {"moe": {"n_group": 1, "topk_group": 1}}),     # groups ignored
     ("dsv3_qlora_yarn_groups", {"moe": {"routed_scaling": 1.0}}),
     ("dsv3_qlora_yarn_groups", {"moe": {"norm_topk_prob": False}}),
-    ("dsv2_lite_greedy", {"mla": {"scale": 20 ** -0.5}}),
     ("dsv2_group_limited_bias", {"moe": {"method": "softmax_topk"}}),
 ])
 def test_each_feature_changes_the_logits(variant, change):
