@@ -88,3 +88,22 @@ def hf_model(variant: str):
 
 def random_ids(n: int, seed: int = 0) -> list[int]:
     return torch.randint(3, VOCAB, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def checkable_dir(out: Path, variant: str, seed: int = 0, **overrides) -> Path:
+    """The variant with the factory's trained tokenizer (vocabulary, special ids, chat template), so that
+    `llmdoctor check` runs every check on it."""
+    import json
+
+    from reference_engine.testing import factory
+    tok = factory.tokenizer_json()
+    ids = factory.special_ids(tok)
+    build(out, variant, seed, vocab_size=factory.tokenizer_length(tok), bos_token_id=ids[factory.BOS],
+          eos_token_id=ids[factory.IM_END], pad_token_id=ids[factory.PAD], **overrides)
+    config = json.loads((out / "config.json").read_text())
+    for name, obj in (("generation_config.json", factory.generation_config(config)),
+                      ("tokenizer.json", tok), ("tokenizer_config.json", factory.tokenizer_config(tok, config)),
+                      ("special_tokens_map.json", {"bos_token": factory.BOS, "eos_token": factory.IM_END,
+                                                   "pad_token": factory.PAD})):
+        (out / name).write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
