@@ -108,3 +108,34 @@ def test_router_bias_changes_the_choice_and_groups_differ_between_tokens():
     assert not torch.equal(ids.sort(-1).values, unbiased.sort(-1).values)
     groups = {tuple(sorted(set((row // 2).tolist()))) for row in ids}            # 8 experts in 4 groups
     assert len(groups) >= 3 and all(len(g) <= moe.topk_group for g in groups)
+
+
+def test_multi_token_prediction_layers_are_skipped_as_transformers_does(tmp_path):
+    """DeepSeek-V3 / Kimi K2 checkpoints store num_nextn_predict_layers MTP layers after the decoder
+    (model.layers.61 in the real one); the loader and WGT002 leave them aside, as transformers does."""
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from llmdoctor.runner import run_checks
+    out = tmp_path / "mtp"
+    shutil.copytree(model_dir("dsv3_qlora_yarn_groups"), out)
+    weights = load_file(out / "model.safetensors")
+    weights.update({k.replace("layers.2.", "layers.3."): v.clone() for k, v in weights.items() if ".layers.2." in k})
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+    raw = json.loads((out / "config.json").read_text())
+    assert raw["num_nextn_predict_layers"] == 1
+    ids = random_ids(50, seed=3)
+    assert torch.equal(CoreEngine.from_pretrained(out).logits(ids), core("dsv3_qlora_yarn_groups").logits(ids))
+    report = run_checks(out, select=["WGT002"])
+    assert [f.message for f in report.findings if f.severity.value != "info"] == []
+
+
+def test_streaming_core_runs_mla_with_the_resident_logits():
+    """The layer-by-layer (streaming) core loads MLA's own roles (LayerWeights.extra) the same way."""
+    from reference_engine.streaming.streaming_core import StreamingCore
+    ids = random_ids(40, seed=4)
+    path = model_dir("dsv3_qlora_yarn_groups")
+    assert torch.equal(StreamingCore.from_pretrained(path, num_blocks=16).logits(ids),
+                       CoreEngine.from_pretrained(path, num_blocks=16).logits(ids))
