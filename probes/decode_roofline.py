@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from findings import Finding
+from reference_engine.core.cache.layout import bytes_per_token
 
 from probes.bandwidth import timer
 
@@ -79,9 +80,8 @@ def weights_read_per_step(engine) -> tuple[int, float]:
 
 
 def kv_bytes_read(engine, context: int) -> int:
-    c = engine.config
-    element = engine.cache.k_pools[0].element_size()
-    return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * context * element
+    """Bytes of cache a decode step reads at this context: the engine's own layout (MLA: latent + rope key)."""
+    return bytes_per_token(engine.cache.layout, engine.cache.k_pools[0].dtype) * context
 
 
 def measure_matmul_flops(device: torch.device, dtype: torch.dtype, n: int | None = None, runs: int = 5) -> float:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from findings import Finding
 
 from probes.kv_sim import SimConfig, SimResult, simulate
@@ -27,7 +25,7 @@ DEFAULT_POOL_TOKENS = 262144     # pool of a run without a model (token slots; a
 
 @dataclass(frozen=True)
 class ModelKv:
-    """What a model's KV cache costs: bytes per token over all layers, K and V."""
+    """What a model's KV cache costs: bytes per token over all layers, as the engine's cache lays them out."""
     name: str
     bytes_per_token: int
     max_position_embeddings: int
@@ -37,10 +35,10 @@ class ModelKv:
     def from_dir(cls, model_dir: str | Path, dtype: str | None = None) -> "ModelKv":
         from reference_engine.config import load_config
         from reference_engine.core.engine import resolve_dtype
+        from reference_engine.core.families import kv_bytes_per_token
         config = load_config(model_dir)
         name = dtype or _config_dtype(config) or "bfloat16"
-        bits = torch.finfo(resolve_dtype(name)).bits
-        per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * bits // 8
+        per_token = kv_bytes_per_token(config, resolve_dtype(name))   # the family's layout (MLA: latent + rope key)
         return cls(str(model_dir), per_token, config.max_position_embeddings, name)
 
 

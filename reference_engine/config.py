@@ -20,7 +20,9 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                # the text decoders of multimodal checkpoints (their `text_config`, or a flat Qwen-VL config)
                "qwen2_vl": "Qwen2ForCausalLM", "qwen2_vl_text": "Qwen2ForCausalLM",
                "qwen2_5_vl": "Qwen2ForCausalLM", "qwen2_5_vl_text": "Qwen2ForCausalLM",
-               "qwen3_vl": "Qwen3ForCausalLM", "qwen3_vl_text": "Qwen3ForCausalLM"}
+               "qwen3_vl": "Qwen3ForCausalLM", "qwen3_vl_text": "Qwen3ForCausalLM",
+               "deepseek_v2": "DeepseekV2ForCausalLM", "kimi_k2": "DeepseekV3ForCausalLM",
+               "deepseek_v3": "DeepseekV3ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM"}
 # A multimodal wrapper's text_config is written as a diff against its config class (transformers' to_diff_dict):
 # real Gemma 3 4B/12B/27B configs name only a few fields. These are that class's defaults for the fields the
 # engine reads, so a sparse text_config means what transformers reads it as (rope_theta 1e6, not our 10000).
@@ -31,6 +33,11 @@ TEXT_CONFIG_DEFAULTS = {
                     "query_pre_attn_scalar": 256, "sliding_window": 4096, "sliding_window_pattern": 6,
                     "attention_bias": False, "final_logit_softcapping": None, "attn_logit_softcapping": None},
 }
+# fields a config class fills in when config.json omits them (what transformers then runs with)
+IMPLIED_FIELDS = {"Glm4MoeForCausalLM": {"partial_rotary_factor": 0.5}}
+# MLA: head_dim is the rope key's width (DeepseekV2/V3Config.__post_init__ sets it), what the RoPE table rotates;
+# the default when qk_rope_head_dim is absent
+ROPE_HEAD_DIM = {"DeepseekV2ForCausalLM": 64, "DeepseekV3ForCausalLM": 64}
 # canonical field -> the other names configs use for it (GPT-2/BLOOM/Falcon/MPT/T5-style spellings)
 ALIASES = {
     "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
@@ -181,7 +188,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     wrapper = architecture_of(raw, path)
     arch = text_decoder_of(raw, wrapper) or wrapper
     wrapper = wrapper if arch != wrapper else None
-    raw = with_aliases(raw)
+    raw = {**IMPLIED_FIELDS.get(arch, {}), **with_aliases(raw)}
     check_config_sizes(raw, path)   # every declared size bounded before anything is sized from it
     hidden = _require_int(raw, "hidden_size", path)
     heads = _require_int(raw, "num_attention_heads", path)
@@ -190,6 +197,9 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         raise ModelDirError(path, f"'num_key_value_heads' must be a positive integer, found {kv_heads!r}")
     explicit = isinstance(raw.get("head_dim"), int) and not isinstance(raw.get("head_dim"), bool)
     head_dim = raw["head_dim"] if explicit else hidden // heads
+    rope_dim = raw.get("qk_rope_head_dim", ROPE_HEAD_DIM.get(arch))
+    if arch in ROPE_HEAD_DIM and isinstance(rope_dim, int) and not isinstance(rope_dim, bool) and rope_dim > 0:
+        head_dim, explicit = rope_dim, True
     model_type = raw.get("model_type") or next((k for k, v in MODEL_TYPES.items() if v == arch), "")
     rope_theta, rope_scaling = rope_settings(raw, path)
     return ModelConfig(

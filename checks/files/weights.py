@@ -10,6 +10,7 @@ from findings import Location
 from checks.shared.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
                                           optional_tensors, role_of, tensor_table_known)
 from checks.shared.tensor_scan import weight_scan
+from reference_engine.core.model_weights import mtp_tensors
 
 FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float64"}
 FLOAT16_MAX = 65504.0
@@ -81,6 +82,7 @@ def unexpected_tensors(ctx):
     _need_table(cfg)
     known = set(expected_tensors(cfg, ctx.weights.names)) | optional_tensors(cfg)
     droppable = getattr(ctx.weights, "droppable", frozenset())     # quantized modules' biases: QNT013's
+    droppable = droppable | mtp_tensors(cfg, ctx.weights.names)    # DeepSeek-V3's MTP layers: unused by design
     extra = [n for n in ctx.weights.names if n not in known and n not in droppable]
     harmless = [n for n in extra if HARMLESS_EXTRA.search(n)]
     suspicious = [n for n in extra if n not in harmless]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import torch
+
 from checks.registry import Problem, Skip, check
 from checks.runtime.routing import routing
 
@@ -183,3 +185,44 @@ def routing_imbalance(ctx):
                           f"(uniform routing: {uniform:.0%})",
                           evidence={"layer": layer, "expert": busiest, "share": share, "limit": limit,
                                     "counts": s.counts.tolist()[:128]})
+
+
+@check("MOE006", category="activations", severity="warning", needs=("engine", "tokenizer"),
+       hint="Compare the layer's router and e_score_correction_bias with the source checkpoint; check n_group.")
+def dead_groups(ctx):
+    """Group-limited routing (DeepSeek-V2/V3, Kimi K2, GLM-4.5: `n_group` > 1) sends some probe token to every
+    expert group (with enough tokens to tell: `min_tokens_per_group`, 8, expected per group).
+
+    These routers first keep each token's `topk_group` best groups and only then pick experts inside them. A
+    group that no token keeps is a failure of its own, beyond single dead experts: a whole slice of the
+    experts (often one device's worth under expert parallelism) runs no token. After conversion the usual
+    cause is e_score_correction_bias (a sign or scale slip, a bias from another checkpoint: sigmoid scores live
+    in (0, 1), so a bias of -1 shuts a group out), or `n_group`/`topk_group` that disagree with the training
+    setup. Per-expert deadness is MOE004; this names the group, its experts and its bias.
+
+    Remedy: restore `mlp.gate.weight` and `mlp.gate.e_score_correction_bias` of the layer from the source;
+    check n_group and topk_group against the model card.
+    """
+    per = ctx.threshold("MOE006", "min_tokens_per_group", 8)
+    ran = False
+    for layer, s in sorted(_moe_routing(ctx).layers.items()):
+        if s.groups < 2:
+            continue
+        ran = True
+        size = s.experts // s.groups
+        expected = (s.tokens - s.nonfinite) * s.group_topk / s.groups
+        for g in s.dead_groups:
+            experts = list(range(g * size, (g + 1) * size))
+            ev = {"layer": layer, "group": g, "experts": experts, "n_group": s.groups, "topk_group": s.group_topk,
+                  "tokens": s.tokens, "group_counts": s.group_counts.tolist()}
+            why = ""
+            if s.bias is not None:
+                mine = float(s.bias[experts].mean())
+                others = float(torch.cat([s.bias[: g * size], s.bias[(g + 1) * size:]]).mean())
+                ev.update(group_bias=mine, other_groups_bias=others)
+                why = f"; its e_score_correction_bias averages {mine:.3g} (other groups {others:.3g})"
+            yield Problem(f"layer {layer}: expert group {g} (experts {experts[0]}..{experts[-1]}) kept by no probe "
+                          f"token over {s.tokens} tokens (topk_group {s.group_topk} of {s.groups} groups){why}",
+                          severity="warning" if expected >= per else "info", evidence=ev)
+    if not ran:
+        raise Skip("the router is not group-limited (n_group 1)")

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from reference_engine.config import ModelConfig
+from reference_engine.core.families import kv_bytes_per_token
 from reference_engine.core.linear import PACKABLE
 from reference_engine.budget.model_sizes import ModelSizes, model_sizes
 from reference_engine.streaming.sweep import HEAD_BLOCK_BYTES
@@ -213,7 +214,7 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     vocab_rows = config.vocab_size * config.hidden_size
     head_copies = 1 if config.tie_word_embeddings else 2
     file_bytes = sizes.file_bytes
-    kv = workload.kv_tokens * 2 * len(mine) * config.num_key_value_heads * config.head_dim * elem
+    kv = workload.kv_tokens * kv_bytes_per_token(config, dtype, mine)   # the family's cache layout, my layers
     act = activation_bytes(config, workload.max_step_tokens, elem, workload.logit_rows)
     resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem

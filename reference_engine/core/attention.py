@@ -95,8 +95,8 @@ def build_metadata(cache: PagedKVCache, seq_ids: list, starts: list[int], counts
                         seq_ids=tuple(seq_ids), starts=tuple(starts), counts=tuple(counts))
 
 
-def _context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
-    """[batch, kv_heads, max_context, head_dim] view or gather of a layer's cached keys or values."""
+def gather_context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
+    """[batch, kv_heads, max_context, dim] view or gather of a layer's cached keys or values (or MLA latents)."""
     if meta.context_range is not None:
         first, count = meta.context_range
         return flat[first:first + count].unsqueeze(0).transpose(1, 2)
@@ -112,9 +112,16 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: Step
     """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written)
     -> [num_tokens, heads * head_dim].
     scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask."""
+    k = gather_context(cache.flat_k(layer), meta)
+    v = gather_context(cache.flat_v(layer), meta)
+    return attend(q, k, v, meta, window, scale, softcap)
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata, window: int | None = None,
+           scale: float | None = None, softcap: float | None = None) -> torch.Tensor:
+    """q [num_tokens, heads, qk_dim] packed; k [B, kv_heads, max_context, qk_dim], v [B, kv_heads, max_context,
+    v_dim] gathered -> [num_tokens, heads * v_dim] (v_dim may differ from qk_dim: MLA)."""
     num_tokens, heads, head_dim = q.shape
-    k = _context(cache.flat_k(layer), meta)
-    v = _context(cache.flat_v(layer), meta)
     if meta.query_index is None:                                              # no padding needed
         q4 = q.reshape(meta.batch, meta.max_query, heads, head_dim).transpose(1, 2)   # [B, heads, Q, head_dim]
     else:
@@ -129,7 +136,7 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: Step
     else:
         out = F.scaled_dot_product_attention(q4, k, v, attn_mask=mask, is_causal=causal,
                                              scale=scale, enable_gqa=k.shape[1] != heads)
-    out = out.transpose(1, 2).reshape(meta.batch * meta.max_query, heads * head_dim)
+    out = out.transpose(1, 2).reshape(meta.batch * meta.max_query, heads * v.shape[-1])
     return out if meta.query_index is None else out[meta.query_index]
 
 

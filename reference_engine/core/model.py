@@ -21,6 +21,7 @@ from reference_engine.core.attention import StepMetadata, paged_attention
 from reference_engine.config import ModelConfig
 from reference_engine.errors import UnsupportedError
 from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.mla import mla_block
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
 from reference_engine.core.rope import RopeTable, apply_rope
@@ -138,7 +139,7 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
 
 
 # kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
-MIXERS: dict[str, Callable] = {"attention": attention_block}
+MIXERS: dict[str, Callable] = {"attention": attention_block, "mla": mla_block}
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,

@@ -81,6 +81,18 @@ def _flat(slot) -> list[tuple[str, tuple[int, ...]]]:
     return [pair for part in slot for pair in (part if isinstance(part, list) else [part])]
 
 
+def mtp_tensors(config: ModelConfig, names) -> set[str]:
+    """The multi-token-prediction layers DeepSeek-V3, Kimi K2 and GLM-4.5 checkpoints store after the decoder
+    (`num_nextn_predict_layers` of them: model.layers.L, L+1, ...): not part of next-token decoding, skipped by
+    transformers (_keys_to_ignore_on_load_unexpected) and by us."""
+    extra = config.raw.get("num_nextn_predict_layers") or 0
+    if isinstance(extra, bool) or not isinstance(extra, int) or extra < 1:
+        return set()
+    first = config.num_hidden_layers
+    prefixes = tuple(f"model.layers.{i}." for i in range(first, first + extra))
+    return {n for n in names if n.startswith(prefixes)}
+
+
 def check_tensor_table(weights: Weights, config: ModelConfig, root: Path) -> None:
     """Raise ModelDirError for the first missing, unexpected, mis-shaped or non-float tensor."""
     check_layers_present(config.num_hidden_layers, weights.names, root)   # before a table is sized from it
@@ -96,6 +108,7 @@ def check_tensor_table(weights: Weights, config: ModelConfig, root: Path) -> Non
                                               f"only F32/F16/BF16 weights are supported (no quantised formats)")
     tolerated = {"lm_head.weight"} if config.tie_word_embeddings else set()
     tolerated |= getattr(weights, "droppable", frozenset())   # quantized modules' biases (files/quant/table.py)
+    tolerated |= mtp_tensors(config, weights.names)
     unexpected = [n for n in weights.names
                   if n not in shapes and n not in tolerated and not n.endswith(IGNORED_SUFFIXES)]
     if unexpected:

@@ -91,6 +91,19 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
+def softmax_mscale(config: ModelConfig) -> float:
+    """transformers' yarn_apply_mscale (MLA: DeepSeek-V2/V3, Kimi K2): the attention softmax scale is multiplied by
+    mscale(factor, mscale_all_dim) ** 2 when the rope type is not default and mscale_all_dim is set (it scales
+    the non-rotary dims too; `mscale` itself only enters the cos/sin attention factor); else 1."""
+    params = rope_parameters(config)
+    all_dim = params.get("mscale_all_dim") or 0
+    if params.get("rope_type", "default") == "default" or not all_dim:
+        return 1.0
+    factor = params.get("factor") or config.max_position_embeddings / params["original_max_position_embeddings"]
+    mscale = _yarn_mscale(factor, all_dim)
+    return mscale * mscale
+
+
 def _yarn(base: float, dim: int, params: dict, config: ModelConfig) -> tuple[torch.Tensor, float]:
     original_max = params["original_max_position_embeddings"]
     factor = params.get("factor")

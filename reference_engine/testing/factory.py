@@ -59,6 +59,24 @@ PRESETS = {
     "qwen2_moe": dict(architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", num_experts=4,
                       num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
                       norm_topk_prob=False, use_sliding_window=False, rms_norm_eps=1e-6),
+    # MLA (core/mla.py) with YaRN (mscale != mscale_all_dim) and DeepSeek-V3's grouped noaux_tc routing
+    "deepseek_v3": dict(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", num_key_value_heads=4,
+                        kv_lora_rank=32, q_lora_rank=48, qk_rope_head_dim=16, qk_nope_head_dim=16, v_head_dim=16,
+                        n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, n_shared_experts=1,
+                        moe_intermediate_size=32, first_k_dense_replace=1, routed_scaling_factor=2.5,
+                        norm_topk_prob=True, rope_interleave=True, rms_norm_eps=1e-6,
+                        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                      "mscale": 1.0, "mscale_all_dim": 0.8, "beta_fast": 32, "beta_slow": 1}),
+    # DeepSeek-V2-Lite's shape: no q LoRA, softmax greedy routing, two shared experts
+    "deepseek_v2": dict(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2", num_key_value_heads=4,
+                        kv_lora_rank=32, q_lora_rank=None, qk_rope_head_dim=16, qk_nope_head_dim=16,
+                        v_head_dim=16, n_routed_experts=6, num_experts_per_tok=2, n_shared_experts=2,
+                        moe_intermediate_size=32, first_k_dense_replace=1, topk_method="greedy",
+                        routed_scaling_factor=1.0, rms_norm_eps=1e-6),
+    "glm4_moe": dict(architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", head_dim=16,
+                     partial_rotary_factor=0.5, use_qk_norm=True, attention_bias=True, n_routed_experts=8,
+                     n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=32,
+                     first_k_dense_replace=1, routed_scaling_factor=1.0, norm_topk_prob=True),
 }
 # Gemma stores its norm weights as offsets from 1 (the forward multiplies by 1 + w)
 OFFSET_NORMS = ("gemma2", "gemma3_text")

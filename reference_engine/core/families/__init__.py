@@ -7,12 +7,13 @@ what the loader, the forward and the cache use.
 from __future__ import annotations
 
 from reference_engine.config import ModelConfig
-from reference_engine.core.cache.layout import LayerCache
-from reference_engine.core.families import gemma, llama, moe, phi3
-from reference_engine.core.families.base import Bound, Family, LayerPlan, MoESettings, Settings
+from reference_engine.core.cache.layout import LayerCache, bytes_per_token, dense_layout
+from reference_engine.core.families import deepseek, gemma, glm4_moe, llama, moe, phi3
+from reference_engine.core.families.base import Bound, Family, LayerPlan, MLASettings, MoESettings, Settings
 from reference_engine.errors import UnsupportedError
 
-FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY)
+FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY, deepseek.FAMILY,
+                                 glm4_moe.FAMILY)
 BY_ARCHITECTURE = {arch: fam for fam in FAMILIES for arch in fam.architectures}
 SUPPORTED_ARCHITECTURES = tuple(BY_ARCHITECTURE)
 
@@ -52,5 +53,17 @@ def cache_layout(config: ModelConfig) -> list[LayerCache]:
     return bind(config).family.cache_layout(config)
 
 
-__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MoESettings", "Settings",
-           "bind", "cache_layout", "is_supported", "layer_plan", "mixers", "settings", "windows"]
+def kv_bytes_per_token(config: ModelConfig, dtype, layers: range | None = None) -> int:
+    """Bytes the paged pools hold per token (all layers, or `layers`) in `dtype`: the family's cache layout, the
+    one source for the engine, the memory plan, `probe kv` and the roofline; an architecture no family runs
+    (probe kv reads any decoder) counts dense K and V."""
+    try:
+        layout = cache_layout(config)
+    except UnsupportedError:
+        layout = dense_layout(config.num_hidden_layers, config.num_key_value_heads, config.head_dim)
+    return bytes_per_token(layout if layers is None else layout[layers.start:layers.stop], dtype)
+
+
+__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings",
+           "Settings", "bind", "cache_layout", "is_supported", "kv_bytes_per_token", "layer_plan", "mixers",
+           "settings", "windows"]

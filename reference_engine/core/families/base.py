@@ -37,6 +37,26 @@ class MoESettings:
     cast_weights: bool = True              # routing weights cast back to the model dtype (Mixtral keeps fp32)
     shared_expert: bool = False            # Qwen2-MoE: a dense expert for every token, scaled by sigmoid(gate)
     sparse_layers: frozenset = frozenset()  # layers with a MoE block (the others run a dense MLP)
+    # the router's method (core/moe.py ROUTERS): "softmax_topk" (Mixtral, Qwen-MoE, OLMoE, DeepSeek-V2 greedy),
+    # "group_limited_greedy" (DeepSeek-V2: softmax, groups ranked by their best expert), "noaux_tc" (DeepSeek-V3,
+    # Kimi K2, GLM-4.5: sigmoid scores, + e_score_correction_bias for the choice only, groups ranked by their top-2)
+    method: str = "softmax_topk"
+    n_group: int = 1                       # experts split into n_group equal groups ...
+    topk_group: int = 1                    # ... of which each token may use the topk_group best
+    routed_scaling: float = 1.0            # routed_scaling_factor: the routed experts' weights times this
+    router_fp32: bool = False              # router logits computed in float32 (DeepSeek/GLM keep the gate fp32)
+
+
+@dataclass(frozen=True)
+class MLASettings:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): the dims core/mla.py reads."""
+    q_lora_rank: int | None                # None: a plain q_proj (DeepSeek-V2-Lite)
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    interleaved: bool                      # rope pairs (x0, x1), (x2, x3) ... (V2 always; V3 `rope_interleave`)
+    lora_eps: float = 1e-6                 # q_a/kv_a layernorms' eps (transformers builds them with the default)
 
 
 @dataclass(frozen=True)
@@ -54,6 +74,7 @@ class Settings:
     embed_scale: float | None = None       # Gemma: embeddings multiplied by sqrt(hidden_size)
     local_rope: bool = False               # Gemma 3: sliding layers use their own RoPE base
     moe: MoESettings | None = None
+    mla: MLASettings | None = None
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:

@@ -1,0 +1,30 @@
+"""GLM-4.5 / GLM-4.6 (Glm4MoeForCausalLM): GQA attention with q/k/v biases (`attention_bias`), optional per-head
+q/k RMSNorm (`use_qk_norm`), partial rotary (`partial_rotary_factor`, 0.5 when absent, as Glm4MoeConfig), and
+DeepSeek-V3's MoE: noaux_tc routing (sigmoid, e_score_correction_bias, n_group/topk_group, norm_topk_prob,
+routed_scaling_factor) plus shared experts, dense MLPs before `first_k_dense_replace` (families/deepseek.py).
+"""
+from __future__ import annotations
+
+from reference_engine.config import ModelConfig
+from reference_engine.core.families.base import Family, LayerPlan, Settings, attention_plan, norms_plan
+from reference_engine.core.families.deepseek import GLM, moe_settings, shared_moe_plan
+
+ARCHITECTURES = (GLM,)
+
+
+def qk_norm(config: ModelConfig) -> str | None:
+    return "head" if config.raw.get("use_qk_norm", False) else None
+
+
+def settings(config: ModelConfig) -> Settings:
+    return Settings(family="glm4_moe", qk_norm=qk_norm(config),
+                    moe=moe_settings(config, "noaux_tc", bool(config.raw.get("norm_topk_prob", True))))
+
+
+def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
+    p = f"model.layers.{n}."
+    return {**norms_plan(p, config), **attention_plan(p, config, config.attention_bias, False, qk_norm(config)),
+            **shared_moe_plan(p, config, n, router_bias=True)}
+
+
+FAMILY = Family("glm4_moe", ARCHITECTURES, settings, layer_plan)
