@@ -8,7 +8,7 @@ import shutil
 import pytest
 from safetensors.torch import load_file, save_file
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import no_crashes
 
 CFG = ["CFG020", "CFG021", "CFG022", "CFG023", "CFG024"]

@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from llmdoctor.runner import run_checks
+from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_CATEGORIES
 

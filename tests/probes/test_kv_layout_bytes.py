@@ -7,7 +7,7 @@ import dataclasses
 
 import torch
 
-from llmdoctor.workloads import CHECK_QUICK
+from llmdoctor.run.workloads import CHECK_QUICK
 from probes.decode_roofline import kv_bytes_read
 from probes.kv import ModelKv
 from reference_engine.budget.plan import GiB, make_plan

@@ -118,7 +118,7 @@ def test_multi_token_prediction_layers_are_skipped_as_transformers_does(tmp_path
 
     from safetensors.torch import load_file, save_file
 
-    from llmdoctor.runner import run_checks
+    from llmdoctor.run.runner import run_checks
     out = tmp_path / "mtp"
     shutil.copytree(model_dir("dsv3_qlora_yarn_groups"), out)
     weights = load_file(out / "model.safetensors")

@@ -126,7 +126,7 @@ def test_check_runs_the_engine_checks_on_the_text_decoder(tmp_path, name, monkey
     architecture"), no warning or error; the vision tower's tensors are still scanned by the weight checks.
     (Not Gemma 3 here: at initialisation its norm offsets are all zeros, which WGT006 reports; the Gemma 3 text
     family's checks run on the factory preset in tests/checks/test_family_checks.py.)"""
-    from llmdoctor.runner import run_checks
+    from llmdoctor.run.runner import run_checks
     from reference_engine.testing.factory import TOKENIZER_VOCAB, add_tokenizer
     monkeypatch.setitem(TEXT, "vocab_size", TOKENIZER_VOCAB)
     build(tmp_path, name, at_init=True)
