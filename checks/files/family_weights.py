@@ -8,7 +8,7 @@ import re
 
 import torch
 
-from checks.files.family_config import MLA_ARCHS, well_typed
+from checks.files.mla_config import MLA_ARCHS, well_typed
 from checks.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.core.families.deepseek import V2, mla_plan, sparse_layers

@@ -76,7 +76,7 @@ def moe_settings(engine):
 def router_bias(ctx, layer: int) -> torch.Tensor | None:
     """The layer's e_score_correction_bias as stored (the family's plan names it), or None."""
     from reference_engine.core.families import layer_plan
-    slot = layer_plan(ctx.engine.config, layer).get("router_bias")
+    slot = layer_plan(ctx.engine.config, layer).get("e_score_correction_bias")
     if not slot:
         return None
     try:

@@ -48,6 +48,18 @@ class StepMetadata:
             self._window_masks[window] = base & near
         return self._window_masks[window]
 
+    def chunk_mask(self, chunk: int) -> torch.Tensor:
+        """The step mask restricted to keys in the query's own chunk (Llama 4's chunked local attention:
+        positions [k * chunk, (k + 1) * chunk) see only each other, causally)."""
+        if self._window_masks is None:
+            self._window_masks = {}
+        key = ("chunk", chunk)
+        if key not in self._window_masks:
+            base = self.mask if self.mask is not None else self._full_causal()
+            same = (self.key_pos[:, None, :] // chunk == self.query_pos[:, :, None] // chunk)[:, None]
+            self._window_masks[key] = base & same
+        return self._window_masks[key]
+
     def _full_causal(self) -> torch.Tensor:
         return (self.key_pos[:, None, :] <= self.query_pos[:, :, None])[:, None]
 
@@ -108,17 +120,18 @@ def gather_context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: StepMetadata,
                     window: int | None = None, scale: float | None = None,
-                    softcap: float | None = None) -> torch.Tensor:
+                    softcap: float | None = None, chunk: int | None = None) -> torch.Tensor:
     """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written)
     -> [num_tokens, heads * head_dim].
-    scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask."""
+    scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask;
+    chunk (Llama 4): keys only from the query's own chunk of positions."""
     k = gather_context(cache.flat_k(layer), meta)
     v = gather_context(cache.flat_v(layer), meta)
-    return attend(q, k, v, meta, window, scale, softcap)
+    return attend(q, k, v, meta, window, scale, softcap, chunk)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata, window: int | None = None,
-           scale: float | None = None, softcap: float | None = None) -> torch.Tensor:
+           scale: float | None = None, softcap: float | None = None, chunk: int | None = None) -> torch.Tensor:
     """q [num_tokens, heads, qk_dim] packed; k [B, kv_heads, max_context, qk_dim], v [B, kv_heads, max_context,
     v_dim] gathered -> [num_tokens, heads * v_dim] (v_dim may differ from qk_dim: MLA)."""
     num_tokens, heads, head_dim = q.shape
@@ -129,6 +142,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata
         padded[meta.query_index] = q
         q4 = padded.view(meta.batch, meta.max_query, heads, head_dim).transpose(1, 2)
     mask = meta.window_mask(window) if window is not None and window < meta.max_context else meta.mask
+    if chunk is not None and chunk < meta.max_context:
+        mask = meta.chunk_mask(chunk)
     causal = meta.is_causal and mask is None
     scale = head_dim ** -0.5 if scale is None else scale
     if softcap is not None:

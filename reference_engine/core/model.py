@@ -24,7 +24,8 @@ from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.mla import mla_block
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
-from reference_engine.core.rope import RopeTable, apply_rope
+from reference_engine.core import positions
+from reference_engine.core.rope import RopeTable
 
 # capture(layer, module, tensor [num_tokens, hidden]) -> replacement tensor or None
 CaptureHook = Callable[[int, str, torch.Tensor], "torch.Tensor | None"]
@@ -115,10 +116,11 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
         qk = norm(qk, w.qk_norm, config)
     if cos.dim() == 3:                                         # [2, T, rot]: global and local tables (Gemma 3)
         cos, sin = (cos[1], sin[1]) if window is not None else (cos[0], sin[0])
-    qk = apply_rope(qk, cos, sin)                              # q and k heads rotated in one pass
+    qk = positions.place(qk, heads, layer, s, cos, sin, meta.positions, config.rms_norm_eps)
     q, k = qk[:, :heads], qk[:, heads:]                        # [T, heads, d], [T, kv_heads, d]
     cache.write(layer, meta.slot_mapping, k, v)
-    out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap)   # [T, heads * d]
+    chunk = s.attention_chunk if layer in s.chunked_layers else None
+    out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap, chunk)   # [T, heads * d]
     return linear(out, w.o, w.o_bias)
 
 
@@ -149,13 +151,14 @@ def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int,
     The resident forward below and a layer-by-layer (streaming) forward both run exactly this.
     Capture points: "attn" and "mlp" are the branches as added to the residual (after Gemma's closing norms),
     "post_norm" is the MLP's input (Gemma: pre_feedforward_layernorm's output)."""
-    x = emit_capture(capture, i, "input_norm", norm(h, w.input_norm, config))
+    post_only = families.settings(config).post_norms           # OLMo 2/3: the branches see h itself
+    x = emit_capture(capture, i, "input_norm", h if post_only else norm(h, w.input_norm, config))
     a = MIXERS[families.mixers(config)[i]](x, w, config, i, cache, meta, cos, sin, window, linear)
-    if w.pre_ff_norm is not None:                              # Gemma sandwich: norm the branch, then add
+    if w.pre_ff_norm is not None or post_only:                 # Gemma sandwich, OLMo: norm the branch, then add
         a = norm(a, w.post_norm, config)
     h = h + emit_capture(capture, i, "attn", a)
     ff_norm = w.pre_ff_norm if w.pre_ff_norm is not None else w.post_norm
-    x = emit_capture(capture, i, "post_norm", norm(h, ff_norm, config))
+    x = emit_capture(capture, i, "post_norm", h if post_only else norm(h, ff_norm, config))
     m = feed_forward(x, w, config, i, capture, linear)
     if w.post_ff_norm is not None:
         m = norm(m, w.post_ff_norm, config)

@@ -27,7 +27,7 @@ class LayerWeights:
     """One decoder layer's tensors by role (families/base.py: each family's plan names the files' tensors).
     A recurrent layer has no qkv/o; a mixer's own tensors (MLA's latent projections, a DeltaNet's conv and decay,
     attention sinks ...) sit in `extra` by role, documented with their shapes in the mixer's module."""
-    input_norm: torch.Tensor          # [hidden]
+    input_norm: torch.Tensor | None = None  # [hidden]; None for post-norm families (OLMo 2/3)
     post_norm: torch.Tensor | None = None   # [hidden] (Gemma: the norm closing the attention branch)
     qkv: torch.Tensor | None = None   # [(heads + 2 * kv_heads) * head_dim, hidden]
     qkv_bias: torch.Tensor | None = None    # [(heads + 2 * kv_heads) * head_dim]
@@ -49,6 +49,12 @@ class LayerWeights:
     shared_down: torch.Tensor | None = None       # [hidden, shared_intermediate]
     shared_gate: torch.Tensor | None = None       # [1, hidden] its sigmoid gate
     extra: dict[str, torch.Tensor] = field(default_factory=dict)   # a mixer's or family's own roles
+
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The layer's weight dtype (every tensor of a loaded layer has it)."""
+        return next(t for t in (self.input_norm, self.post_norm, self.qkv) if t is not None).dtype
 
 
 LAYER_FIELDS = frozenset(LayerWeights.__dataclass_fields__) - {"extra"}

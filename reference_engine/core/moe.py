@@ -6,11 +6,15 @@ Routing is transformers', one function per method (`MoESettings.method`, read fr
   back to the model dtype (not for Mixtral);
 - "group_limited_greedy" (DeepSeek-V2): softmax; the experts split into `n_group` groups, each ranked by its best
   expert; only the `topk_group` best groups compete for the top-k;
-- "noaux_tc" (DeepSeek-V3, Kimi K2, GLM-4.5): sigmoid scores; `e_score_correction_bias` added for the choice
-  only (groups ranked by the sum of their two best biased scores), the weights are the unbiased scores,
-  renormalised when `norm_topk_prob` (+1e-20).
+- "noaux_tc" (DeepSeek-V3, Kimi K2, GLM-4.5; MiniMax-M2 is its one-group case): sigmoid scores;
+  `e_score_correction_bias` added for the choice only (groups ranked by the sum of their two best biased scores),
+  the weights are the unbiased scores, renormalised when `norm_topk_prob` (+1e-20);
+- "sigmoid_topk" (Llama 4): top-k of the raw logits, the sigmoid of the chosen ones is the weight (no
+  renormalisation) and, with `scale_input`, multiplies the expert's input instead of its output.
 Every method then multiplies by `routed_scaling_factor`. Experts run in ascending order and their weighted
 outputs are index_add-ed into a zero tensor, as transformers does, so float32 results agree to rounding.
+Llama 4 stores its experts fused and transposed ([E, hidden, 2 * inter], [E, inter, hidden] in
+`extra["experts_gate_up_in"]`, `extra["experts_down_in"]`); `expert` hands out [out, in] views of either layout.
 """
 from __future__ import annotations
 
@@ -53,7 +57,13 @@ def noaux_tc(logits: torch.Tensor, moe: MoESettings, bias) -> tuple[torch.Tensor
     return top, ids
 
 
-ROUTERS = {"softmax_topk": softmax_topk, "group_limited_greedy": group_limited_greedy, "noaux_tc": noaux_tc}
+def sigmoid_topk(logits: torch.Tensor, moe: MoESettings, bias) -> tuple[torch.Tensor, torch.Tensor]:
+    top, ids = torch.topk(logits, moe.top_k, dim=-1)
+    return torch.sigmoid(top.float()), ids
+
+
+ROUTERS = {"softmax_topk": softmax_topk, "group_limited_greedy": group_limited_greedy, "noaux_tc": noaux_tc,
+           "sigmoid_topk": sigmoid_topk}
 
 
 def route(router_logits: torch.Tensor, moe: MoESettings,
@@ -65,6 +75,13 @@ def route(router_logits: torch.Tensor, moe: MoESettings,
     return (top.to(router_logits.dtype) if moe.cast_weights else top), ids
 
 
+def expert(w, e: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Expert e's (gate_up [2 * inter, hidden], down [hidden, inter]) as F.linear weights."""
+    if w.experts_gate_up is not None:
+        return w.experts_gate_up[e], w.experts_down[e]
+    return w.extra["experts_gate_up_in"][e].T, w.extra["experts_down_in"][e].T
+
+
 def moe_mlp(x: torch.Tensor, w, moe: MoESettings, act, linear, on_router=None) -> torch.Tensor:
     """x [T, hidden] -> [T, hidden]. `on_router(logits [T, experts])` may replace the router logits (the
     "router" capture point: routing statistics, fault injection)."""
@@ -74,16 +91,19 @@ def moe_mlp(x: torch.Tensor, w, moe: MoESettings, act, linear, on_router=None) -
         logits = linear(x, w.router)
     if on_router is not None:
         logits = on_router(logits)
-    weights, ids = route(logits, moe, w.extra.get("router_bias"))
+    weights, ids = route(logits, moe, w.extra.get("e_score_correction_bias"))
     out = torch.zeros_like(x)
     for e in torch.unique(ids).tolist():                          # only the experts some token chose
         pos, tok = torch.where(ids.T == e)                        # ([n], [n]): slot in top-k, token
-        gate, up = linear(x[tok], w.experts_gate_up[e]).chunk(2, dim=-1)
-        y = linear(act(gate) * up, w.experts_down[e]) * weights[tok, pos, None]
-        out.index_add_(0, tok, y.to(out.dtype))
+        gate_up, down = expert(w, e)
+        scale = weights[tok, pos, None]                           # [n, 1]
+        inp = (x[tok] * scale).to(x.dtype) if moe.scale_input else x[tok]
+        gate, up = linear(inp, gate_up).chunk(2, dim=-1)
+        y = linear(act(gate) * up, down)
+        out.index_add_(0, tok, (y if moe.scale_input else y * scale).to(out.dtype))
     if w.shared_gate_up is not None:                              # a dense expert for every token
         gate, up = linear(x, w.shared_gate_up, w.extra.get("shared_gate_up_bias")).chunk(2, dim=-1)
         shared = linear(act(gate) * up, w.shared_down, w.extra.get("shared_down_bias"))
-        # Qwen2-MoE scales it by sigmoid(shared_expert_gate); DeepSeek/GLM add it as is
+        # Qwen2-MoE scales it by sigmoid(shared_expert_gate); DeepSeek/GLM/Llama 4 add it as is
         out = out + (shared if w.shared_gate is None else torch.sigmoid(linear(x, w.shared_gate)) * shared)
     return out

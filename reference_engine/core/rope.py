@@ -19,11 +19,11 @@ from typing import Callable
 import torch
 
 from reference_engine.config import ModelConfig
+from reference_engine.core.families.base import LAYER_KINDS   # re-exported: rope.LAYER_KINDS
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.limits import check_rope_table
 
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
-LAYER_KINDS = ("full_attention", "sliding_attention")
 
 
 def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
@@ -48,7 +48,9 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
     if params.get("rope_theta") is None:
         params["rope_theta"] = raw.get("rope_theta", config.rope_theta)
     if params.get("partial_rotary_factor") is None:
-        params["partial_rotary_factor"] = raw.get("partial_rotary_factor", 1.0)
+        legacy = raw.get("rotary_dim")             # MiniMax-M2 spells partial rotary as rotating dims per head
+        fallback = legacy / config.head_dim if isinstance(legacy, int) and legacy > 0 else 1.0
+        params["partial_rotary_factor"] = raw.get("partial_rotary_factor", fallback)
     if params["rope_type"] in ("llama3", "yarn", "longrope"):
         params.setdefault("original_max_position_embeddings",
                           raw.get("original_max_position_embeddings", config.max_position_embeddings))

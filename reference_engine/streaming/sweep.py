@@ -87,7 +87,7 @@ def run_layers(source, config, windows, lanes: list[Lane], linear=F.linear, laye
     shadows: dict = {}                                     # dtype -> that dtype's copies, reused layer to layer
     for i in (range(config.num_hidden_layers) if layers is None else layers):
         w = source.layer(i)
-        views = {(w.input_norm.dtype, None): w}                   # (dtype, variant) -> the layer as that lane sees it
+        views = {(w.dtype, None): w}                   # (dtype, variant) -> the layer as that lane sees it
         for lane in lanes:
             key = (lane.dtype, lane.variant)
             if (lane.dtype, None) not in views:

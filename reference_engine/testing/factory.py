@@ -77,6 +77,18 @@ PRESETS = {
                      partial_rotary_factor=0.5, use_qk_norm=True, attention_bias=True, n_routed_experts=8,
                      n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=32,
                      first_k_dense_replace=1, routed_scaling_factor=1.0, norm_topk_prob=True),
+    # issue 38: SmolLM3 (a NoPE layer), OLMo 2/3 (post-norm; OLMo 3 windows), MiniMax-M2, Llama 4 text
+    "smollm3": dict(architectures=["SmolLM3ForCausalLM"], model_type="smollm3", no_rope_layers=[1, 0],
+                    use_sliding_window=False, sliding_window=None, attention_bias=False, mlp_bias=False),
+    "olmo2": dict(architectures=["Olmo2ForCausalLM"], model_type="olmo2", attention_bias=False, rms_norm_eps=1e-6),
+    "olmo3": dict(architectures=["Olmo3ForCausalLM"], model_type="olmo3", attention_bias=False, rms_norm_eps=1e-6,
+                  sliding_window=32, layer_types=["sliding_attention", "full_attention"]),
+    "minimax_m2": dict(architectures=["MiniMaxM2ForCausalLM"], model_type="minimax_m2", head_dim=16, rotary_dim=8,
+                       num_local_experts=4, num_experts_per_tok=2, intermediate_size=64),
+    "llama4": dict(architectures=["Llama4ForCausalLM"], model_type="llama4_text", head_dim=16, num_local_experts=4,
+                   num_experts_per_tok=1, interleave_moe_layer_step=2, intermediate_size=64,
+                   intermediate_size_mlp=128, attention_chunk_size=32, no_rope_layers=[1, 0], use_qk_norm=True,
+                   attn_temperature_tuning=True, floor_scale=16, attn_scale=0.1),
 }
 # Gemma stores its norm weights as offsets from 1 (the forward multiplies by 1 + w)
 OFFSET_NORMS = ("gemma2", "gemma3_text")

@@ -27,6 +27,7 @@ from reference_engine.core.cache.layout import LayerCache, dense_layout
 Shape = tuple[int, ...]
 Slot = list[tuple[str, Shape]]
 LayerPlan = dict[str, "Slot | list[Slot]"]
+LAYER_KINDS = ("full_attention", "sliding_attention")   # per-layer-kind RoPE blocks (Gemma 3, OLMo 3)
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,14 @@ class MoESettings:
     sparse_layers: frozenset = frozenset()  # layers with a MoE block (the others run a dense MLP)
     # the router's method (core/moe.py ROUTERS): "softmax_topk" (Mixtral, Qwen-MoE, OLMoE, DeepSeek-V2 greedy),
     # "group_limited_greedy" (DeepSeek-V2: softmax, groups ranked by their best expert), "noaux_tc" (DeepSeek-V3,
-    # Kimi K2, GLM-4.5: sigmoid scores, + e_score_correction_bias for the choice only, groups ranked by their top-2)
+    # Kimi K2, GLM-4.5, MiniMax-M2 with one group: sigmoid scores, + e_score_correction_bias for the choice only,
+    # groups ranked by their top-2), "sigmoid_topk" (Llama 4: top-k of the logits, sigmoid of the chosen ones)
     method: str = "softmax_topk"
     n_group: int = 1                       # experts split into n_group equal groups ...
     topk_group: int = 1                    # ... of which each token may use the topk_group best
     routed_scaling: float = 1.0            # routed_scaling_factor: the routed experts' weights times this
     router_fp32: bool = False              # router logits computed in float32 (DeepSeek/GLM keep the gate fp32)
+    scale_input: bool = False              # Llama 4: the routing weight multiplies the expert's input, not output
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,16 @@ class Settings:
     local_rope: bool = False               # Gemma 3: sliding layers use their own RoPE base
     moe: MoESettings | None = None
     mla: MLASettings | None = None
+    # --- issue 38 (SmolLM3, OLMo 2/3, Llama 4): per-layer position handling and norm placement ---
+    nope_layers: frozenset = frozenset()   # layers that get no rotary embedding at all (SmolLM3, Llama 4 NoPE)
+    post_norms: bool = False               # OLMo 2/3: no norm before a branch; post_attention_layernorm and
+                                           # post_feedforward_layernorm close each branch before the residual add
+    rope_interleaved: bool = False         # Llama 4: rope turns adjacent pairs (2i, 2i+1) (complex multiply)
+    qk_l2_norm: bool = False               # Llama 4: weightless RMSNorm of every q, k head after rope (rope layers)
+    chunked_layers: frozenset = frozenset()  # Llama 4: layers whose tokens attend only inside their chunk
+    attention_chunk: int | None = None     # that chunk (attention_chunk_size): keys with pos // chunk == q's
+    temperature: tuple[float, float] | None = None   # Llama 4 NoPE layers (attn_scale, floor_scale):
+                                           # q *= 1 + attn_scale * log1p(floor((pos + 1) / floor_scale))
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:
@@ -174,3 +187,33 @@ def raw_float(config: ModelConfig, key: str, default: float | None = None) -> fl
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelDirError("config.json", f"'{key}' must be a number or null, found {value!r}")
     return float(value)
+
+
+def raw_int_list(config: ModelConfig, key: str, allowed: tuple[int, ...] | None = None) -> list[int] | None:
+    """A config.json list of integers (None when absent or null); anything else is a ModelDirError naming it."""
+    from reference_engine.errors import ModelDirError
+    value = config.raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise ModelDirError("config.json", f"'{key}' must be a list of integers, found {str(value)[:60]}")
+    if allowed is not None and any(v not in allowed for v in value):
+        raise ModelDirError("config.json", f"'{key}' entries must be one of {list(allowed)}, found "
+                                           f"{sorted(set(value) - set(allowed))}")
+    return value
+
+
+def nope_layers(config: ModelConfig) -> frozenset:
+    """Layers without RoPE from `no_rope_layers` (SmolLM3, Llama 4: 1 = RoPE, 0 = NoPE, read per layer index as
+    transformers does), else one NoPE layer every `no_rope_layer_interval` (default 4) as their configs derive it."""
+    from reference_engine.errors import ModelDirError
+    n = config.num_hidden_layers
+    flags = raw_int_list(config, "no_rope_layers", allowed=(0, 1))
+    if not flags:
+        interval = raw_int(config, "no_rope_layer_interval", 4)
+        if interval < 1:
+            raise ModelDirError("config.json", "'no_rope_layer_interval' must be at least 1")
+        flags = [int((i + 1) % interval != 0) for i in range(n)]
+    if len(flags) < n:
+        raise ModelDirError("config.json", f"'no_rope_layers' has {len(flags)} entries for {n} layers")
+    return frozenset(i for i in range(n) if not flags[i])

@@ -126,7 +126,7 @@ def shared_moe_plan(p: str, config: ModelConfig, n: int, router_bias: bool, mlp_
     size, experts = field(config, "moe_intermediate_size"), range(routed_experts(config))
     plan: LayerPlan = {"router": [(m + "gate.weight", (len(experts), h))]}
     if router_bias:
-        plan["router_bias"] = [(m + "gate.e_score_correction_bias", (len(experts),))]
+        plan["e_score_correction_bias"] = [(m + "gate.e_score_correction_bias", (len(experts),))]
     plan["experts_gate_up"] = [[(f"{m}experts.{e}.gate_proj.weight", (size, h)),
                                 (f"{m}experts.{e}.up_proj.weight", (size, h))] for e in experts]
     plan["experts_down"] = [[(f"{m}experts.{e}.down_proj.weight", (h, size))] for e in experts]

@@ -102,7 +102,7 @@ def test_router_bias_changes_the_choice_and_groups_differ_between_tokens():
     eng = core("dsv3_qlora_yarn_groups")
     logits = {}
     eng.logits(random_ids(200, seed=1), capture=lambda i, m, t: logits.setdefault(i, t) if m == "router" else None)
-    moe, bias = eng.config.family.settings.moe, eng.weights.layers[1].extra["router_bias"]
+    moe, bias = eng.config.family.settings.moe, eng.weights.layers[1].extra["e_score_correction_bias"]
     _, ids = route(logits[1], moe, bias)
     _, unbiased = route(logits[1], moe, None)
     assert not torch.equal(ids.sort(-1).values, unbiased.sort(-1).values)

@@ -1,0 +1,42 @@
+"""OLMo 2 and OLMo 3: post-norm decoders. No norm opens a branch; `post_attention_layernorm` closes the attention
+branch and `post_feedforward_layernorm` the MLP, each before its residual add. q and k are RMS-normed over the
+whole projections (all heads at once) before RoPE. OLMo 3 adds sliding-window layers (`layer_types`; three
+sliding to one full by default) with a RoPE block per layer kind (transformers 5's rope_parameters), the full
+layers' scaling (YaRN in the long-context checkpoints) not applied to the sliding ones."""
+from __future__ import annotations
+
+from reference_engine.config import ModelConfig
+from reference_engine.core.families.base import (LAYER_KINDS, Family, LayerPlan, Settings, attention_plan,
+                                                 default_windows, mlp_plan)
+
+ARCHITECTURES = ("Olmo2ForCausalLM", "Olmo3ForCausalLM")
+
+
+def per_kind_rope(config: ModelConfig) -> bool:
+    params = config.raw.get("rope_parameters")
+    return isinstance(params, dict) and any(k in params for k in LAYER_KINDS)
+
+
+def settings(config: ModelConfig) -> Settings:
+    return Settings(family="olmo", qk_norm="full", post_norms=True, local_rope=per_kind_rope(config))
+
+
+def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
+    p, h, bias = f"model.layers.{n}.", config.hidden_size, config.attention_bias
+    return {"post_norm": [(p + "post_attention_layernorm.weight", (h,))],
+            "post_ff_norm": [(p + "post_feedforward_layernorm.weight", (h,))],
+            **attention_plan(p, config, bias, bias, "full"),
+            **mlp_plan(p + "mlp.", h, config.intermediate_size)}
+
+
+def windows(config: ModelConfig) -> list[int | None]:
+    """OLMo 3 without layer_types: every 4th layer full, the others sliding (Olmo3Config's default)."""
+    window, n = config.sliding_window, config.num_hidden_layers
+    if config.architecture != "Olmo3ForCausalLM":
+        return [None] * n
+    if window and not isinstance(config.raw.get("layer_types"), list):
+        return [window if (i + 1) % 4 else None for i in range(n)]
+    return default_windows(config)
+
+
+FAMILY = Family("olmo", ARCHITECTURES, settings, layer_plan, windows)

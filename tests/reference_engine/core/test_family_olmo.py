@@ -1,0 +1,46 @@
+"""OLMo 2 and OLMo 3 against transformers: post-norm layers (no norm before a branch, one after each), q/k
+RMS-normed over the whole projections; OLMo 3's sliding windows (20 tokens here, sequences of 256) and its
+per-layer-kind RoPE (YaRN on the full layers only, past original_max_position_embeddings 64)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from llmdoctor.run.runner import run_checks
+from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
+from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from tests.reference_engine.core.family_models import random_ids
+from tests.reference_engine.core.issue38_models import (bite, check_against_transformers,
+                                                        check_batch_equals_alone, core)
+
+VARIANTS = ["olmo2_post_norm", "olmo3_windows_yarn"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_logits_and_greedy_match_transformers(variant):
+    check_against_transformers(variant)
+
+
+def test_ragged_batch_and_chunked_prefill_match_each_sequence_alone():
+    check_batch_equals_alone("olmo3_windows_yarn")
+
+
+def test_the_features_matter():
+    """Full-projection q/k norms as per-head ones would be another model; OLMo 3's sliding layers use their own
+    (unscaled) RoPE table and really have windows shorter than the sequence."""
+    assert bite("olmo2_post_norm", qk_norm=None) > 1e-2
+    eng, ids = core("olmo3_windows_yarn"), random_ids(100, seed=3)
+    assert eng.windows == [20, 20, 20, None] and eng.rope.local is not None
+    base = eng.logits(ids)
+    eng.rope = replace(eng.rope, local=None)                    # YaRN rows on the sliding layers too
+    assert (eng.logits(ids) - base).abs().max().item() > 1e-2
+
+
+@pytest.mark.parametrize("preset", ["olmo2", "olmo3"])
+def test_healthy_model_passes_the_static_and_engine_checks(factory_model_dir, preset):
+    report = run_checks(factory_model_dir(preset), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
+                        device="cpu")
+    no_crashes(report)
+    assert problems(report) == []
+    assert {"WGT001", "WGT003", "GLD002", "ACT001", "ENG001"} <= {r.id for r in report.checks if r.status == "passed"}
