@@ -29,12 +29,12 @@ def test_the_features_matter():
     each head."""
     eng = core(VARIANT)
     assert eng.rope.cos.shape[-1] == 8
-    assert bite(VARIANT, moe={"routing": "softmax"}) > 1e-2
+    assert bite(VARIANT, moe={"method": "softmax_topk"}) > 1e-2
     assert bite(VARIANT, qk_norm=None) > 1e-2
 
 
 def test_the_correction_bias_picks_but_does_not_weigh():
-    moe = MoESettings(num_experts=3, top_k=1, norm_topk_prob=False, cast_weights=False, routing="sigmoid_bias")
+    moe = MoESettings(num_experts=3, top_k=1, norm_topk_prob=False, cast_weights=False, method="noaux_tc")
     logits = torch.tensor([[2.0, 0.0, -1.0]])
     weights, ids = route(logits, moe, bias=torch.tensor([0.0, 0.0, 5.0]))
     assert ids.tolist() == [[2]] and torch.allclose(weights, torch.sigmoid(torch.tensor([[-1.0]])))
