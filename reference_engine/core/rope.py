@@ -24,6 +24,9 @@ from reference_engine.limits import check_rope_table
 
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
 LAYER_KINDS = ("full_attention", "sliding_attention")
+# partial_rotary_factor when a config names none: transformers' Qwen3-Next configs (and Qwen3.5's, built on
+# them) default to rotating a quarter of each head
+PARTIAL_ROTARY_DEFAULTS = {"qwen3_next": 0.25, "qwen3_5_text": 0.25, "qwen3_5_moe_text": 0.25}
 
 
 def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
@@ -46,7 +49,8 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
     if params.get("rope_theta") is None:
         params["rope_theta"] = raw.get("rope_theta", config.rope_theta)
     if params.get("partial_rotary_factor") is None:
-        params["partial_rotary_factor"] = raw.get("partial_rotary_factor", 1.0)
+        params["partial_rotary_factor"] = raw.get("partial_rotary_factor",
+                                                  PARTIAL_ROTARY_DEFAULTS.get(config.model_type, 1.0))
     if params["rope_type"] in ("llama3", "yarn", "longrope"):
         params.setdefault("original_max_position_embeddings",
                           raw.get("original_max_position_embeddings", config.max_position_embeddings))
