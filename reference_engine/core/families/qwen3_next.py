@@ -63,21 +63,22 @@ def dims(config: ModelConfig) -> DeltaNetDims:
 
 def layer_types(config: ModelConfig) -> list[str]:
     """`layer_types` as listed, else every `full_attention_interval`-th layer full attention (transformers'
-    default: 4); ModelDirError for a list that does not cover every layer with a known kind."""
+    default: 4); ModelDirError for a list that does not cover every layer with a known kind. (A longer list
+    is read up to num_hidden_layers: the checks size tables on copies with fewer layers; CFG052 reports it.)"""
     n, types = config.num_hidden_layers, config.raw.get("layer_types")
     if types is None:
         interval = raw_int(config, "full_attention_interval", 4)
         if interval < 1:
             raise ModelDirError("config.json", "'full_attention_interval' must be >= 1, found 0")
         return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
-    if not isinstance(types, list) or len(types) != n:
+    if not isinstance(types, list) or len(types) < n:
         raise ModelDirError("config.json", f"'layer_types' must list one kind per layer ({n}), found "
                                            f"{len(types) if isinstance(types, list) else repr(types)}")
     unknown = sorted({str(t) for t in types} - set(KINDS))
     if unknown:
         raise ModelDirError("config.json", f"'layer_types' holds {unknown[0]!r}: only linear_attention and "
                                            "full_attention exist in this family")
-    return list(types)
+    return list(types[:n])
 
 
 def sparse_layers(config: ModelConfig) -> frozenset:

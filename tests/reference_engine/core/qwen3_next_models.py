@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import math
 import shutil
 import tempfile
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file
+
+from reference_engine.testing import factory
 
 VOCAB = 97
 BASE = dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
@@ -51,14 +55,25 @@ def randomise(model) -> None:
                 param.normal_(0.0, 0.4)
 
 
-def build(out: Path, variant: str, seed: int = 0) -> Path:
+def build(out: Path, variant: str, seed: int = 0, tokenizer: bool = False) -> Path:
+    """The model directory; with tokenizer=True also the factory's trained BPE tokenizer, chat template and
+    generation config (the vocabulary sized to it), a directory `llmdoctor check` reads whole."""
     import transformers
     config_cls, model_cls, overrides = VARIANTS[variant]
-    config = getattr(transformers, config_cls)(**{**BASE, **overrides})
+    extra = {}
+    if tokenizer:
+        tok = factory.tokenizer_json()
+        ids = factory.special_ids(tok)
+        extra = dict(vocab_size=factory.tokenizer_length(tok), bos_token_id=ids[factory.BOS],
+                     eos_token_id=ids[factory.IM_END], pad_token_id=ids[factory.PAD])
+    config = getattr(transformers, config_cls)(**{**BASE, **overrides, **extra})
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config)
     randomise(model)
     model.save_pretrained(out, safe_serialization=True)
+    if tokenizer:
+        raw = json.loads((out / "config.json").read_text())
+        factory.write_model_dir(out, raw, tok, dict(load_file(out / "model.safetensors")))
     return out
 
 
