@@ -56,8 +56,10 @@ def dims(config: ModelConfig) -> DeltaNetDims:
     """The DeltaNet's sizes (transformers' defaults where absent), each bounded (one-line ModelDirError)."""
     def size(key: str, default: int, limit: int) -> int:
         return check_size(key, config.raw.get(key, default), limit, "config.json")
-    return DeltaNetDims(size("linear_num_key_heads", 16, MAX_HEADS), size("linear_num_value_heads", 32, MAX_HEADS),
-                        size("linear_key_head_dim", 128, MAX_HEAD_DIM), size("linear_value_head_dim", 128, MAX_HEAD_DIM),
+    return DeltaNetDims(size("linear_num_key_heads", 16, MAX_HEADS),
+                        size("linear_num_value_heads", 32, MAX_HEADS),
+                        size("linear_key_head_dim", 128, MAX_HEAD_DIM),
+                        size("linear_value_head_dim", 128, MAX_HEAD_DIM),
                         size("linear_conv_kernel_dim", 4, MAX_CONV_KERNEL))
 
 
