@@ -31,6 +31,8 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {
     "qwen35_dense_tied": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(
         num_hidden_layers=3, intermediate_size=40, linear_num_key_heads=2, linear_num_value_heads=2,
         tie_word_embeddings=True, layer_types=["linear_attention", "full_attention", "linear_attention"])),
+    "qwen35_dense_value_groups": ("Qwen3_5TextConfig", "Qwen3_5ForCausalLM", dict(
+        num_hidden_layers=4, intermediate_size=40, linear_num_key_heads=2, linear_num_value_heads=6)),
     "qwen35_moe": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM", dict(
         num_hidden_layers=4, linear_num_key_heads=1, linear_num_value_heads=3, num_experts=4,
         num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24)),
@@ -74,6 +76,22 @@ def build(out: Path, variant: str, seed: int = 0, tokenizer: bool = False) -> Pa
     if tokenizer:
         raw = json.loads((out / "config.json").read_text())
         factory.write_model_dir(out, raw, tok, dict(load_file(out / "model.safetensors")))
+    return out
+
+
+def build_for_gguf(out: Path, variant: str, tokenizer_dir: Path) -> Path:
+    """The model with a real tokenizer llama.cpp's converter recognises (its vocabulary size), for GGUF export."""
+    import json as _json
+    vocab = len(_json.loads((tokenizer_dir / "tokenizer.json").read_text())["model"]["vocab"])
+    config_cls, model_cls, overrides = VARIANTS[variant]
+    import transformers
+    config = getattr(transformers, config_cls)(**{**BASE, **overrides, "vocab_size": vocab, "pad_token_id": None})
+    torch.manual_seed(0)
+    model = getattr(transformers, model_cls)(config)
+    randomise(model)
+    model.save_pretrained(out, safe_serialization=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer_dir / name, out / name)
     return out
 
 
