@@ -55,6 +55,8 @@ def randomise(model) -> None:
                 param.uniform_(-0.5, 0.5)
             elif name.endswith("conv1d.weight"):
                 param.normal_(0.0, 0.4)
+            elif name.endswith("embed_tokens.weight"):          # the pad row too (nn.Embedding zeroes it)
+                param.normal_(0.0, 0.1)
 
 
 def build(out: Path, variant: str, seed: int = 0, tokenizer: bool = False) -> Path:
@@ -98,6 +100,12 @@ def build_for_gguf(out: Path, variant: str, tokenizer_dir: Path) -> Path:
 @functools.cache
 def model_dir(variant: str) -> Path:
     return build(_ROOT / variant, variant)
+
+
+@functools.cache
+def checkable_dir(variant: str) -> Path:
+    """The model with the factory's tokenizer and chat template: a directory `llmdoctor check` reads whole."""
+    return build(_ROOT / f"{variant}-tok", variant, tokenizer=True)
 
 
 @functools.cache
