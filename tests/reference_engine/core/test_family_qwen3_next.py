@@ -117,3 +117,25 @@ def test_layer_kinds_from_the_interval_and_a_bad_layer_types_refused():
     for bad in (["linear_attention"] * 5, ["linear_attention"] * 5 + ["mamba"]):
         with pytest.raises(ModelDirError, match="layer_types"):
             layer_types(parse_config({**raw, "layer_types": bad}))
+
+
+def test_bfloat16_follows_transformers_dtype_handling():
+    """bf16 weights: the zero-centred norms, the gated norm and the decay in float32 as transformers does them,
+    the states kept in float32; logits within a bf16 rounding step of transformers' bf16 run (equal here)."""
+    import transformers
+    variant = "qwen35_dense_tied"
+    eng = core(variant, dtype="bfloat16")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(model_dir(variant), dtype=torch.bfloat16).eval()
+    ids = random_ids(150, seed=1)
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor([ids])).logits[0].float()
+    assert (eng.logits(ids) - theirs).abs().max().item() <= 1 / 32
+
+
+def test_partial_rotary_defaults_to_a_quarter_as_transformers_config():
+    from reference_engine.core.rope import rope_parameters, rotary_dim
+    raw = dict(architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", vocab_size=10, hidden_size=8,
+               intermediate_size=8, num_hidden_layers=4, num_attention_heads=2, head_dim=16)
+    config = parse_config(raw)
+    assert rotary_dim(config, rope_parameters(config)) == 4
+    assert rotary_dim(config, rope_parameters(parse_config({**raw, "partial_rotary_factor": 0.5}))) == 8
