@@ -54,21 +54,42 @@ def gated_rms_norm(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: 
     return (weight * x32.to(x.dtype) * F.silu(z.float())).to(x.dtype)
 
 
-def mix_sequence(qkv: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor,
-                 state: dict, d: DeltaNetDims) -> tuple[torch.Tensor, dict]:
-    """One sequence's run: qkv [n, conv_dim], g/beta [n, v_heads], state {"conv" [conv_dim, K-1], "recurrent"
-    [v_heads, k_dim, v_dim]} -> (o [n, v_heads, v_dim] float32, the new state)."""
-    n = qkv.shape[0]
-    mixed, window = causal_conv(qkv, conv_w, None, state["conv"])          # [n, conv_dim]
+def heads(mixed: torch.Tensor, d: DeltaNetDims) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The conv's output [n, conv_dim] -> q, k [n, v_heads, k_dim] (silu, l2-normed in float32, each key head
+    repeated for its value heads, q scaled by k_dim ** -0.5) and v [n, v_heads, v_dim]."""
+    n = mixed.shape[0]
     q, k, v = F.silu(mixed).split([d.key_dim, d.key_dim, d.value_dim], dim=-1)
     q, k = (l2norm(t.reshape(n, d.k_heads, d.k_dim).float()) for t in (q, k))
     if d.v_heads != d.k_heads:                                  # each q/k head serves v_heads / k_heads heads
         q, k = (t.repeat_interleave(d.v_heads // d.k_heads, dim=1) for t in (q, k))
-    q = q * d.k_dim ** -0.5
-    v = v.reshape(n, d.v_heads, d.v_dim)
-    rule = recurrent_gated_delta_rule if n == 1 else chunked_gated_delta_rule
+    return q * d.k_dim ** -0.5, k, v.reshape(n, d.v_heads, d.v_dim)
+
+
+def mix_sequence(qkv: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor,
+                 state: dict, d: DeltaNetDims) -> tuple[torch.Tensor, dict]:
+    """One sequence's run: qkv [n, conv_dim], g/beta [n, v_heads], state {"conv" [conv_dim, K-1], "recurrent"
+    [v_heads, k_dim, v_dim]} -> (o [n, v_heads, v_dim] float32, the new state)."""
+    mixed, window = causal_conv(qkv, conv_w, None, state["conv"])          # [n, conv_dim]
+    q, k, v = heads(mixed, d)
+    rule = recurrent_gated_delta_rule if qkv.shape[0] == 1 else chunked_gated_delta_rule
     o, recurrent = rule(q, k, v, g, beta, state["recurrent"])
     return o, {"conv": window, "recurrent": recurrent}
+
+
+def mix_decode(qkv: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: torch.Tensor,
+               states: list[dict], d: DeltaNetDims) -> tuple[torch.Tensor, list[dict]]:
+    """A decode step, one token of each of B sequences at once: the sequences sit side by side as conv
+    channels and as heads of one recurrent step, each still reading and writing only its own state.
+    qkv [B, conv_dim], g/beta [B, v_heads] -> (o [B, v_heads, v_dim] float32, the new state of each)."""
+    b = qkv.shape[0]
+    window = torch.cat([s["conv"] for s in states])                        # [B * conv_dim, K-1]
+    mixed, window = causal_conv(qkv.reshape(1, -1), conv_w.repeat(b, 1), None, window)   # [1, B * conv_dim]
+    q, k, v = heads(mixed.view(b, d.conv_dim), d)
+    s = torch.cat([st["recurrent"] for st in states])                      # [B * v_heads, k_dim, v_dim]
+    o, s = recurrent_gated_delta_rule(q.reshape(1, -1, d.k_dim), k.reshape(1, -1, d.k_dim),
+                                      v.reshape(1, -1, d.v_dim), g.reshape(1, -1), beta.reshape(1, -1), s)
+    return o.view(b, d.v_heads, d.v_dim), [{"conv": c, "recurrent": r}
+                                           for c, r in zip(window.split(d.conv_dim), s.split(d.v_heads))]
 
 
 def gated_delta_net_block(x: torch.Tensor, w, config: ModelConfig, layer: int, cache, meta, cos, sin, window,
@@ -82,6 +103,11 @@ def gated_delta_net_block(x: torch.Tensor, w, config: ModelConfig, layer: int, c
     beta = b.sigmoid()                                                     # write strength in (0, 1)
     g = -e["A_log"].float().exp() * F.softplus(a.float() + e["dt_bias"])   # log decay per token and head
     conv_w = e["conv"].reshape(d.conv_dim, d.kernel)
+    if len(meta.counts) > 1 and max(meta.counts) == 1:                     # a decode step: all at once
+        o, states = mix_decode(qkv, g, beta, conv_w, [cache.states.get(layer, s) for s in meta.seq_ids], d)
+        for seq, state in zip(meta.seq_ids, states):
+            cache.states.stage(layer, seq, state)
+        return out_projection(o.to(x.dtype), z, e, config, d, linear)
     outs, at = [], 0
     for seq, count in zip(meta.seq_ids, meta.counts):
         part = slice(at, at + count)
@@ -89,6 +115,11 @@ def gated_delta_net_block(x: torch.Tensor, w, config: ModelConfig, layer: int, c
         cache.states.stage(layer, seq, state)
         outs.append(o)
         at += count
-    o = torch.cat(outs).to(x.dtype)                                        # [T, v_heads, v_dim]
+    return out_projection(torch.cat(outs).to(x.dtype), z, e, config, d, linear)
+
+
+def out_projection(o: torch.Tensor, z: torch.Tensor, e: dict, config: ModelConfig, d: DeltaNetDims,
+                   linear) -> torch.Tensor:
+    """o, z [T, v_heads, v_dim] -> out_proj(gated_rms_norm(o, z)) [T, hidden]."""
     y = gated_rms_norm(o, z, e["norm"], config.rms_norm_eps)
     return linear(y.reshape(y.shape[0], d.value_dim), e["out"])

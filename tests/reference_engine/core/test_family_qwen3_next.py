@@ -94,9 +94,16 @@ def test_ragged_batch_equals_each_sequence_alone():
     assert (last[0] - hf_logits(hf_model(variant), prompts[1] + [5])[-1]).abs().max().item() <= TOL
     assert (last[1] - hf_logits(hf_model(variant), prompts[0] + more)[-1]).abs().max().item() <= TOL
     eng.fork(2, 3)                                                           # a beam copies the state
-    fork = eng.decode([2, 3], [7, 8])
+    fork = eng.decode([2, 3], [7, 8])                                        # one decode step for both
     for i, t in enumerate((7, 8)):
         assert (fork[i] - hf_logits(hf_model(variant), prompts[2] + [t])[-1]).abs().max().item() <= TOL
+    histories = {0: prompts[0] + more, 1: prompts[1] + [5], 3: prompts[2] + [8]}
+    for step in range(4):                                                    # three sequences decoding together
+        tokens = [10 + step + s for s in histories]
+        rows = eng.decode(list(histories), tokens)
+        for row, (s, t) in zip(rows, zip(histories, tokens)):
+            histories[s].append(t)
+            assert (row - hf_logits(hf_model(variant), histories[s])[-1]).abs().max().item() <= TOL
 
 
 def test_cache_layout_keeps_kv_for_attention_and_a_state_for_deltanet_layers():
