@@ -22,19 +22,23 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "qwen2_5_vl": "Qwen2ForCausalLM", "qwen2_5_vl_text": "Qwen2ForCausalLM",
                "qwen3_vl": "Qwen3ForCausalLM", "qwen3_vl_text": "Qwen3ForCausalLM",
                "deepseek_v2": "DeepseekV2ForCausalLM", "kimi_k2": "DeepseekV3ForCausalLM",
-               "deepseek_v3": "DeepseekV3ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM"}
-# A multimodal wrapper's text_config is written as a diff against its config class (transformers' to_diff_dict):
-# real Gemma 3 4B/12B/27B configs name only a few fields. These are that class's defaults for the fields the
-# engine reads, so a sparse text_config means what transformers reads it as (rope_theta 1e6, not our 10000).
-TEXT_CONFIG_DEFAULTS = {
+               "deepseek_v3": "DeepseekV3ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM",
+               "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+               "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM"}
+# Fields a config class fills in when config.json omits them, by model_type: what transformers then runs with.
+# transformers writes a multimodal wrapper's text_config as a diff against its class (to_diff_dict): real Gemma 3
+# 4B/12B/27B configs name only a few fields, so a sparse text_config means rope_theta 1e6, not our generic 10000.
+CLASS_DEFAULTS = {
     "gemma3_text": {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
                     "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072,
                     "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
                     "query_pre_attn_scalar": 256, "sliding_window": 4096, "sliding_window_pattern": 6,
                     "attention_bias": False, "final_logit_softcapping": None, "attn_logit_softcapping": None},
+    "glm4_moe": {"partial_rotary_factor": 0.5},
+    # Qwen3-Next (and Qwen3.5, built on it) rotate a quarter of each head
+    "qwen3_next": {"partial_rotary_factor": 0.25}, "qwen3_5_text": {"partial_rotary_factor": 0.25},
+    "qwen3_5_moe_text": {"partial_rotary_factor": 0.25},
 }
-# fields a config class fills in when config.json omits them (what transformers then runs with)
-IMPLIED_FIELDS = {"Glm4MoeForCausalLM": {"partial_rotary_factor": 0.5}}
 # MLA: head_dim is the rope key's width (DeepseekV2/V3Config.__post_init__ sets it), what the RoPE table rotates;
 # the default when qk_rope_head_dim is absent
 ROPE_HEAD_DIM = {"DeepseekV2ForCausalLM": 64, "DeepseekV3ForCausalLM": 64}
@@ -131,6 +135,11 @@ def architecture_of(raw: dict, path: Path) -> str:
     raise ModelDirError(path, "no 'architectures' and no known 'model_type'")
 
 
+def model_type_of(architecture: str) -> str:
+    """The first model_type MODEL_TYPES maps to this architecture ("" if none)."""
+    return next((k for k, v in MODEL_TYPES.items() if v == architecture), "")
+
+
 def text_decoder_of(raw: dict, arch: str) -> str | None:
     """The text decoder's architecture inside a multimodal wrapper (`...ForConditionalGeneration` with a
     `text_config`, or a flat Qwen-VL config), else None. The engine runs that decoder; the vision tower is only
@@ -149,9 +158,7 @@ def with_aliases(raw: dict) -> dict:
     text = raw.get("text_config")
     merged = dict(raw)
     if isinstance(text, dict) and not isinstance(raw.get("hidden_size"), int):
-        defaults = TEXT_CONFIG_DEFAULTS.get(text.get("model_type"), {})
-        merged = {**raw, **{k: v for k, v in defaults.items() if k not in text},
-                  **{k: v for k, v in text.items() if k not in ("architectures",)}}
+        merged = {**raw, **{k: v for k, v in text.items() if k not in ("architectures",)}}
     for canonical, names in ALIASES.items():
         if merged.get(canonical) is None:
             found = next((merged[n] for n in names if merged.get(n) is not None), None)
@@ -188,7 +195,8 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     wrapper = architecture_of(raw, path)
     arch = text_decoder_of(raw, wrapper) or wrapper
     wrapper = wrapper if arch != wrapper else None
-    raw = {**IMPLIED_FIELDS.get(arch, {}), **with_aliases(raw)}
+    raw = with_aliases(raw)
+    raw = {**CLASS_DEFAULTS.get(raw.get("model_type") or model_type_of(arch), {}), **raw}
     check_config_sizes(raw, path)   # every declared size bounded before anything is sized from it
     hidden = _require_int(raw, "hidden_size", path)
     heads = _require_int(raw, "num_attention_heads", path)
@@ -200,7 +208,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     rope_dim = raw.get("qk_rope_head_dim", ROPE_HEAD_DIM.get(arch))
     if arch in ROPE_HEAD_DIM and isinstance(rope_dim, int) and not isinstance(rope_dim, bool) and rope_dim > 0:
         head_dim, explicit = rope_dim, True
-    model_type = raw.get("model_type") or next((k for k, v in MODEL_TYPES.items() if v == arch), "")
+    model_type = raw.get("model_type") or model_type_of(arch)
     rope_theta, rope_scaling = rope_settings(raw, path)
     return ModelConfig(
         architecture=arch,

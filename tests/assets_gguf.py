@@ -108,13 +108,15 @@ def smollm2_converted_gguf(outtype: str) -> Path:
     return cached_dir(f"smollm2-gguf-{outtype}", build) / name
 
 
-def convert_hf_dir(hf_dir: Path, outfile: Path, outtype: str = "f32", sdist: Path | None = None) -> Path:
-    """Convert a Hugging Face directory with llama.cpp's own convert_hf_to_gguf.py (AssetError on failure)."""
+def convert_hf_dir(hf_dir: Path, outfile: Path, outtype: str = "f32", sdist: Path | None = None,
+                   args: tuple[str, ...] = ()) -> Path:
+    """Convert a Hugging Face directory with llama.cpp's own convert_hf_to_gguf.py (AssetError on failure);
+    `args`: more converter options (e.g. "--no-mtp" for a Qwen3-Next / Qwen3.5 model without an MTP head)."""
     sdist = sdist or llamacpp_sdist()
     env = {**os.environ, "NO_LOCAL_GGUF": ""}
     env.pop("NO_LOCAL_GGUF")   # the converter puts its own gguf-py first on sys.path unless this is set
     cmd = [sys.executable, str(sdist / "convert_hf_to_gguf.py"), str(hf_dir), "--outtype", outtype,
-           "--outfile", str(outfile)]
+           "--outfile", str(outfile), *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, env=env,
                               cwd=outfile.parent)

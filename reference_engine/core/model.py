@@ -21,6 +21,7 @@ from reference_engine.core.attention import StepMetadata, paged_attention
 from reference_engine.config import ModelConfig
 from reference_engine.errors import UnsupportedError
 from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.gated_delta_net import gated_delta_net_block
 from reference_engine.core.mla import mla_block
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
@@ -103,6 +104,11 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
     s = families.settings(config)
     heads, kv_heads, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     qkv = linear(x, w.qkv, w.qkv_bias)                         # [T, (heads + 2 kv_heads) * d]
+    gate = None
+    if s.output_gate:                                          # Qwen3-Next: per head, the query then its gate
+        q_gate, kv = qkv.split([2 * heads * d, 2 * kv_heads * d], dim=-1)
+        q, gate = q_gate.view(-1, heads, 2 * d).chunk(2, dim=-1)       # [T, heads, d] each
+        qkv, gate = torch.cat([q.reshape(-1, heads * d), kv], dim=-1), gate.reshape(-1, heads * d)
     if s.qk_norm == "full" or s.clip_qkv is not None:          # OLMoE: norms over the whole q and k
         q, k, v = qkv.split([heads * d, kv_heads * d, kv_heads * d], dim=-1)
         if s.qk_norm == "full":
@@ -121,6 +127,8 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
     cache.write(layer, meta.slot_mapping, k, v)
     chunk = s.attention_chunk if layer in s.chunked_layers else None
     out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap, chunk)   # [T, heads * d]
+    if gate is not None:
+        out = out * torch.sigmoid(gate)
     return linear(out, w.o, w.o_bias)
 
 
@@ -141,7 +149,8 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
 
 
 # kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
-MIXERS: dict[str, Callable] = {"attention": attention_block, "mla": mla_block}
+MIXERS: dict[str, Callable] = {"attention": attention_block, "mla": mla_block,
+                               "gated_delta_net": gated_delta_net_block}
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from reference_engine.files import gguf_linear_attn
+
 # llama.cpp name (without "blk.N." and ".weight"/".bias") -> Hugging Face name inside model.layers.N
 LAYER_NAMES = {
     "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
@@ -42,6 +44,13 @@ class GGUFArch:
     norm_offset: float = 0.0          # GGUF norm weight = HF weight + norm_offset (Gemma's (1 + w) RMSNorm)
     config_extra: dict = field(default_factory=dict)  # fixed config.json fields
     derive: Callable[[dict], dict] | None = None      # config.json fields computed from the mapped ones
+    tensor_names: dict = field(default_factory=dict)  # whole names inside blk.N (suffix included) -> HF names
+    config_keys: dict = field(default_factory=dict)   # {arch}.<key> -> config.json field, this architecture's
+    # a tensor the converter reshaped or reordered: touches(hf name), finish(hf name, tensor, meta) -> HF
+    # layout (meta(key) reads {arch}.<key>), hf_shape(hf name, stored shape) -> HF shape
+    touches: Callable[[str], bool] | None = None
+    finish: Callable | None = None
+    hf_shape: Callable | None = None
 
 
 def _gemma3_config(raw: dict) -> dict:
@@ -51,6 +60,9 @@ def _gemma3_config(raw: dict) -> dict:
             "sliding_window_pattern": 6, "hidden_activation": "gelu_pytorch_tanh"}
 
 
+QWEN35 = dict(tensor_names=gguf_linear_attn.TENSOR_NAMES, config_keys=gguf_linear_attn.CONFIG_KEYS,
+              derive=gguf_linear_attn.derive_config, touches=gguf_linear_attn.touches,
+              finish=gguf_linear_attn.finish, hf_shape=gguf_linear_attn.hf_shape)
 ARCHS: dict[str, GGUFArch] = {
     "llama": GGUFArch("LlamaForCausalLM", "llama", permute_qk=True),
     "mistral": GGUFArch("MistralForCausalLM", "mistral", permute_qk=True),
@@ -61,6 +73,7 @@ ARCHS: dict[str, GGUFArch] = {
                                     "ffn_norm": "pre_feedforward_layernorm",
                                     "post_ffw_norm": "post_feedforward_layernorm"},
                        derive=_gemma3_config),
+    "qwen35": GGUFArch("Qwen3_5ForCausalLM", "qwen3_5_text", **QWEN35),
 }
 
 
@@ -70,6 +83,9 @@ SHARED_NAMES = GGUFArch("", "")
 
 def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
     """The Hugging Face name of a llama.cpp tensor, or None when it has none."""
+    block = gguf_name.split(".", 2)
+    if len(block) == 3 and block[0] == "blk" and block[1].isdigit() and block[2] in arch.tensor_names:
+        return f"model.layers.{int(block[1])}.{arch.tensor_names[block[2]]}"
     stem, dot, suffix = gguf_name.rpartition(".")
     if not dot or suffix not in ("weight", "bias"):
         return None

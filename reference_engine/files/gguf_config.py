@@ -28,6 +28,10 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
             value = value[0]
         if value is not None:
             raw[field] = value
+    for key, field in arch.config_keys.items():   # this architecture's own keys (lists kept whole)
+        value = gguf.get(f"{name}.{key}")
+        if value is not None:
+            raw[field] = value
     if "vocab_size" not in raw:
         tokens = gguf.get("tokenizer.ggml.tokens")
         embed = gguf.tensors.get("token_embd.weight")

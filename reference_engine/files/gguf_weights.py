@@ -84,7 +84,8 @@ class GGUFWeights(TensorTable):
             if hf in self._infos:
                 raise ModelDirError(gguf.path, f"tensors {self._infos[hf].gguf_name!r} and {t.name!r} both map "
                                                f"to {hf!r}")
-            self._infos[hf] = GGUFTensorInfo(hf, "F32", t.shape, gguf.path, t.offset, t.nbytes,
+            shape = arch.hf_shape(hf, t.shape) if arch.hf_shape is not None else t.shape
+            self._infos[hf] = GGUFTensorInfo(hf, "F32", shape, gguf.path, t.offset, t.nbytes,
                                              ggml_type=t.type_name, gguf_name=t.name)
         self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
         self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
@@ -121,4 +122,7 @@ class GGUFWeights(TensorTable):
             out = unpermute(out, heads)
         if self.arch.norm_offset and is_norm(name):
             out = out - self.arch.norm_offset
+        if self.arch.touches is not None and self.arch.touches(name):
+            prefix = f"{self.gguf.get('general.architecture')}."
+            out = self.arch.finish(name, out, lambda key: self.gguf.get(prefix + key))
         return out

@@ -123,4 +123,5 @@ class GGUFChunkedWeights(ChunkedWeights):
 def _reorders(weights: GGUFWeights, name: str) -> bool:
     """Whether hf_layout changes this tensor (Q/K un-permutation, norm offset): its rows are not the file's."""
     return (weights.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight"))) or \
-        bool(weights.arch.norm_offset and is_norm(name))
+        bool(weights.arch.norm_offset and is_norm(name)) or \
+        bool(weights.arch.touches is not None and weights.arch.touches(name))

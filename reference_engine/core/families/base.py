@@ -76,6 +76,8 @@ class Settings:
     final_softcap: float | None = None     # Gemma 2: logits -> cap * tanh(logits / cap)
     embed_scale: float | None = None       # Gemma: embeddings multiplied by sqrt(hidden_size)
     local_rope: bool = False               # Gemma 3: sliding layers use their own RoPE base
+    output_gate: bool = False              # Qwen3-Next: q_proj also gives each head a gate, the attention
+                                           # output is multiplied by sigmoid(gate) before o_proj
     moe: MoESettings | None = None
     mla: MLASettings | None = None
     # --- issue 38 (SmolLM3, OLMo 2/3, Llama 4): per-layer position handling and norm placement ---

@@ -1,0 +1,90 @@
+"""Qwen3.5 (`qwen35`) GGUF tensors back in Hugging Face layout: what convert_hf_to_gguf.py changes in the Gated
+DeltaNet layers, undone tensor by tensor (and the config.json fields rebuilt from the `qwen35.ssm.*` metadata).
+
+The converter (conversion/qwen.py, `_LinearAttentionVReorderBase` and `Qwen3NextModel.modify_tensors`):
+- stores A = -exp(A_log) as `ssm_a` (so A_log = log(-A)), dt_bias as `ssm_dt.bias`, the conv as [C, K];
+- adds 1 to every RMSNorm weight except the DeltaNet's gated norm (zero-centred norms stored as 1 + w);
+- when value heads outnumber key heads (r = v_heads / k_heads), reorders value heads from grouped by key
+  head [k0: v0..v(r-1), k1: ...] to tiled [v0 of k0, v0 of k1, ..., v1 of k0, ...] in the v rows of
+  `attn_qkv`, the v channels of the conv, `attn_gate` (z), `ssm_alpha`/`ssm_beta`, `ssm_a`, `ssm_dt` and the
+  columns of `ssm_out`.
+"""
+from __future__ import annotations
+
+import torch
+
+LINEAR = ".linear_attn."
+# llama.cpp name inside blk.N (suffix included) -> Hugging Face name inside model.layers.N
+TENSOR_NAMES = {
+    "attn_qkv.weight": "linear_attn.in_proj_qkv.weight", "attn_gate.weight": "linear_attn.in_proj_z.weight",
+    "ssm_alpha.weight": "linear_attn.in_proj_a.weight", "ssm_beta.weight": "linear_attn.in_proj_b.weight",
+    "ssm_a": "linear_attn.A_log", "ssm_dt.bias": "linear_attn.dt_bias",
+    "ssm_conv1d.weight": "linear_attn.conv1d.weight",
+    "ssm_norm.weight": "linear_attn.norm.weight", "ssm_out.weight": "linear_attn.out_proj.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+}
+# {arch}.<key> -> a config.json field (or a raw key derive() turns into one)
+CONFIG_KEYS = {"ssm.conv_kernel": "linear_conv_kernel_dim", "ssm.state_size": "linear_key_head_dim",
+               "ssm.group_count": "linear_num_key_heads", "ssm.time_step_rank": "linear_num_value_heads",
+               "ssm.inner_size": "linear_value_dim", "attention.recurrent_layers": "recurrent_layers",
+               "full_attention_interval": "full_attention_interval", "rope.dimension_count": "rope_dimension_count"}
+
+
+def derive_config(raw: dict) -> dict:
+    """linear_value_head_dim, layer_types (from the recurrent-layer flags) and partial_rotary_factor."""
+    out: dict = {}
+    inner, v_heads = raw.get("linear_value_dim"), raw.get("linear_num_value_heads")
+    if isinstance(inner, int) and isinstance(v_heads, int) and v_heads > 0:
+        out["linear_value_head_dim"] = inner // v_heads
+    flags = raw.get("recurrent_layers")
+    if isinstance(flags, list):
+        out["layer_types"] = ["linear_attention" if f else "full_attention" for f in flags]
+    rot, head_dim = raw.get("rope_dimension_count"), raw.get("head_dim")
+    if isinstance(rot, int) and isinstance(head_dim, int) and head_dim > 0:
+        out["partial_rotary_factor"] = rot / head_dim
+    return out
+
+
+def touches(hf_name: str) -> bool:
+    """Whether `finish` changes this tensor (its stored rows are not the Hugging Face ones)."""
+    return LINEAR in hf_name or hf_name.endswith("norm.weight")
+
+
+def hf_shape(hf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (shape[0], 1, *shape[1:]) if hf_name.endswith("conv1d.weight") else shape
+
+
+def untile(t: torch.Tensor, dim: int, k_heads: int, r: int, head_dim: int) -> torch.Tensor:
+    """Tiled value heads [r, k_heads, head_dim] along dim back to grouped [k_heads, r, head_dim]."""
+    shape = list(t.shape)
+    t = t.reshape(*shape[:dim], r, k_heads, head_dim, *shape[dim + 1:])
+    return t.transpose(dim, dim + 1).reshape(shape)
+
+
+def finish(hf_name: str, out: torch.Tensor, meta) -> torch.Tensor:
+    """The dequantized GGUF tensor as Hugging Face stores it. meta(key) reads `{arch}.<key>`."""
+    if hf_name.endswith("norm.weight") and LINEAR not in hf_name:
+        return out - 1.0
+    if LINEAR not in hf_name:
+        return out
+    k_heads, v_heads = meta("ssm.group_count"), meta("ssm.time_step_rank")
+    k_dim, v_dim = meta("ssm.state_size"), meta("ssm.inner_size") // v_heads
+    r = v_heads // k_heads
+    if hf_name.endswith("A_log"):
+        out = torch.log(-out)
+    if r > 1:
+        out = _grouped(hf_name, out, k_heads, r, k_dim, v_dim)
+    return out[:, None, :] if hf_name.endswith("conv1d.weight") else out
+
+
+def _grouped(hf_name: str, out: torch.Tensor, k_heads: int, r: int, k_dim: int, v_dim: int) -> torch.Tensor:
+    qk = 2 * k_heads * k_dim
+    if hf_name.endswith(("in_proj_qkv.weight", "conv1d.weight")):      # only the v rows / channels
+        return torch.cat([out[:qk], untile(out[qk:], 0, k_heads, r, v_dim)])
+    if hf_name.endswith("in_proj_z.weight"):
+        return untile(out, 0, k_heads, r, v_dim)
+    if hf_name.endswith(("in_proj_a.weight", "in_proj_b.weight", "A_log", "dt_bias")):
+        return untile(out, 0, k_heads, r, 1)
+    if hf_name.endswith("out_proj.weight"):
+        return untile(out, 1, k_heads, r, v_dim)
+    return out

@@ -1,0 +1,22 @@
+"""Healthy Qwen3-Next / Qwen3.5 models (built by transformers, with a tokenizer) pass the static and engine checks
+with no warning or error: the golden steps, activations, numerics, generation and the engine self-tests all run
+through the Gated DeltaNet layers and their recurrent states. (~30 s on a loaded 2-core machine.)"""
+from __future__ import annotations
+
+import pytest
+
+from llmdoctor.run.runner import run_checks
+from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
+from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from tests.reference_engine.core.qwen3_next_models import checkable_dir
+
+
+@pytest.mark.parametrize("variant", ["next_moe_interval", "qwen35_dense_tied"])
+def test_healthy_hybrid_model_is_clean(variant):
+    report = run_checks(checkable_dir(variant), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
+                        device="cpu")
+    no_crashes(report)
+    assert problems(report) == []
+    ran = {r.id for r in report.checks if r.status == "passed"}
+    assert {"CFG050", "CFG051", "CFG052", "CFG053", "WGT001", "WGT003", "GLD002", "ACT001", "ENG001",
+            "ENG002"} <= ran
