@@ -16,7 +16,8 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
                "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
                "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM"}
+               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
+               "lfm2": "Lfm2ForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM"}
 # canonical field -> the other names configs use for it (GPT-2/BLOOM/Falcon/MPT/T5-style spellings)
 ALIASES = {
     "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
@@ -25,7 +26,7 @@ ALIASES = {
     "num_key_value_heads": ("num_kv_heads", "n_head_kv", "n_kv_heads", "num_key_value_groups_total"),
     "intermediate_size": ("n_inner", "ffn_dim", "ffn_hidden_size", "d_ff"),
     "max_position_embeddings": ("n_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length"),
-    "rms_norm_eps": ("layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"),
+    "rms_norm_eps": ("layer_norm_epsilon", "layer_norm_eps", "norm_epsilon", "norm_eps"),
 }
 MAX_JSON_BYTES = 64 * 1024 * 1024  # a config bigger than this is not a config
 

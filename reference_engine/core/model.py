@@ -24,6 +24,7 @@ from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
 from reference_engine.core.rope import RopeTable, apply_rope
+from reference_engine.core.short_conv import short_conv_block
 
 # capture(layer, module, tensor [num_tokens, hidden]) -> replacement tensor or None
 CaptureHook = Callable[[int, str, torch.Tensor], "torch.Tensor | None"]
@@ -138,7 +139,7 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
 
 
 # kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
-MIXERS: dict[str, Callable] = {"attention": attention_block}
+MIXERS: dict[str, Callable] = {"attention": attention_block, "short_conv": short_conv_block}
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,

@@ -54,6 +54,7 @@ class Settings:
     embed_scale: float | None = None       # Gemma: embeddings multiplied by sqrt(hidden_size)
     local_rope: bool = False               # Gemma 3: sliding layers use their own RoPE base
     moe: MoESettings | None = None
+    final_norm: str = "model.norm.weight"  # the final norm's tensor (LFM2: model.embedding_norm.weight)
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:
