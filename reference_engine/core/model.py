@@ -24,6 +24,7 @@ from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
 from reference_engine.core.rope import RopeTable, apply_rope
+from reference_engine.core.mamba2 import mamba2_block
 from reference_engine.core.short_conv import short_conv_block
 
 # capture(layer, module, tensor [num_tokens, hidden]) -> replacement tensor or None
@@ -83,8 +84,12 @@ def embed(tokens: torch.Tensor, table: torch.Tensor, config: ModelConfig) -> tor
 
 
 def final_logits(logits: torch.Tensor, config: ModelConfig) -> torch.Tensor:
-    """The LM head's output after the family's final soft-capping (Gemma 2: cap * tanh(logits / cap))."""
-    cap = families.settings(config).final_softcap
+    """The LM head's output after the family's final scaling (Granite: / logits_scaling) and soft-capping
+    (Gemma 2: cap * tanh(logits / cap))."""
+    s = families.settings(config)
+    if s.logits_divisor is not None:                           # Granite: logits / logits_scaling
+        logits = logits / s.logits_divisor
+    cap = s.final_softcap
     return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
@@ -115,7 +120,8 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
         qk = norm(qk, w.qk_norm, config)
     if cos.dim() == 3:                                         # [2, T, rot]: global and local tables (Gemma 3)
         cos, sin = (cos[1], sin[1]) if window is not None else (cos[0], sin[0])
-    qk = apply_rope(qk, cos, sin)                              # q and k heads rotated in one pass
+    if s.rope:                                                 # Granite 4 may run attention without positions
+        qk = apply_rope(qk, cos, sin)                          # q and k heads rotated in one pass
     q, k = qk[:, :heads], qk[:, heads:]                        # [T, heads, d], [T, kv_heads, d]
     cache.write(layer, meta.slot_mapping, k, v)
     out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap)   # [T, heads * d]
@@ -139,7 +145,8 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
 
 
 # kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
-MIXERS: dict[str, Callable] = {"attention": attention_block, "short_conv": short_conv_block}
+MIXERS: dict[str, Callable] = {"attention": attention_block, "short_conv": short_conv_block,
+                               "mamba2": mamba2_block}
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,
@@ -153,12 +160,17 @@ def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int,
     a = MIXERS[families.mixers(config)[i]](x, w, config, i, cache, meta, cos, sin, window, linear)
     if w.pre_ff_norm is not None:                              # Gemma sandwich: norm the branch, then add
         a = norm(a, w.post_norm, config)
+    scale = families.settings(config).residual_scale           # Granite: residual_multiplier on each branch
+    if scale is not None:
+        a = a * scale
     h = h + emit_capture(capture, i, "attn", a)
     ff_norm = w.pre_ff_norm if w.pre_ff_norm is not None else w.post_norm
     x = emit_capture(capture, i, "post_norm", norm(h, ff_norm, config))
     m = feed_forward(x, w, config, i, capture, linear)
     if w.post_ff_norm is not None:
         m = norm(m, w.post_ff_norm, config)
+    if scale is not None:
+        m = m * scale
     m = emit_capture(capture, i, "mlp", m)
     return emit_capture(capture, i, "hidden", h + m)
 

@@ -34,8 +34,10 @@ def moe_mlp(x: torch.Tensor, w, moe: MoESettings, act, linear, on_router=None) -
         gate, up = linear(x[tok], w.experts_gate_up[e]).chunk(2, dim=-1)
         y = linear(act(gate) * up, w.experts_down[e]) * weights[tok, pos, None]
         out.index_add_(0, tok, y.to(out.dtype))
-    if w.shared_gate_up is not None:                              # Qwen2-MoE: a dense expert for every token
+    if w.shared_gate_up is not None:                              # a dense expert for every token
         gate, up = linear(x, w.shared_gate_up).chunk(2, dim=-1)
         shared = linear(act(gate) * up, w.shared_down)
-        out = out + torch.sigmoid(linear(x, w.shared_gate)) * shared
+        if w.shared_gate is not None:                             # Qwen2-MoE: scaled by sigmoid(gate)
+            shared = torch.sigmoid(linear(x, w.shared_gate)) * shared
+        out = out + shared
     return out
