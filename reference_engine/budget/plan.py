@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from reference_engine.config import ModelConfig
+from reference_engine.core import families
+from reference_engine.core.cache.layout import state_bytes_per_sequence
 from reference_engine.core.linear import PACKABLE
 from reference_engine.budget.model_sizes import ModelSizes, model_sizes
 from reference_engine.streaming.sweep import HEAD_BLOCK_BYTES
@@ -53,6 +55,7 @@ class Workload:
     shadows: tuple = ()          # dtypes computed beside the compute dtype in the same pass (numerics)
     pack_decode: bool = False    # worth decode's packed copy of the projections (long decodes: generate)
     logit_rows: int = 0          # float32 logits rows one pass returns at once (0: the longest step's, <= 128)
+    sequences: int = 1           # sequences held at once (a hybrid's recurrent state is per sequence)
 
 
 @dataclass
@@ -214,6 +217,7 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     head_copies = 1 if config.tie_word_embeddings else 2
     file_bytes = sizes.file_bytes
     kv = workload.kv_tokens * 2 * len(mine) * config.num_key_value_heads * config.head_dim * elem
+    kv += workload.sequences * recurrent_state_bytes(config, first, end)    # hybrids: constant per sequence
     act = activation_bytes(config, workload.max_step_tokens, elem, workload.logit_rows)
     resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem
@@ -264,6 +268,13 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
                 file_bytes, resident, streaming, resident if mode == "resident" else streaming, big * elem,
                 per_pass if mode == "streaming" else 0, workload.passes, seconds, ranks, [first, end],
                 pack_decode=mode == "resident" and packed > 0, kv_tokens=workload.kv_tokens)
+
+
+def recurrent_state_bytes(config: ModelConfig, first: int, end: int) -> int:
+    """Bytes of recurrent state one sequence holds in layers first..end-1 (core/cache/layout.py; float32)."""
+    if not families.is_supported(config.architecture):
+        return 0
+    return state_bytes_per_sequence(families.cache_layout(config)[first:end], torch.float32)
 
 
 def head_block_bytes(sizes: ModelSizes, elem: int, shadows: tuple = ()) -> int:
