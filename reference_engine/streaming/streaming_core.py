@@ -113,7 +113,8 @@ class StreamingCore(CoreEngine):
 
     def norm(self, dtype: torch.dtype) -> torch.Tensor:
         if dtype not in self._norms:
-            self._norms[dtype] = self.reader.get(families.settings(self.config).final_norm).to(device=self.device, dtype=self.dtype).to(dtype)
+            weight = self.reader.get(families.settings(self.config).final_norm)
+            self._norms[dtype] = weight.to(device=self.device, dtype=self.dtype).to(dtype)
         return self._norms[dtype]
 
     def head(self, hidden: torch.Tensor, linear=F.linear) -> torch.Tensor:

@@ -70,9 +70,9 @@ def mixers(config: ModelConfig) -> list[str]:
     n, types = config.num_hidden_layers, config.raw.get("layer_types")
     if types is None:
         return ["mamba2"] * n
-    if not isinstance(types, list) or len(types) != n:
+    if not isinstance(types, list) or len(types) < n:    # longer: the first n (CFG041 reports the extra entries)
         raise ModelDirError("config.json", f"'layer_types' must list one type per layer ({n}), found {types!r:.80}")
-    return [KINDS.get(str(t), str(t)) for t in types]
+    return [KINDS.get(str(t), str(t)) for t in types[:n]]
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

@@ -31,9 +31,9 @@ def layer_types(config: ModelConfig) -> list[str]:
         if not isinstance(idxs, list):
             raise ModelDirError("config.json", f"'full_attn_idxs' must be a list of layer indices, found {idxs!r}")
         return ["full_attention" if i in idxs else "conv" for i in range(n)]
-    if not isinstance(types, list) or len(types) != n:
+    if not isinstance(types, list) or len(types) < n:    # longer: the first n (CFG041 reports the extra entries)
         raise ModelDirError("config.json", f"'layer_types' must list one type per layer ({n}), found {types!r:.80}")
-    return [str(t) for t in types]
+    return [str(t) for t in types[:n]]
 
 
 def mixers(config: ModelConfig) -> list[str]:
@@ -67,7 +67,8 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     inter = ff_size(config)
     plan: LayerPlan = {"input_norm": [(p + "operator_norm.weight", (h,))],
                        "post_norm": [(p + "ffn_norm.weight", (h,))],
-                       "gate_up": [(p + "feed_forward.w1.weight", (inter, h)), (p + "feed_forward.w3.weight", (inter, h))],
+                       "gate_up": [(p + "feed_forward.w1.weight", (inter, h)),
+                                   (p + "feed_forward.w3.weight", (inter, h))],
                        "down": [(p + "feed_forward.w2.weight", (h, inter))]}
     if mixers(config)[n] == "attention":
         a = p + "self_attn."
