@@ -103,6 +103,7 @@ def build_checkable(out: Path, variant: str, seed: int = 0, **overrides) -> Path
     with torch.no_grad():
         for name, param in model.named_parameters():
             shape_dynamics(name, param)
+        model.get_input_embeddings().weight[fields["pad_token_id"]].normal_(0.0, 0.1)   # nn.Embedding zeroes it
     model.save_pretrained(out, safe_serialization=True)
     raw = {"bos_token_id": fields["bos_token_id"], "eos_token_id": fields["eos_token_id"],
            "pad_token_id": fields["pad_token_id"], "max_position_embeddings": fields["max_position_embeddings"]}
