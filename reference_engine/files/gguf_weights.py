@@ -41,6 +41,14 @@ def gguf_arch(gguf: GGUFFile) -> GGUFArch:
     return ARCHS[name]
 
 
+def hf_shape(hf: str, shape: tuple, arch: GGUFArch) -> tuple:
+    """The Hugging Face shape of a tensor llama.cpp stored without a unit dim (arch.hf_shapes)."""
+    for suffix, dim in arch.hf_shapes.items():
+        if hf.endswith(suffix):
+            return (*shape[:dim], 1, *shape[dim:])
+    return tuple(shape)
+
+
 def dequantize(gguf: GGUFFile, tensor: GGUFTensor) -> torch.Tensor:
     """The tensor in torch order, float32 for float/quantized types (ints keep their type)."""
     raw = gguf.tensor_bytes(tensor)   # uint8 view into the memory map
@@ -84,7 +92,7 @@ class GGUFWeights(TensorTable):
             if hf in self._infos:
                 raise ModelDirError(gguf.path, f"tensors {self._infos[hf].gguf_name!r} and {t.name!r} both map "
                                                f"to {hf!r}")
-            self._infos[hf] = GGUFTensorInfo(hf, "F32", t.shape, gguf.path, t.offset, t.nbytes,
+            self._infos[hf] = GGUFTensorInfo(hf, "F32", hf_shape(hf, t.shape, arch), gguf.path, t.offset, t.nbytes,
                                              ggml_type=t.type_name, gguf_name=t.name)
         self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
         self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
@@ -121,4 +129,4 @@ class GGUFWeights(TensorTable):
             out = unpermute(out, heads)
         if self.arch.norm_offset and is_norm(name):
             out = out - self.arch.norm_offset
-        return out
+        return out.reshape(self._infos[name].shape)       # a unit dim llama.cpp squeezed out (LFM2's conv)
