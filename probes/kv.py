@@ -25,21 +25,23 @@ DEFAULT_POOL_TOKENS = 262144     # pool of a run without a model (token slots; a
 
 @dataclass(frozen=True)
 class ModelKv:
-    """What a model's KV cache costs: bytes per token over all layers, as the engine's cache lays them out."""
+    """What a model's KV cache costs: bytes per token over all layers, K and V; a hybrid's recurrent layers add
+    a state per sequence whatever its length (state_bytes_per_sequence, float32)."""
     name: str
     bytes_per_token: int
     max_position_embeddings: int
     dtype: str
+    state_bytes_per_sequence: int = 0
 
     @classmethod
     def from_dir(cls, model_dir: str | Path, dtype: str | None = None) -> "ModelKv":
         from reference_engine.config import load_config
         from reference_engine.core.engine import resolve_dtype
-        from reference_engine.core.families import kv_bytes_per_token
+        from reference_engine.core.families import kv_bytes_per_token, state_bytes
         config = load_config(model_dir)
         name = dtype or _config_dtype(config) or "bfloat16"
         per_token = kv_bytes_per_token(config, resolve_dtype(name))   # the family's layout (MLA: latent + rope key)
-        return cls(str(model_dir), per_token, config.max_position_embeddings, name)
+        return cls(str(model_dir), per_token, config.max_position_embeddings, name, state_bytes(config))
 
 
 def _config_dtype(config) -> str | None:
@@ -55,6 +57,7 @@ class KvProbeResult:
     bytes_per_token: int | None
     runs: list[SimResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    state_bytes_per_sequence: int = 0      # a hybrid's recurrent state, held by every running sequence
 
     def run(self, label: str) -> SimResult:
         return next(r for r in self.runs if r.config.label == label)
@@ -66,14 +69,16 @@ class KvProbeResult:
 
 def run_kv_probe(requests: list[Request], workload: str, *, pool_tokens: int, max_len: int,
                  block_sizes=DEFAULT_BLOCK_SIZES, bytes_per_token: int | None = None, tick_tokens: int = 16,
-                 step_s: float = 0.025, samples: int = 200, max_running: int = 256) -> KvProbeResult:
+                 step_s: float = 0.025, samples: int = 200, max_running: int = 256,
+                 state_bytes_per_sequence: int = 0) -> KvProbeResult:
     notes = []
     if pool_tokens > MAX_POOL_TOKENS:
         notes.append(f"pool of {pool_tokens} tokens capped at {MAX_POOL_TOKENS} for the simulation")
         pool_tokens = MAX_POOL_TOKENS
     if pool_tokens < max_len:
         notes.append(f"the pool ({pool_tokens} tokens) cannot hold one max-length sequence ({max_len})")
-    result = KvProbeResult(workload, pool_tokens, max_len, bytes_per_token, notes=notes)
+    result = KvProbeResult(workload, pool_tokens, max_len, bytes_per_token, notes=notes,
+                           state_bytes_per_sequence=state_bytes_per_sequence)
     common = dict(tick_tokens=tick_tokens, step_s=step_s, samples=samples, max_running=max_running)
     for bs in sorted(set(block_sizes)):
         config = SimConfig(bs, max(1, pool_tokens // bs), label=f"block {bs}", **common)
@@ -135,11 +140,19 @@ def occupancy_finding(result: KvProbeResult) -> Finding:
                    f"{result.workload.split(':')[0]} workload of {s['requests']} requests: "
                    f"peak {s['peak_reserved_tokens']} "
                    f"of {result.pool_tokens} pool tokens reserved with {engine.config.label} "
-                   f"({s['waste_ratio']:.1%} of reserved slots unused)",
+                   f"({s['waste_ratio']:.1%} of reserved slots unused)" + _state_note(result),
                    evidence={"workload": result.workload, "pool_tokens": result.pool_tokens, "max_len": result.max_len,
                              "bytes_per_token": result.bytes_per_token, "notes": result.notes,
+                             "state_bytes_per_sequence": result.state_bytes_per_sequence,
                              "last_sample": {k: line[k][-1] if line[k] else None for k in line}},
                    hint="", data={"plots": plots})
+
+
+def _state_note(result: KvProbeResult) -> str:
+    if not result.state_bytes_per_sequence:
+        return ""
+    return (f"; plus {result.state_bytes_per_sequence} bytes of recurrent state per running sequence, "
+            "constant in its length")
 
 
 def comparison_finding(result: KvProbeResult) -> Finding:

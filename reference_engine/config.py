@@ -24,7 +24,8 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "deepseek_v2": "DeepseekV2ForCausalLM", "kimi_k2": "DeepseekV3ForCausalLM",
                "deepseek_v3": "DeepseekV3ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM",
                "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
-               "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM"}
+               "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
+               "lfm2": "Lfm2ForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM"}
 # Fields a config class fills in when config.json omits them, by model_type: what transformers then runs with.
 # transformers writes a multimodal wrapper's text_config as a diff against its class (to_diff_dict): real Gemma 3
 # 4B/12B/27B configs name only a few fields, so a sparse text_config means rope_theta 1e6, not our generic 10000.
@@ -50,7 +51,7 @@ ALIASES = {
     "num_key_value_heads": ("num_kv_heads", "n_head_kv", "n_kv_heads", "num_key_value_groups_total"),
     "intermediate_size": ("n_inner", "ffn_dim", "ffn_hidden_size", "d_ff"),
     "max_position_embeddings": ("n_positions", "n_ctx", "max_seq_len", "seq_length", "max_sequence_length"),
-    "rms_norm_eps": ("layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"),
+    "rms_norm_eps": ("layer_norm_epsilon", "layer_norm_eps", "norm_epsilon", "norm_eps"),
 }
 MAX_JSON_BYTES = 64 * 1024 * 1024  # a config bigger than this is not a config
 

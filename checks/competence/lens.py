@@ -23,10 +23,10 @@ import torch
 
 from checks.shared.tensor_layout import EMBED, LM_HEAD
 from probes.competence import MAX_COPY_RATIO, copy_score, mean_loss, token_logprobs
+from reference_engine.core import families
 from reference_engine.core.model import final_logits, norm
 
 LENS_TEXT_TOKENS = 64     # the text's first tokens: enough for a curve, cheap enough for L prefills
-FINAL_NORM = "model.norm.weight"
 
 
 class Keep:
@@ -55,7 +55,7 @@ class LensPoint:
 def head_of(weights, config) -> tuple[torch.Tensor, torch.Tensor]:
     """(final norm weight [hidden], head [vocab, hidden]) in float32, from the tensor table."""
     head = EMBED if config.tie_word_embeddings or LM_HEAD not in weights.names else LM_HEAD
-    return weights.get(FINAL_NORM).float(), weights.get(head).float()
+    return weights.get(families.settings(config).final_norm).float(), weights.get(head).float()
 
 
 def read_layers(kept: Keep, norm_w: torch.Tensor, head: torch.Tensor, config, ids) -> dict[int, list[float]]:

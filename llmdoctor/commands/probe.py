@@ -108,10 +108,11 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     if save_trace:
         write_trace(workload, save_trace)
     if pool_tokens is None:
-        pool_tokens = (memory_budget or DEFAULT_KV_BUDGET) // kv.bytes_per_token if kv else DEFAULT_POOL_TOKENS
+        pool_tokens = (memory_budget or DEFAULT_KV_BUDGET) // max(kv.bytes_per_token, 1) if kv else DEFAULT_POOL_TOKENS
     result = run_kv_probe(workload, label, pool_tokens=max(pool_tokens, 1), max_len=max_len, block_sizes=block_sizes,
                           bytes_per_token=kv.bytes_per_token if kv else None, tick_tokens=tick_tokens,
-                          step_s=step_ms / 1e3, max_running=max_running)
+                          step_s=step_ms / 1e3, max_running=max_running,
+                          state_bytes_per_sequence=kv.state_bytes_per_sequence if kv else 0)
     recorder.add(kv_findings(result), time.perf_counter() - started)
     click.echo(f"llmdoctor: probe kv: {len(workload)} requests x {len(result.runs)} allocations simulated in "
                f"{time.perf_counter() - started:.1f} s", err=True)

@@ -21,12 +21,13 @@ from reference_engine.budget.plan import Workload
 # probe's positions in float32 and its shadows and norm-shifted copies, the self-tests' rows)
 # the competence checks (CMP001/CMP002) add one prefill of the built-in text (257 tokens with --quick, 513
 # otherwise) and one of the copy prompt (65): their logit rows, and the text's as the longest --quick step
+# sequences: the self-tests' batches hold up to ~8 at once (a hybrid's recurrent state is per sequence)
 # tokens per pass: the runs spread over the passes, on average (--quick on a Llama-3 tokenizer: ~580 tokens in
 # 12 passes; a full check ~5200 in 32, the far-position check's 2 x 2048 most of them)
 CHECK_FULL = Workload("check", 32, 160, 2048, 2 * 2048 + 512, (torch.bfloat16, torch.float16),
-                      logit_rows=768 + 513 + 65)
+                      logit_rows=768 + 513 + 65, sequences=8)
 CHECK_QUICK = Workload("check --quick", 12, 48, 257, 2 * 128 + 768, (torch.bfloat16, torch.float16),
-                       logit_rows=256 + 257 + 65)
+                       logit_rows=256 + 257 + 65, sequences=8)
 GENERATE = Workload("generate", 257, 4, 512, 1024, pack_decode=True)
 BASELINE = Workload("baseline", 33, 24, 512, 512, ())
 

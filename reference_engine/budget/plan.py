@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from reference_engine.config import ModelConfig
-from reference_engine.core.families import kv_bytes_per_token
+from reference_engine.core import families
 from reference_engine.core.linear import PACKABLE
 from reference_engine.budget.model_sizes import ModelSizes, model_sizes
 from reference_engine.streaming.sweep import HEAD_BLOCK_BYTES
@@ -54,6 +54,7 @@ class Workload:
     shadows: tuple = ()          # dtypes computed beside the compute dtype in the same pass (numerics)
     pack_decode: bool = False    # worth decode's packed copy of the projections (long decodes: generate)
     logit_rows: int = 0          # float32 logits rows one pass returns at once (0: the longest step's, <= 128)
+    sequences: int = 1           # sequences held at once (a hybrid's recurrent state is per sequence)
 
 
 @dataclass
@@ -214,7 +215,8 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
     vocab_rows = config.vocab_size * config.hidden_size
     head_copies = 1 if config.tie_word_embeddings else 2
     file_bytes = sizes.file_bytes
-    kv = workload.kv_tokens * kv_bytes_per_token(config, dtype, mine)   # the family's cache layout, my layers
+    kv = workload.kv_tokens * families.kv_bytes_per_token(config, dtype, mine)   # the family's layout, my layers
+    kv += workload.sequences * families.state_bytes(config, mine)        # hybrids: constant per sequence
     act = activation_bytes(config, workload.max_step_tokens, elem, workload.logit_rows)
     resident_weights = (sum(layer_elems[i] for i in mine) + vocab_rows * head_copies + config.hidden_size) * elem
     projections = sum(layer_elems[i] for i in mine) * elem + vocab_rows * elem

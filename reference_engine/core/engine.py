@@ -18,7 +18,7 @@ from reference_engine.core.attention import build_metadata
 from reference_engine.config import ModelConfig
 from reference_engine.core import families
 from reference_engine.core.cache.kv_cache import CacheFullError, PagedKVCache
-from reference_engine.core.cache.layout import bytes_per_token
+from reference_engine.core.cache.layout import bytes_per_token, is_hybrid
 from reference_engine.readers.chunked import chunked_reader
 from reference_engine.core.linear import decode_linear, pack_for_decode, single_row_plain
 from reference_engine.core.model import (CaptureHook, Projection, check_supported, final_logits, forward,
@@ -26,6 +26,7 @@ from reference_engine.core.model import (CaptureHook, Projection, check_supporte
 from reference_engine.core.model_weights import ModelWeights, load_model_weights
 from reference_engine.core.rope import RopeTable, build_rope_table
 from reference_engine.source import model_source
+from reference_engine.errors import UnsupportedError
 from reference_engine.limits import available_bytes, check_allocation
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -69,6 +70,11 @@ def new_cache(config: ModelConfig, num_blocks: int | None, block_size: int, dtyp
     """The two-kind cache the config's family lays out (core/cache/layout.py): paged pools for the layers that
     keep K/V (or MLA's latent) per token, a state per sequence for the recurrent ones."""
     layout = families.cache_layout(config)
+    if prefix_caching and is_hybrid(layout):
+        raise UnsupportedError("config.json", "prefix caching is not available for a model with recurrent layers "
+                                              f"({', '.join(sorted(set(families.mixers(config)) - {'attention'}))}): "
+                                              "their state summarises the whole prefix and cannot be shared block "
+                                              "by block; run without prefix caching")
     if num_blocks is None:
         num_blocks = default_num_blocks(config, block_size, max(bytes_per_token(layout, dtype), 1))
     return PagedKVCache(config.num_hidden_layers, num_blocks, block_size, config.num_key_value_heads,

@@ -27,6 +27,8 @@ from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
 from reference_engine.core import positions
 from reference_engine.core.rope import RopeTable
+from reference_engine.core.mamba2 import mamba2_block
+from reference_engine.core.short_conv import short_conv_block
 
 # capture(layer, module, tensor [num_tokens, hidden]) -> replacement tensor or None
 CaptureHook = Callable[[int, str, torch.Tensor], "torch.Tensor | None"]
@@ -85,8 +87,12 @@ def embed(tokens: torch.Tensor, table: torch.Tensor, config: ModelConfig) -> tor
 
 
 def final_logits(logits: torch.Tensor, config: ModelConfig) -> torch.Tensor:
-    """The LM head's output after the family's final soft-capping (Gemma 2: cap * tanh(logits / cap))."""
-    cap = families.settings(config).final_softcap
+    """The LM head's output after the family's final scaling (Granite: / logits_scaling) and soft-capping
+    (Gemma 2: cap * tanh(logits / cap))."""
+    s = families.settings(config)
+    if s.logits_divisor is not None:                           # Granite: logits / logits_scaling
+        logits = logits / s.logits_divisor
+    cap = s.final_softcap
     return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
@@ -150,7 +156,8 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
 
 # kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
 MIXERS: dict[str, Callable] = {"attention": attention_block, "mla": mla_block,
-                               "gated_delta_net": gated_delta_net_block}
+                               "gated_delta_net": gated_delta_net_block, "short_conv": short_conv_block,
+                               "mamba2": mamba2_block}
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,
@@ -165,12 +172,17 @@ def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int,
     a = MIXERS[families.mixers(config)[i]](x, w, config, i, cache, meta, cos, sin, window, linear)
     if w.pre_ff_norm is not None or post_only:                 # Gemma sandwich, OLMo: norm the branch, then add
         a = norm(a, w.post_norm, config)
+    scale = families.settings(config).residual_scale           # Granite: residual_multiplier on each branch
+    if scale is not None:
+        a = a * scale
     h = h + emit_capture(capture, i, "attn", a)
     ff_norm = w.pre_ff_norm if w.pre_ff_norm is not None else w.post_norm
     x = emit_capture(capture, i, "post_norm", h if post_only else norm(h, ff_norm, config))
     m = feed_forward(x, w, config, i, capture, linear)
     if w.post_ff_norm is not None:
         m = norm(m, w.post_ff_norm, config)
+    if scale is not None:
+        m = m * scale
     m = emit_capture(capture, i, "mlp", m)
     return emit_capture(capture, i, "hidden", h + m)
 

@@ -72,7 +72,7 @@ def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """name -> shape of every tensor the config's family needs (its layer plans plus embedding/norm/head)."""
     h = config.hidden_size
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (config.vocab_size, h),
-                                          "model.norm.weight": (h,)}
+                                          families.settings(config).final_norm: (h,)}
     if not config.tie_word_embeddings:
         shapes["lm_head.weight"] = (config.vocab_size, h)
     for n in range(config.num_hidden_layers):
@@ -133,7 +133,7 @@ def load_model_weights(weights: Weights, config: ModelConfig, root: Path, device
     layers = [load_layer_weights(weights, config, n, device, dtype) for n in range(config.num_hidden_layers)]
     embed = get("model.embed_tokens.weight").contiguous()
     lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
-    return ModelWeights(embed=embed, layers=layers, norm=get("model.norm.weight"), lm_head=lm_head)
+    return ModelWeights(embed=embed, layers=layers, norm=get(families.settings(config).final_norm), lm_head=lm_head)
 
 
 def tensor_getter(weights: Weights, device, dtype):

@@ -51,6 +51,21 @@ class GGUFArch:
     touches: Callable[[str], bool] | None = None
     finish: Callable | None = None
     hf_shape: Callable | None = None
+    global_names: dict = field(default_factory=dict)  # overrides of GLOBAL_NAMES
+    per_layer: Callable[[str, list], dict] | None = None   # a per-layer list value (head_count_kv) -> fields
+
+
+def _lfm2_layers(key: str, values: list) -> dict:
+    """LFM2: head_count_kv is 0 on the conv layers (convert_hf_to_gguf's LFM2Model), so it says layer_types."""
+    if key != "attention.head_count_kv":
+        return {}
+    return {"num_key_value_heads": max(values) or 1,
+            "layer_types": ["conv" if v == 0 else "full_attention" for v in values]}
+
+
+def _lfm2_shape(hf: str, shape: tuple) -> tuple:
+    """LFM2's conv taps: llama.cpp stores [C, K], transformers' Conv1d weight is [C, 1, K]."""
+    return (shape[0], 1, *shape[1:]) if hf.endswith("conv.conv.weight") else tuple(shape)
 
 
 def _gemma3_config(raw: dict) -> dict:
@@ -74,6 +89,16 @@ ARCHS: dict[str, GGUFArch] = {
                                     "post_ffw_norm": "post_feedforward_layernorm"},
                        derive=_gemma3_config),
     "qwen35": GGUFArch("Qwen3_5ForCausalLM", "qwen3_5_text", **QWEN35),
+    # LFM2: feed_forward_length is the MLP width after block_auto_adjust_ff_dim; the conv taps are stored [C, K]
+    "lfm2": GGUFArch("Lfm2ForCausalLM", "lfm2", config_extra={"block_auto_adjust_ff_dim": False},
+                     layer_names={"attn_norm": "operator_norm", "ffn_norm": "ffn_norm", "ffn_gate": "feed_forward.w1",
+                                  "ffn_up": "feed_forward.w3", "ffn_down": "feed_forward.w2",
+                                  "attn_output": "self_attn.out_proj", "attn_q_norm": "self_attn.q_layernorm",
+                                  "attn_k_norm": "self_attn.k_layernorm", "shortconv.conv": "conv.conv",
+                                  "shortconv.in_proj": "conv.in_proj", "shortconv.out_proj": "conv.out_proj"},
+                     global_names={"token_embd_norm": "model.embedding_norm"},
+                     config_keys={"shortconv.l_cache": "conv_L_cache"}, per_layer=_lfm2_layers,
+                     hf_shape=_lfm2_shape),
 }
 
 
@@ -89,8 +114,9 @@ def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
     stem, dot, suffix = gguf_name.rpartition(".")
     if not dot or suffix not in ("weight", "bias"):
         return None
-    if stem in GLOBAL_NAMES:
-        return f"{GLOBAL_NAMES[stem]}.{suffix}"
+    globals_ = {**GLOBAL_NAMES, **arch.global_names}
+    if stem in globals_:
+        return f"{globals_[stem]}.{suffix}"
     parts = stem.split(".", 2)
     if len(parts) != 3 or parts[0] != "blk" or not parts[1].isdigit():
         return None

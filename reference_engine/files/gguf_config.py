@@ -20,8 +20,11 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
     name = gguf.get("general.architecture")
     raw: dict = {"architectures": [arch.architecture], "model_type": arch.model_type, "torch_dtype": "float32",
                  **arch.config_extra}
-    for key, field in CONFIG_KEYS.items():
+    for key, field in {**CONFIG_KEYS, **arch.config_keys}.items():
         value = gguf.get(f"{name}.{key}")
+        if isinstance(value, list) and arch.per_layer is not None and arch.per_layer(key, value):
+            raw.update(arch.per_layer(key, value))        # a hybrid's per-layer head counts (LFM2)
+            continue
         if isinstance(value, list):   # per-layer values (e.g. head_count_kv): only uniform lists are supported
             if not value or len(set(value)) != 1:
                 raise ModelDirError(gguf.path, f"{name}.{key} varies per layer ({value[:4]}...), not supported")

@@ -125,4 +125,4 @@ class GGUFWeights(TensorTable):
         if self.arch.touches is not None and self.arch.touches(name):
             prefix = f"{self.gguf.get('general.architecture')}."
             out = self.arch.finish(name, out, lambda key: self.gguf.get(prefix + key))
-        return out
+        return out.reshape(self._infos[name].shape)       # a unit dim llama.cpp squeezed out (LFM2's conv)

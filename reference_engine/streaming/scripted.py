@@ -113,7 +113,14 @@ def run_pass(core, requests: list[LogitsRequest], scripts: list[Script],
         if step is not None:
             lanes.append(_live_lane(core, step, scratch, rows))
         if lanes:
-            core.run_lanes(lanes, F.linear)
+            try:
+                core.run_lanes(lanes, F.linear)
+            except BaseException:
+                if core.cache.states is not None:     # the pass's staged recurrent states are dropped
+                    core.cache.states.discard()
+                raise
+            if core.cache.states is not None:         # a hybrid's lanes staged their states: they become current
+                core.cache.states.commit()
         results = iter(finish_all(core, core.config, lanes, F.linear, rows) if lanes else [])
         logits = [next(results) for _ in requests]
         scripted = [[next(results) for _ in script.steps] for script in scripts]

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.config import ModelConfig
+from reference_engine.core import families
 from reference_engine.core.attention import StepMetadata
 from reference_engine.core.cache.kv_cache import PagedKVCache
 from reference_engine.core.engine import CoreEngine, new_cache, resolve_device, resolve_dtype
@@ -43,7 +44,7 @@ from reference_engine.core.rope import build_rope_table
 from reference_engine.streaming.sweep import HEAD_BLOCK_BYTES, Lane, blocked_heads, embed_rows, run_layers
 from reference_engine.source import model_source
 
-EMBED, HEAD, NORM = "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"
+EMBED, HEAD = "model.embed_tokens.weight", "lm_head.weight"
 
 
 class StreamedWeights:
@@ -112,7 +113,8 @@ class StreamingCore(CoreEngine):
 
     def norm(self, dtype: torch.dtype) -> torch.Tensor:
         if dtype not in self._norms:
-            self._norms[dtype] = self.reader.get(NORM).to(device=self.device, dtype=self.dtype).to(dtype)
+            weight = self.reader.get(families.settings(self.config).final_norm)
+            self._norms[dtype] = weight.to(device=self.device, dtype=self.dtype).to(dtype)
         return self._norms[dtype]
 
     def head(self, hidden: torch.Tensor, linear=F.linear) -> torch.Tensor:

@@ -54,9 +54,10 @@ def bytes_per_token(layout: list[LayerCache], dtype: torch.dtype) -> int:
     return sum(c.heads * (c.k_dim + c.v_dim) for c in layout if isinstance(c, KVLayout)) * element_bytes(dtype)
 
 
-def state_bytes_per_sequence(layout: list[LayerCache], dtype: torch.dtype) -> int:
+def state_bytes_per_sequence(layout: list[LayerCache], dtype: torch.dtype | None = None) -> int:
     """Bytes of recurrent state one sequence holds, all recurrent layers together (constant in its length).
-    States are kept in float32 whatever the model dtype (as transformers' recurrent caches accumulate)."""
+    States are kept in float32 whatever the model dtype (as transformers' recurrent caches accumulate), so
+    `dtype` does not change the figure."""
     return sum(c.numel() for c in layout if isinstance(c, StateLayout)) * 4
 
 

@@ -7,18 +7,19 @@ what the loader, the forward and the cache use.
 from __future__ import annotations
 
 from reference_engine.config import ModelConfig
-from reference_engine.core.cache.layout import LayerCache, bytes_per_token, dense_layout
-from reference_engine.core.families import (deepseek, gemma, glm4_moe, llama, llama4, minimax, moe, olmo, phi3,
-                                            qwen3_next, smollm3)
+from reference_engine.core.cache.layout import (LayerCache, bytes_per_token, dense_layout,
+                                                 state_bytes_per_sequence)
+from reference_engine.core.families import (deepseek, gemma, glm4_moe, llama, granite, lfm2, llama4, minimax, moe,
+                                            olmo, phi3, qwen3_next, smollm3)
 from reference_engine.core.families.base import Bound, Family, LayerPlan, MLASettings, MoESettings, Settings
-from reference_engine.errors import UnsupportedError
+from reference_engine.errors import ModelDirError, UnsupportedError
 
 FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY,
                                 # issue 38
                                 deepseek.FAMILY, glm4_moe.FAMILY, smollm3.FAMILY, olmo.FAMILY, minimax.FAMILY,
                                 llama4.FAMILY,
                                 # issue 39
-                                qwen3_next.FAMILY)
+                                qwen3_next.FAMILY, lfm2.FAMILY, granite.FAMILY)
 BY_ARCHITECTURE = {arch: fam for fam in FAMILIES for arch in fam.architectures}
 SUPPORTED_ARCHITECTURES = tuple(BY_ARCHITECTURE)
 
@@ -64,11 +65,21 @@ def kv_bytes_per_token(config: ModelConfig, dtype, layers: range | None = None) 
     (probe kv reads any decoder) counts dense K and V."""
     try:
         layout = cache_layout(config)
-    except UnsupportedError:
+    except (UnsupportedError, ModelDirError):      # a config no family runs (or runs as given): dense K and V
         layout = dense_layout(config.num_hidden_layers, config.num_key_value_heads, config.head_dim)
     return bytes_per_token(layout if layers is None else layout[layers.start:layers.stop], dtype)
 
 
+def state_bytes(config: ModelConfig, layers: range | None = None) -> int:
+    """Bytes of recurrent state one sequence holds (all layers, or `layers`), constant in its length (float32
+    states; 0 for an attention-only model or an architecture no family runs)."""
+    try:
+        layout = cache_layout(config)
+    except (UnsupportedError, ModelDirError):
+        return 0
+    return state_bytes_per_sequence(layout if layers is None else layout[layers.start:layers.stop])
+
+
 __all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings",
            "Settings", "bind", "cache_layout", "is_supported", "kv_bytes_per_token", "layer_plan", "mixers",
-           "settings", "windows"]
+           "settings", "state_bytes", "windows"]

@@ -63,6 +63,27 @@ class MLASettings:
 
 
 @dataclass(frozen=True)
+class MambaDims:
+    """A Mamba2 mixer's sizes (core/mamba2.py); dt is clamped to [dt_min, dt_max] (time_step_limit)."""
+    heads: int
+    head_dim: int
+    groups: int
+    d_state: int
+    d_conv: int
+    chunk: int
+    dt_min: float = 0.0
+    dt_max: float = float("inf")
+
+    @property
+    def inner(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        return self.inner + 2 * self.groups * self.d_state
+
+
+@dataclass(frozen=True)
 class Settings:
     family: str
     norm: str = "rms"                      # "rms": w * norm(x); "rms_plus_one": norm(x) * (1 + w) in fp32 (Gemma)
@@ -90,6 +111,11 @@ class Settings:
     attention_chunk: int | None = None     # that chunk (attention_chunk_size): keys with pos // chunk == q's
     temperature: tuple[float, float] | None = None   # Llama 4 NoPE layers (attn_scale, floor_scale):
                                            # q *= 1 + attn_scale * log1p(floor((pos + 1) / floor_scale))
+    final_norm: str = "model.norm.weight"  # the final norm's tensor (LFM2: model.embedding_norm.weight)
+    rope: bool = True                      # False: attention without positions (Granite 4 position_embedding_type)
+    residual_scale: float | None = None    # Granite: each branch times residual_multiplier before the add
+    logits_divisor: float | None = None    # Granite: logits / logits_scaling
+    mamba: MambaDims | None = None         # the Mamba2 layers' sizes (core/mamba2.py)
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:
