@@ -5,7 +5,8 @@ from __future__ import annotations
 from llmdoctor.run.workloads import CHECK_QUICK
 from probes.kv import ModelKv, kv_findings, run_kv_probe
 from probes.kv_workload import SyntheticSpec, synthetic
-from reference_engine.budget.plan import GiB, make_plan, recurrent_state_bytes
+from reference_engine.budget.plan import GiB, make_plan
+from reference_engine.core.families import state_bytes
 from reference_engine.config import load_config
 from reference_engine.core.engine import CoreEngine
 from tests.reference_engine.core.hybrid_models import hybrid_dir
@@ -34,9 +35,9 @@ def test_probe_kv_reports_state_bytes():
 def test_memory_plan_counts_state_per_sequence():
     d = hybrid_dir("granite4_moe_rope")
     config = load_config(d)
-    per_seq = recurrent_state_bytes(config, 0, 4)
+    per_seq = state_bytes(config, range(0, 4))
     assert per_seq == ModelKv.from_dir(d).state_bytes_per_sequence
-    assert recurrent_state_bytes(config, 1, 2) == 0                       # the attention layer keeps none
+    assert state_bytes(config, range(1, 2)) == 0                       # the attention layer keeps none
     one = make_plan(d, 64 * GiB, workload=CHECK_QUICK)
     from dataclasses import replace
     many = make_plan(d, 64 * GiB, workload=replace(CHECK_QUICK, sequences=CHECK_QUICK.sequences + 10))
