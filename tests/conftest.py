@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +27,42 @@ settings.load_profile("llmdoctor")
 
 
 _asset = assets.or_fail      # fetch(*args), an unavailable asset failing the test in one line
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # `timeout`, CI cancellation and kill send SIGTERM: made an interrupt, so pytest tears the session fixtures
+    # down (and stops the servers they started) instead of dying with them still running
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+@pytest.fixture(scope="session")
+def live_server(request):
+    """live_server(ServerClass, gguf, *args, **options) -> a started server (tests/endpoint_assets.py LlamaServer,
+    tests/load_servers.py LlamaCppServer), shared by every test of the session that asks for the same one and
+    stopped, its process group killed, when the session ends (tests/server_pool.py)."""
+    from tests.server_pool import ServerPool
+    pool = ServerPool()
+    request.addfinalizer(pool.stop_all)
+    return pool.get
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """No server outlives the session: after the fixtures' teardown (pytest's own sessionfinish runs it first),
+    any server a test started and did not stop is killed and fails the run, naming it."""
+    servers = sys.modules.get("tests.endpoint_assets")
+    left = servers.leftovers() if servers is not None else []
+    if left:
+        servers.stop_all()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("servers left running by the tests (now killed): " + "; ".join(left), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

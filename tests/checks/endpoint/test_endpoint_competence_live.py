@@ -65,8 +65,8 @@ def probe(url, reference=None):
 
 
 @pytest.fixture(scope="module")
-def healthy(serve, smollm2_gguf):
-    server = serve(smollm2_gguf)
+def healthy(live_server, smollm2_gguf):
+    server = live_server(endpoint_assets.LlamaServer, smollm2_gguf)     # shared (tests/server_pool.py)
     assert "Paris" in complete(server.url, FRANCE) and complete(server.url, COUNT).split()[0].strip(",") == "7"
     return server
 
@@ -131,10 +131,11 @@ def llama_server():
         server.stop()
 
 
-def test_llama_server_generated_route(llama_server, smollm2_gguf):
+def test_llama_server_generated_route(llama_server, live_server, smollm2_gguf):
     """llama.cpp has no prompt logprobs: EPT061 skips naming it; the copy is judged from the greedy continuation,
     with the copied tokens' logprobs read from llama.cpp's chat-form completion logprobs."""
-    healthy = llama_server(smollm2_gguf)
+    from tests.load_servers import LlamaCppServer
+    healthy = live_server(LlamaCppServer, smollm2_gguf, parallel=1, ctx=2048)     # shared with test_load_live
     report, statuses, bad = probe(healthy.url)
     assert bad == [] and statuses == {"EPT061": "skipped", "EPT062": "passed", "EPT063": "passed"}
     copy = report.findings_for("EPT062")[0].evidence

@@ -83,9 +83,9 @@ def test_llama_server_preemption_storm_and_cliff_behind_the_proxy(reference, lla
     assert "EPT104" in severities(report, "warning")
 
 
-def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, gguf):
-    with LlamaServer(gguf, "--interrupt_requests", "False") as server:
-        report = run(reference, server.url)
+def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, gguf, live_server):
+    server = live_server(LlamaServer, gguf, "--interrupt_requests", "False")
+    report = run(reference, server.url)
     assert severities(report) == [], [(f.check, f.message) for f in report.findings]
     levels = report.load["levels"]
     sane(levels)
@@ -93,21 +93,21 @@ def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, 
     assert "no /metrics" in report.findings_for("EPT101")[0].evidence["metrics"]
 
 
-def test_llama_cpp_python_default_interrupts_drop_concurrent_streams(reference, gguf):
-    with LlamaServer(gguf) as server:
-        report = run(reference, server.url, correctness=False)
+def test_llama_cpp_python_default_interrupts_drop_concurrent_streams(reference, gguf, live_server):
+    server = live_server(LlamaServer, gguf)      # the healthy server the endpoint files share (tests/server_pool.py)
+    report = run(reference, server.url, correctness=False)
     finding = report.findings_for("EPT102")[0]
     assert finding.severity.value == "error" and "dropped streams" in finding.message, finding.message
     assert report.load["levels"][1]["errors"]["dropped_streams"] > 0
     assert report.load["levels"][0]["errors"]["total"] == 0        # alone, nothing is interrupted
 
 
-def test_llama_server_with_one_slot_defers_requests(reference, gguf):
+def test_llama_server_with_one_slot_defers_requests(reference, gguf, live_server):
     """EPT106 on a real server's own metrics: with one slot under concurrency 4, llama.cpp defers requests
     (llamacpp:requests_deferred, a gauge the scraper reads once a second); llama.cpp has no queue-time histogram,
     so the finding is a note naming the levels, never a warning."""
-    with LlamaCppServer(gguf, parallel=1) as server:
-        report = run(reference, server.url, correctness=False, requests=8, max_tokens=16)
+    server = live_server(LlamaCppServer, gguf, parallel=1, ctx=2048)     # shared with the competence probes
+    report = run(reference, server.url, correctness=False, requests=8, max_tokens=16)
     (finding,) = report.findings_for("EPT106")
     assert finding.severity.value == "info" and "waited for a free slot at concurrency 4" in finding.message
     rows = {row["level"]: row for row in finding.evidence["levels"]}
