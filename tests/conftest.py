@@ -78,6 +78,24 @@ def gemma3_270m_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2_reference(smollm2_dir):
+    """The endpoint checks' Reference on SmolLM2 (float32), its engine loaded once for the whole session: the live
+    and recorded endpoint files all compare servers with it (a load is ~5 s on a loaded 2-core box). Read-only."""
+    from checks.endpoint.reference import Reference
+    ref = Reference.load(smollm2_dir)
+    ref.engine()
+    return ref
+
+
+@pytest.fixture(scope="session")
+def smollm2_hf_model(smollm2_dir):
+    """transformers' SmolLM2-135M-Instruct (float32, eval), loaded once per session: the oracle several files
+    compare with. Read-only."""
+    from tests.hf_models import load_hf_model
+    return load_hf_model(smollm2_dir)
+
+
+@pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
     return _asset(assets.smollm2_gguf)
 

@@ -21,10 +21,8 @@ QUESTION = [{"role": "user", "content": "What is the capital of France? Answer i
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    ref = Reference.load(smollm2_dir)
-    ref.engine()  # loaded once for every configuration
-    return ref
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from checks.endpoint.reference import Reference
 from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
 from probes.endpoint import text_parts
 from tests import endpoint_assets
@@ -40,10 +39,8 @@ def serve():
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    ref = Reference.load(smollm2_dir)
-    ref.engine()
-    return ref
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
 
 
 @pytest.fixture(autouse=True)
