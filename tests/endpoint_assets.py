@@ -16,7 +16,9 @@ its wheel once into ~/.cache/llmdoctor/wheels); a missing install is a test fail
 """
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -118,9 +120,28 @@ main()
 """
 
 
+RUNNING: set["ServerProcess"] = set()     # started and not yet stopped: what a session must not leave behind
+
+
+def stop_all() -> None:
+    """Stop every server still running (the session's end, atexit, an interrupt)."""
+    for server in list(RUNNING):
+        server.stop()
+
+
+def leftovers() -> list[str]:
+    """The servers still running, one line each (pid, name, port)."""
+    return [f"pid {s.proc.pid} {s.name} on port {s.port} ({s.gguf})" for s in RUNNING if s.alive()]
+
+
+atexit.register(stop_all)
+
+
 class ServerProcess:
     """A server process on 127.0.0.1 with its log in a temporary file; stopped by stop() (or as a context manager).
-    Subclasses build the command line in start() and wait for it with wait_ready()."""
+    Subclasses build the command line in start() and wait for it with wait_ready(). The server runs in a process
+    group of its own (start_new_session), and stop() kills the whole group: whatever the server started goes
+    with it, and a Ctrl-C in the terminal does not reach it before the fixture's teardown does."""
     name = "server"
 
     def __init__(self, gguf: Path, *args: str):
@@ -132,7 +153,11 @@ class ServerProcess:
 
     def launch(self, cmd: list[str], env: dict) -> None:
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        RUNNING.add(self)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def wait_ready(self, path: str, ok: tuple[int, ...], timeout_s: float, poll_s: float) -> None:
         """Poll GET url+path until its status is in `ok`; AssetError with the log's tail if the process exits or
@@ -155,19 +180,34 @@ class ServerProcess:
         return " | ".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        """SIGTERM to the server's process group, SIGKILL after 20 s; the group is killed even when the server
+        itself already exited (a child it left)."""
+        RUNNING.discard(self)
+        if self.proc is None:
+            return
+        _signal_group(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(self.proc.pid, signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
 
     def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class LlamaServer(ServerProcess):

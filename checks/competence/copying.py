@@ -15,12 +15,13 @@ from probes.competence import copy_score, judge_copy
 def copies_in_context(ctx):
     """The model copies: a random token sequence shown twice is predicted from its first copy.
 
-    A random sequence of ordinary word pieces (no language) is shown twice. Any trained decoder predicts the
-    second copy from the first (induction heads): its loss there collapses, to 0.05-0.15 of the first copy's.
-    Scrambled weights, broken positions (a rotary permutation applied twice) or a broken attention cannot:
-    the ratio stays near 1. It needs no language, so it holds for models trained on text the built-in corpus
-    does not cover. Bound: copy ratio < 0.5. Models under 50M parameters are measured, never judged (info);
-    from 50M up, weights still at their initialisation are judged and named (a conversion that lost them).
+    A random sequence of ordinary word pieces (no language) is shown twice. Any trained decoder predicts the second
+    copy from the first (induction heads): its loss there collapses to a small fraction of the first copy's
+    (measured ranges: docs/competence.md). Scrambled weights, broken positions (a rotary permutation applied twice)
+    or a broken attention cannot: the ratio stays near 1. It needs no language, so it holds for models trained on
+    text the built-in corpus does not cover. Bound: copy ratio < 0.5. Models under 50M parameters are measured,
+    never judged (info); from 50M up, weights still at their initialisation are judged and named (a conversion that
+    lost them).
     """
     run = competence_run(ctx)
     if run.copy is None or run.copy_logprobs is None:

@@ -144,13 +144,13 @@ def compare_text(ctx, scores, parts, verdict: Verdict, evidence: dict):
 def copying(ctx: EndpointContext):
     """In-context copying through the server: a word sequence shown once must be predicted when shown again.
 
-    Induction is present in any trained decoder whatever its language, and needs no knowledge of the text.
-    With prompt logprobs the sequence is sent twice and the second copy's loss is divided by the first's (copy
-    ratio, bound 0.5; trained models 0.05-0.3). Without them (llama.cpp, Ollama) it is shown twice and begun a
-    third time: the greedy continuation must copy at least half of the words that follow (healthy models copy
-    them all), and the logprobs of the copied tokens are reported where the server returns them. A model whose
-    token embeddings are permuted (tied head) still copies: EPT061 and EPT063 catch it. With --model
-    the reference engine takes the same test."""
+    Induction is present in any trained decoder whatever its language, and needs no knowledge of the text. With
+    prompt logprobs the sequence is sent twice and the second copy's loss is divided by the first's (copy ratio,
+    bound 0.5; the healthy and broken ranges measured: docs/competence.md). Without them (llama.cpp, Ollama) it is
+    shown twice and begun a third time: the greedy continuation must copy at least half of the words that follow
+    (healthy models copy them all), and the logprobs of the copied tokens are reported where the server returns
+    them. A model whose token embeddings are permuted (tied head) still copies: EPT061 and EPT063 catch it. With
+    --model the reference engine takes the same test."""
     ref = reference_side.optional_reference(ctx)
     words = copy_words()
     try:

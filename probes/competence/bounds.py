@@ -4,14 +4,14 @@ Built-in text (mean loss over the applicable parts, nats per token):
 - uniform guessing costs ln V; a trained model is far below it. Bound: loss < MAX_LOSS_FRACTION x ln V.
 - a unigram model that already knows the text's own token frequencies (probes.competence.scores.unigram_loss,
   optimistic for it) costs about 5.6 nats on the full text (about 5 under --quick's shorter parts). A model
-  that reads its context beats it by a wide margin: healthy models measure 0.3-0.7 of it (docs/competence.md,
-  the table printed by benchmarks/competence_calibration.py), broken ones lose to it. Bound: loss <
-  MAX_UNIGRAM_FRACTION x unigram. The margin is wide on purpose: quantization moves a healthy model's loss by
-  up to a nat, and a healthy small model on a language it hardly knows (SmolLM2 on German: 5.6 nats under
-  --quick) loses to that language's own unigram model, which is why the parts are pooled, never judged one by
-  one.
-Copy test (second copy's loss / first copy's): trained decoders measure 0.05-0.15 (induction); untrained or
-scrambled ones ~1 (the first copy shows nothing they can use). Bound: ratio < MAX_COPY_RATIO.
+  that reads its context beats it by a wide margin, broken ones lose to it (the measured ranges: docs/
+  competence.md, the table printed by benchmarks/competence_calibration.py, the one place they are written).
+  Bound: loss < MAX_UNIGRAM_FRACTION x unigram. The margin is wide on purpose: quantization moves a healthy model's
+  loss by up to a nat, and a healthy small model on a language it hardly knows (SmolLM2 on German: 5.6 nats under
+  --quick) loses to that language's own unigram model, which is why the parts are pooled, never judged one by one.
+Copy test (second copy's loss / first copy's): trained decoders predict the second copy from the first
+(induction) and measure well under the bound, quantized ones included; untrained or scrambled ones ~1 (the first
+copy shows nothing they can use; ranges in docs/competence.md). Bound: ratio < MAX_COPY_RATIO.
 A model fails the family when either bound fails; the error is reported by the check that measured it.
 """
 from __future__ import annotations

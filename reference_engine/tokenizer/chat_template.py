@@ -2,7 +2,9 @@
 
 Templates come from the model directory, so they are untrusted code: they run in jinja2's
 ImmutableSandboxedEnvironment (no attribute access to internals, no mutation of passed objects),
-with the globals and filters transformers provides (`raise_exception`, `strftime_now`, `tojson`).
+with the globals, filters and tags transformers provides (`raise_exception`, `strftime_now`, `tojson`, and
+`{% generation %}...{% endgeneration %}`, which marks the assistant's tokens for training masks and renders its
+body unchanged: LFM2.5's and Laguna's templates use it).
 """
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import json
 from datetime import datetime
 
 import jinja2
-from jinja2.ext import loopcontrols
+from jinja2 import nodes
+from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from reference_engine.errors import ModelDirError
@@ -37,8 +40,23 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+class GenerationBlock(Extension):
+    """`{% generation %}BODY{% endgeneration %}` renders BODY, as transformers' AssistantTracker does when no
+    assistant mask is asked for (we never ask: the mask is for training)."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return nodes.CallBlock(self.call_method("_render_body"), [], [], body).set_lineno(lineno)
+
+    def _render_body(self, caller):
+        return caller()
+
+
 def make_environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[GenerationBlock, loopcontrols])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now

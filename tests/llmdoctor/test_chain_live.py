@@ -31,10 +31,9 @@ def reference():
 
 
 @pytest.fixture(scope="module")
-def server():
-    gguf = or_fail(chain_assets.gguf, "tools")
-    with or_fail(LlamaCppServer(gguf, "--jinja", parallel=1, ctx=8192).start) as s:
-        yield s
+def server(live_server):
+    """llama-server on the tool-template GGUF, shared by every test file that asks for it (tests/server_pool.py)."""
+    return live_server(LlamaCppServer, or_fail(chain_assets.gguf, "tools"), "--jinja", parallel=1, ctx=8192)
 
 
 def probe(reference, url, select=CHAIN):

@@ -21,10 +21,8 @@ QUESTION = [{"role": "user", "content": "What is the capital of France? Answer i
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    ref = Reference.load(smollm2_dir)
-    ref.engine()  # loaded once for every configuration
-    return ref
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +33,8 @@ def hf_tokenizer(smollm2_dir):
 
 @pytest.fixture(scope="module")
 def serve():
+    """serve(gguf, *args): a server for this module's incidents only, stopped at its end (a failure or an
+    interrupt included: module fixtures are torn down then too)."""
     servers = []
 
     def start(gguf, *args):
@@ -75,8 +75,9 @@ def chat(url, messages, max_tokens=48, **kw):
 
 
 @pytest.fixture(scope="module")
-def healthy(serve, smollm2_gguf):
-    return serve(smollm2_gguf)
+def healthy(live_server, smollm2_gguf):
+    """The healthy SmolLM2 server, shared with the other live files (tests/server_pool.py)."""
+    return live_server(endpoint_assets.LlamaServer, smollm2_gguf)
 
 
 def test_correct_server_gives_a_clean_report(healthy, reference, hf_tokenizer):

@@ -12,7 +12,10 @@ tokenizer.json: id for id what `sentencepiece` encodes, with transformers' rules
   tokenizer_config.json overrides add_dummy_prefix.
 - BOS/EOS follow add_bos_token (default true) / add_eos_token (default false), LlamaTokenizer's defaults; the
   token strings come from tokenizer_config.json, else from the trainer spec's ids.
-- decoder: "▁" -> " ", byte fallback, fuse, strip the one dummy-prefix space.
+- decode is sentencepiece's (SentencePieceDecoder): "▁" -> " ", byte pieces as UTF-8 (one U+FFFD per invalid
+  byte), the UNKNOWN piece as the trainer's unk_surface (" ⁇ " by default, also when special tokens are skipped:
+  sentencepiece has nothing to skip it with), the leading "▁" of the first pieces dropped as sentencepiece does.
+  CONTROL pieces are dropped when skip_special_tokens is set and written otherwise, as transformers does.
 `tok.sentencepiece_spec` is the tokenizer.json transformers' LlamaConverter would write for the same files (the
 checks read it as the token table); the encoding itself is the one described above.
 """
@@ -82,9 +85,66 @@ def tokenizer_from_model(model: SentencePieceModel, cls, config: dict | None = N
         token = AddedToken(i, model.pieces[i], special=False, normalized=True)
         tok.added_tokens.append(token)
         tok.added_by_id[i] = tok.added_by_content[token.content] = token
+    tok.decoder = SentencePieceDecoder(model, _dummy_prefix(model, config))
+    tok.special_contents = tok.special_contents - {model.pieces[i] for i in unk}
     tok.sentencepiece = model
     tok.sentencepiece_spec = spec
     return tok
+
+
+class SentencePieceDecoder:
+    """sentencepiece's SentencePieceProcessor::Decode on the token strings Tokenizer.decode hands its decoder
+    (pieces are unique, so a string names its piece and type). While the text is still empty, a piece's leading
+    "▁" is the dummy prefix and dropped (once; with remove_extra_whitespaces every leading one)."""
+
+    def __init__(self, model: SentencePieceModel, dummy_prefix: bool):
+        self.types = dict(zip(model.pieces, model.types))
+        self.unk_surface = model.unk_surface
+        self.strip_first = dummy_prefix or bool(model.remove_extra_whitespaces)
+        self.strip_all = bool(model.remove_extra_whitespaces)
+
+    def __call__(self, tokens: list[str]) -> list[str]:
+        out: list[str] = []
+        pending = bytearray()
+        bos_ws, seen = True, False           # still at the start; the last piece gave up its leading "▁"
+        for token in tokens:
+            kind = self.types.get(token)
+            if kind == BYTE:
+                pending.append(byte_value(token))
+                continue
+            if pending:
+                out.append(utf8_per_character(pending))
+                pending.clear()
+            if seen or (out and out[-1]):
+                bos_ws = False
+            seen = False
+            if kind == UNKNOWN:
+                out.append(self.unk_surface)
+            elif bos_ws and self.strip_first and kind != CONTROL and token.startswith(SPACE):
+                out.append(token[1:].replace(SPACE, " "))
+                seen = not self.strip_all
+            else:
+                out.append(token.replace(SPACE, " "))
+        if pending:
+            out.append(utf8_per_character(pending))
+        return ["".join(out)]
+
+
+def utf8_per_character(data: bytes) -> str:
+    """Bytes as UTF-8, one character at a time; a byte that starts no valid character is one U+FFFD."""
+    out, i = [], 0
+    while i < len(data):
+        for n in (1, 2, 3, 4):
+            try:
+                out.append(data[i:i + n].decode("utf-8"))
+                i += n
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append("\ufffd")
+            i += 1
+    return "".join(out)
 
 
 def normalizer_of(model: SentencePieceModel) -> SpmNormalizer:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from checks.endpoint.reference import Reference
 from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
 from probes.endpoint import text_parts
 from tests import endpoint_assets
@@ -40,10 +39,8 @@ def serve():
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    ref = Reference.load(smollm2_dir)
-    ref.engine()
-    return ref
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
 
 
 @pytest.fixture(autouse=True)
@@ -65,8 +62,8 @@ def probe(url, reference=None):
 
 
 @pytest.fixture(scope="module")
-def healthy(serve, smollm2_gguf):
-    server = serve(smollm2_gguf)
+def healthy(live_server, smollm2_gguf):
+    server = live_server(endpoint_assets.LlamaServer, smollm2_gguf)     # shared (tests/server_pool.py)
     assert "Paris" in complete(server.url, FRANCE) and complete(server.url, COUNT).split()[0].strip(",") == "7"
     return server
 
@@ -78,6 +75,8 @@ def talks_nonsense(url):
 
 
 def test_healthy_server_alone_is_clean(healthy):
+    """Cost: ~17 s on the shared 2-core box (load average ~10): the probes without --model on the shared healthy
+    server"""
     report, statuses, bad = probe(healthy.url)
     assert bad == []
     assert statuses == {"EPT061": "skipped", "EPT062": "passed", "EPT063": "passed"}
@@ -86,6 +85,7 @@ def test_healthy_server_alone_is_clean(healthy):
 
 
 def test_layers_reversed_is_caught_without_a_model(serve, smollm2_gguf):
+    """Cost: ~30 s on the shared 2-core box (load average ~10): a broken server started for it and the three probes"""
     server = serve(or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
     talks_nonsense(server.url)
     report, _, bad = probe(server.url)
@@ -95,6 +95,8 @@ def test_layers_reversed_is_caught_without_a_model(serve, smollm2_gguf):
 
 
 def test_healthy_server_with_its_checkpoint_is_clean(healthy, reference):
+    """Cost: ~65 s on the shared 2-core box (load average ~10): the three competence probes with --model: ~20 echo
+    requests and the reference engine scoring the same text"""
     report, statuses, bad = probe(healthy.url, reference)
     assert bad == []
     assert statuses == {"EPT061": "passed", "EPT062": "passed", "EPT063": "passed"}
@@ -105,7 +107,9 @@ def test_healthy_server_with_its_checkpoint_is_clean(healthy, reference):
 
 def test_shuffled_embeddings_caught_by_the_text_loss(serve, smollm2_gguf, reference):
     """Rows of the (tied) embedding permuted: the model still copies (induction does not need to know what a token
-    means) but predicts no text: EPT061 and EPT063 fail, EPT062 may pass. The probes are complementary."""
+    means) but predicts no text: EPT061 and EPT063 fail, EPT062 may pass. The probes are complementary.
+    Cost: ~80 s on the shared 2-core box (load average ~10): prompt-logprob (echo) requests on llama-cpp-python plus
+    the reference's own scoring, on a broken server of its own"""
     server = serve(or_fail(broken_gguf, smollm2_gguf, "embeddings-shuffled"))
     talks_nonsense(server.url)
     report, _, bad = probe(server.url, reference)
@@ -131,10 +135,12 @@ def llama_server():
         server.stop()
 
 
-def test_llama_server_generated_route(llama_server, smollm2_gguf):
+def test_llama_server_generated_route(llama_server, live_server, smollm2_gguf):
     """llama.cpp has no prompt logprobs: EPT061 skips naming it; the copy is judged from the greedy continuation,
-    with the copied tokens' logprobs read from llama.cpp's chat-form completion logprobs."""
-    healthy = llama_server(smollm2_gguf)
+    with the copied tokens' logprobs read from llama.cpp's chat-form completion logprobs.
+    Cost: ~22 s on the shared 2-core box (load average ~10): healthy (shared) and broken llama-server, each probed"""
+    from tests.load_servers import LlamaCppServer
+    healthy = live_server(LlamaCppServer, smollm2_gguf, parallel=1, ctx=2048)     # shared with test_load_live
     report, statuses, bad = probe(healthy.url)
     assert bad == [] and statuses == {"EPT061": "skipped", "EPT062": "passed", "EPT063": "passed"}
     copy = report.findings_for("EPT062")[0].evidence
@@ -146,7 +152,9 @@ def test_llama_server_generated_route(llama_server, smollm2_gguf):
 
 
 def test_gemma3_on_llama_server_is_clean(llama_server):
-    """No false alarm on another vocabulary and family: Gemma 3 270M's Q4_K_M GGUF (262k SentencePiece vocab)."""
+    """No false alarm on another vocabulary and family: Gemma 3 270M's Q4_K_M GGUF (262k SentencePiece vocab).
+    Cost: ~22 s on the shared 2-core box (load average ~10): a second family on llama-server (its own server, 262k
+    vocabulary)"""
     from tests.assets import gemma3_270m_gguf
     server = llama_server(or_fail(gemma3_270m_gguf))
     _, statuses, bad = probe(server.url)

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from checks.endpoint.context import COMPLETION_PROMPT, CONVERSATIONS, STOP_CONVERSATION
-from checks.endpoint.reference import Reference
 from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
 from tests.probes.endpoint import cassette
 
@@ -15,10 +14,8 @@ STEPS = 12
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    ref = Reference.load(smollm2_dir)
-    ref.engine()
-    return ref
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

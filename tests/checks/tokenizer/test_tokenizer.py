@@ -34,6 +34,16 @@ def test_double_bos_noted_when_the_template_writes_bos_and_warned_when_it_writes
     assert "twice" in report.findings[0].message and report.findings[0].location.logical == "chat_template"
 
 
+def test_a_template_with_generation_blocks_renders(broken_copy):
+    """{% generation %} (LFM2.5, Laguna: transformers' assistant-mask tag) is no TOK008 failure."""
+    from reference_engine.testing.factory import CHAT_TEMPLATE
+    wrapped = CHAT_TEMPLATE.replace("{% for message in messages %}", "{% for message in messages %}{% generation %}")
+    wrapped = wrapped.replace("{% endfor %}", "{% endgeneration %}{% endfor %}")
+    assert wrapped != CHAT_TEMPLATE
+    d = broken_copy("llama", zoo.edit_json("tokenizer_config.json", chat_template=wrapped))
+    assert fired(d, ["TOK007", "TOK008", "TOK009"]) == []
+
+
 def test_nfkc_leaves_unaffected_probes_to_round_trip(broken_copy):
     # NFKC rewrites only the full-width/ligature probe; a broken decoder on top must still be an error
     d = broken_copy("llama", zoo.both(zoo.edit_tokenizer(zoo.nfkc), zoo.edit_tokenizer(zoo.no_decoder)))

@@ -1,10 +1,10 @@
 """TOK030-TOK033 over every chat template llama.cpp ships (models/templates/ in the llama-cpp-python 0.3.36 sdist,
 which llama.cpp fetches from the models' repositories): every template the format table recognises is clean,
 over a tokenizer holding the table's markers as tokens, except the released templates with a real problem.
-Skipped when the sdist is not in the cache (tests/assets.py's cache root, sdist/)."""
+The templates are a cached asset (tests/assets_gguf.py llamacpp_chat_templates): fetched once and kept, a fetch
+that fails is a test failure, never a skip. The counts docs/tool-templates.md quotes are asserted here."""
 from __future__ import annotations
 
-import tarfile
 import types
 from pathlib import Path
 
@@ -15,9 +15,9 @@ from checks.tokenizer import tool_template
 from reference_engine.generate.tool_calls import FORMATS, recognise
 from reference_engine.testing import factory
 from reference_engine.tokenizer.tokenizer import Tokenizer
-from tests.assets import LLAMACPP_PACKAGE, cache_root
+from tests.assets import or_fail
+from tests.assets_gguf import llamacpp_chat_templates
 
-SDIST = f"llama_cpp_python-{LLAMACPP_PACKAGE.split('==')[1]}"
 CHECKS = (tool_template.tool_template_renders, tool_template.tool_definitions_rendered,
           tool_template.tool_markers_atomic, tool_template.tool_call_round_trip)
 # the released templates' own problems (docs/tool-templates.md), each confirmed by reading the template
@@ -33,13 +33,7 @@ OTHER_TOKENS = ["<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|im_
 
 
 def templates() -> dict[str, str]:
-    archive = cache_root() / "sdist" / f"{SDIST}.tar.gz"
-    if not archive.is_file():
-        pytest.skip(f"{archive} is not cached")
-    prefix = f"{SDIST}/vendor/llama.cpp/models/templates/"
-    with tarfile.open(archive, "r:gz") as tf:
-        return {Path(m.name).name: tf.extractfile(m).read().decode("utf-8") for m in tf
-                if m.isfile() and m.name.startswith(prefix) and m.name.endswith(".jinja")}
+    return or_fail(llamacpp_chat_templates)
 
 
 def tokenizer_json() -> dict:
@@ -54,8 +48,12 @@ def tokenizer_json() -> dict:
 
 @pytest.mark.assets
 def test_recognised_llamacpp_templates_are_clean_but_for_their_known_problems():
-    spec, flagged, recognised = tokenizer_json(), {}, 0
-    for name, template in sorted(templates().items()):
+    """docs/tool-templates.md: 70 templates, 67 mention tools, 34 recognised, 28 of them clean (no finding at
+    all), the 5 KNOWN with a warning or error, Granite 3.3 with TOK033's info note. ~30 s on a loaded 2-core
+    machine: four checks render each of the 34 recognised templates over several conversations."""
+    spec, flagged, noted, recognised = tokenizer_json(), {}, set(), 0
+    shipped = templates()
+    for name, template in sorted(shipped.items()):
         if recognise(template) is None:
             continue
         recognised += 1
@@ -63,9 +61,13 @@ def test_recognised_llamacpp_templates_are_clean_but_for_their_known_problems():
         ctx = types.SimpleNamespace(tokenizer=tok, model_dir=Path("/nonexistent"))
         for check in CHECKS:
             try:
-                if any(p.severity != "info" for p in check(ctx)):
-                    flagged.setdefault(name, set()).add(check.__name__)
+                problems = list(check(ctx))
             except Skip:
-                pass
-    assert recognised >= 30
-    assert flagged == KNOWN
+                continue
+            if any(p.severity != "info" for p in problems):
+                flagged.setdefault(name, set()).add(check.__name__)
+            elif problems:
+                noted.add(name)
+    assert len(shipped) == 70 and sum("tool" in t for t in shipped.values()) == 67
+    assert recognised == 34 and recognised - len(flagged.keys() | noted) == 28
+    assert flagged == KNOWN and noted - flagged.keys() == {"ibm-granite-granite-3.3-2B-Instruct.jinja"}

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.assets
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    return Reference.load(smollm2_dir)
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
 
 
 def run(reference, name, seen=None, select=None, **kw):

@@ -53,6 +53,8 @@ def sane(levels):
 def test_llama_server_healthy_at_four_slots(reference, llama_server):
     # enough requests and tokens that decoding, which the 4 slots batch, outweighs the prompts' prefill (one
     # thread does both): with 4 requests of 8 tokens the tokens/s comparison was prefill noise
+    """Cost: ~110 s on the shared 2-core box (load average ~10): two load levels of 8 requests x 32 tokens, each
+    answer checked against the reference; the tokens/s comparison needs decoding to outweigh prefill"""
     report = run(reference, llama_server.url, requests=8, max_tokens=32)
     assert severities(report) == [], [(f.check, f.message) for f in report.findings]
     levels = report.load["levels"]
@@ -68,6 +70,8 @@ def test_llama_server_healthy_at_four_slots(reference, llama_server):
 @pytest.mark.parametrize("fault, check, severity", [("crosstalk", "EPT113", "error"), ("corrupt", "EPT112", "error"),
                                                     ("5xx", "EPT102", "error"), ("drop", "EPT102", "error")])
 def test_llama_server_behind_a_faulty_proxy(reference, llama_server, fault, check, severity):
+    """Cost: ~15-40 s each on the shared 2-core box (load average ~10): a short load run (6 requests) through the
+    proxy; the correctness runs also score every answer with the reference"""
     with FaultProxy(llama_server.url, fault) as proxy:
         report = run(reference, proxy.url, correctness=fault in ("crosstalk", "corrupt"), requests=6)
     assert proxy.injected
@@ -75,6 +79,8 @@ def test_llama_server_behind_a_faulty_proxy(reference, llama_server, fault, chec
 
 
 def test_llama_server_preemption_storm_and_cliff_behind_the_proxy(reference, llama_server):
+    """Cost: ~30 s on the shared 2-core box (load average ~10): two proxy runs; the cliff fault sleeps 0.1 s x
+    in-flight^2 on purpose"""
     with FaultProxy(llama_server.url, "preemption") as proxy:
         report = run(reference, proxy.url, correctness=False, requests=6)
     assert "EPT105" in severities(report, "warning")
@@ -83,9 +89,11 @@ def test_llama_server_preemption_storm_and_cliff_behind_the_proxy(reference, lla
     assert "EPT104" in severities(report, "warning")
 
 
-def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, gguf):
-    with LlamaServer(gguf, "--interrupt_requests", "False") as server:
-        report = run(reference, server.url)
+def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, gguf, live_server):
+    """Cost: ~75 s on the shared 2-core box (load average ~10): llama-cpp-python answers one request at a time, so
+    the concurrency-4 level queues by design"""
+    server = live_server(LlamaServer, gguf, "--interrupt_requests", "False")
+    report = run(reference, server.url)
     assert severities(report) == [], [(f.check, f.message) for f in report.findings]
     levels = report.load["levels"]
     sane(levels)
@@ -93,21 +101,24 @@ def test_llama_cpp_python_queues_and_without_interrupts_has_no_error(reference, 
     assert "no /metrics" in report.findings_for("EPT101")[0].evidence["metrics"]
 
 
-def test_llama_cpp_python_default_interrupts_drop_concurrent_streams(reference, gguf):
-    with LlamaServer(gguf) as server:
-        report = run(reference, server.url, correctness=False)
+def test_llama_cpp_python_default_interrupts_drop_concurrent_streams(reference, gguf, live_server):
+    """Cost: ~12 s on the shared 2-core box (load average ~10): one short load run on the shared server"""
+    server = live_server(LlamaServer, gguf)      # the healthy server the endpoint files share (tests/server_pool.py)
+    report = run(reference, server.url, correctness=False)
     finding = report.findings_for("EPT102")[0]
     assert finding.severity.value == "error" and "dropped streams" in finding.message, finding.message
     assert report.load["levels"][1]["errors"]["dropped_streams"] > 0
     assert report.load["levels"][0]["errors"]["total"] == 0        # alone, nothing is interrupted
 
 
-def test_llama_server_with_one_slot_defers_requests(reference, gguf):
+def test_llama_server_with_one_slot_defers_requests(reference, gguf, live_server):
     """EPT106 on a real server's own metrics: with one slot under concurrency 4, llama.cpp defers requests
     (llamacpp:requests_deferred, a gauge the scraper reads once a second); llama.cpp has no queue-time histogram,
-    so the finding is a note naming the levels, never a warning."""
-    with LlamaCppServer(gguf, parallel=1) as server:
-        report = run(reference, server.url, correctness=False, requests=8, max_tokens=16)
+    so the finding is a note naming the levels, never a warning.
+    Cost: ~40 s on the shared 2-core box (load average ~10): 8 requests through one slot, so that the deferred gauge
+    is seen by the once-a-second scraper"""
+    server = live_server(LlamaCppServer, gguf, parallel=1, ctx=2048)     # shared with the competence probes
+    report = run(reference, server.url, correctness=False, requests=8, max_tokens=16)
     (finding,) = report.findings_for("EPT106")
     assert finding.severity.value == "info" and "waited for a free slot at concurrency 4" in finding.message
     rows = {row["level"]: row for row in finding.evidence["levels"]}

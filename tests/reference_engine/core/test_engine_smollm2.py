@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from reference_engine.engine import Engine
-from tests.hf_models import hf_logits, load_hf_model
+from tests.hf_models import hf_logits
 
 pytestmark = pytest.mark.assets
 PROMPTS = ["The capital of France is", "def fibonacci(n):\n    if n < 2:\n        return n\n",
@@ -15,10 +15,10 @@ PROMPTS = ["The capital of France is", "def fibonacci(n):\n    if n < 2:\n      
 
 
 @pytest.fixture(scope="module")
-def models(smollm2_dir):
+def models(smollm2_dir, smollm2_hf_model):
     import transformers
     tok = transformers.AutoTokenizer.from_pretrained(smollm2_dir)
-    return Engine.from_pretrained(smollm2_dir), load_hf_model(smollm2_dir), tok
+    return Engine.from_pretrained(smollm2_dir), smollm2_hf_model, tok
 
 
 def test_logits_match_transformers_on_prompts(models):

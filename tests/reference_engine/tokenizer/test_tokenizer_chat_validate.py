@@ -39,6 +39,28 @@ def test_renders_like_transformers(add_generation_prompt):
         tok.encode(expected, add_special_tokens=False)
 
 
+# LFM2.5 / Laguna style: the assistant's turns inside {% generation %} (transformers' assistant-mask tag)
+GENERATION_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|im_end|>{% endgeneration %}"
+    "{% else %}{{ m['content'] }}<|im_end|>{% endif %}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.mark.parametrize("add_generation_prompt", [True, False])
+def test_generation_blocks_render_like_transformers(add_generation_prompt):
+    from transformers import PreTrainedTokenizerFast
+
+    reference = PreTrainedTokenizerFast(tokenizer_object=cases.hf("gpt2"), bos_token="<|begin_of_text|>",
+                                        eos_token="<|endoftext|>")
+    expected = reference.apply_chat_template(MESSAGES, chat_template=GENERATION_TEMPLATE, tokenize=False,
+                                             add_generation_prompt=add_generation_prompt)
+    assert "Hello.<|im_end|>" in expected
+    assert _tok(GENERATION_TEMPLATE).apply_chat_template(MESSAGES,
+                                                         add_generation_prompt=add_generation_prompt) == expected
+
+
 @pytest.mark.parametrize("template, message", [
     ("{{ ''.__class__.__mro__[1].__subclasses__() }}", "unsafe"),
     ("{% set _ = messages.append({'role': 'x'}) %}", "unsafe"),

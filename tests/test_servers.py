@@ -1,0 +1,127 @@
+"""Servers the tests start never outlive them (tests/endpoint_assets.py ServerProcess, tests/server_pool.py, the
+hooks in tests/conftest.py): stop() kills the server's whole process group (a child it started goes too), the
+session pool starts each configuration once and stops it, and a pytest run whose test fails, or which is sent
+SIGTERM mid-test, leaves no server process behind. A stand-in server (a Python HTTP server that starts a child
+of its own) plays llama-server, so this runs on any machine in a few seconds (~10 s: two inner pytest runs)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from tests.endpoint_assets import RUNNING, ServerProcess, leftovers
+from tests.server_pool import ServerPool
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = """
+import http.server, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+open(sys.argv[2], "w").write(str(child.pid))
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Ok).serve_forever()
+"""
+
+
+class StandIn(ServerProcess):
+    """A server that starts a child process of its own, as llama_cpp.server's workers would."""
+    name = "stand-in"
+
+    def start(self) -> "StandIn":
+        self.child_file = self.log.with_suffix(".child")
+        self.launch([sys.executable, "-c", SERVER, str(self.port), str(self.child_file)], dict(os.environ))
+        self.wait_ready("/health", (200,), 60, 0.1)
+        return self
+
+    def child_pid(self) -> int:
+        return int(self.child_file.read_text())
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def gone(*pids: int, within_s: float = 10) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not any(running(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_stop_kills_the_server_and_what_it_started():
+    server = StandIn(Path("unused.gguf")).start()
+    pids = (server.proc.pid, server.child_pid())
+    assert all(running(p) for p in pids) and server in RUNNING
+    server.stop()
+    assert gone(*pids) and server not in RUNNING and leftovers() == []
+
+
+def test_the_pool_starts_each_configuration_once_and_stops_them_all():
+    pool = ServerPool()
+    a = pool.get(StandIn, Path("a.gguf"))
+    assert pool.get(StandIn, Path("a.gguf")) is a and pool.get(StandIn, Path("b.gguf")) is not a
+    pids = [s.proc.pid for s in pool.servers.values()] + [s.child_pid() for s in pool.servers.values()]
+    pool.stop_all()
+    assert gone(*pids) and leftovers() == []
+
+
+INNER = """
+import time
+from pathlib import Path
+from tests.test_servers import StandIn
+
+def test_uses_a_shared_server(live_server, tmp_path_factory):
+    server = live_server(StandIn, Path("x.gguf"))
+    Path({out!r}).write_text(f"{{server.proc.pid}} {{server.child_pid()}}")
+    {body}
+"""
+
+
+def inner_run(tmp_path, body: str, interrupt: bool = False) -> tuple[subprocess.CompletedProcess | None, list[int]]:
+    out = tmp_path / "pids"
+    test = tmp_path / "test_inner.py"
+    test.write_text(textwrap.dedent(INNER.format(out=str(out), body=body)))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+           "--rootdir", str(tmp_path), str(test)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if interrupt:
+        deadline = time.monotonic() + 120
+        while not out.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+    stdout, _ = proc.communicate(timeout=180)
+    pids = [int(p) for p in out.read_text().split()] if out.exists() else []
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout), pids
+
+
+def test_a_failing_test_leaves_no_server(tmp_path):
+    done, pids = inner_run(tmp_path, "assert False, 'the test fails'")
+    assert done.returncode == 1 and "the test fails" in done.stdout, done.stdout[-2000:]
+    assert len(pids) == 2 and gone(*pids), done.stdout[-2000:]
+
+
+def test_an_interrupted_run_leaves_no_server(tmp_path):
+    done, pids = inner_run(tmp_path, "time.sleep(120)", interrupt=True)
+    assert done.returncode != 0 and len(pids) == 2, done.stdout[-2000:]
+    assert gone(*pids), done.stdout[-2000:]
+
+
+def test_a_server_left_running_fails_the_session(tmp_path):
+    """A test that starts a server outside the pool and forgets it: the session fails, naming and killing it."""
+    done, pids = inner_run(tmp_path, "StandIn(Path('forgotten.gguf')).start()")
+    assert done.returncode == 1 and "servers left running by the tests (now killed)" in done.stdout, done.stdout
+    assert gone(*pids)
