@@ -42,6 +42,7 @@ class GGUFArch:
     norm_offset: float = 0.0          # GGUF norm weight = HF weight + norm_offset (Gemma's (1 + w) RMSNorm)
     config_extra: dict = field(default_factory=dict)  # fixed config.json fields
     derive: Callable[[dict], dict] | None = None      # config.json fields computed from the mapped ones
+    extra_keys: dict = field(default_factory=dict)    # {arch}.<key> -> field, kept as stored (lists too)
 
 
 def _gemma3_config(raw: dict) -> dict:
@@ -49,6 +50,25 @@ def _gemma3_config(raw: dict) -> dict:
     head_dim ** -0.5, local (sliding) layers on rope base 10000, one global layer in every six."""
     return {"query_pre_attn_scalar": raw.get("head_dim", 256), "rope_local_base_freq": 10000.0,
             "sliding_window_pattern": 6, "hidden_activation": "gelu_pytorch_tanh"}
+
+
+def _olmo_config(raw: dict) -> dict:
+    """llama.cpp writes OLMo 2 and OLMo 3 as "olmo2"; a sliding window makes it OLMo 3, whose layer kinds come
+    from attention.sliding_window_pattern (True = sliding) and whose RoPE scaling applies to the full layers
+    only (llama.cpp: rope_freq_scale_train_swa = 1; transformers: the sliding block is plain RoPE)."""
+    if not raw.get("sliding_window"):
+        return {}
+    n, pattern = raw.get("num_hidden_layers", 0), raw.pop("sliding_window_pattern", None)
+    if not isinstance(pattern, list) or len(pattern) != n:
+        pattern = [(i + 1) % 4 != 0 for i in range(n)]
+    theta = raw.get("rope_theta", 10000.0)
+    out = {"architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3",
+           "layer_types": ["sliding_attention" if s else "full_attention" for s in pattern]}
+    if raw.get("rope_scaling"):
+        out["rope_parameters"] = {"full_attention": {**raw["rope_scaling"], "rope_theta": theta},
+                                  "sliding_attention": {"rope_type": "default",
+                                                        "rope_theta": raw.pop("rope_theta_swa", theta)}}
+    return out
 
 
 ARCHS: dict[str, GGUFArch] = {
@@ -61,6 +81,14 @@ ARCHS: dict[str, GGUFArch] = {
                                     "ffn_norm": "pre_feedforward_layernorm",
                                     "post_ffw_norm": "post_feedforward_layernorm"},
                        derive=_gemma3_config),
+    # issue 38. smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's
+    # default without no_rope_layers. llama4 and minimax-m2 (stacked expert tensors) are not mapped yet.
+    "smollm3": GGUFArch("SmolLM3ForCausalLM", "smollm3", permute_qk=True),
+    "olmo2": GGUFArch("Olmo2ForCausalLM", "olmo2",
+                      layer_names={"post_attention_norm": "post_attention_layernorm",
+                                   "post_ffw_norm": "post_feedforward_layernorm"},
+                      derive=_olmo_config, extra_keys={"attention.sliding_window_pattern": "sliding_window_pattern",
+                                                       "rope.freq_base_swa": "rope_theta_swa"}),
 }
 
 

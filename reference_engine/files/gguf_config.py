@@ -28,6 +28,10 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
             value = value[0]
         if value is not None:
             raw[field] = value
+    for key, field in arch.extra_keys.items():
+        value = gguf.get(f"{name}.{key}")
+        if value is not None:
+            raw[field] = value
     if "vocab_size" not in raw:
         tokens = gguf.get("tokenizer.ggml.tokens")
         embed = gguf.tensors.get("token_embd.weight")
