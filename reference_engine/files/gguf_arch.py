@@ -43,6 +43,8 @@ class GGUFArch:
     config_extra: dict = field(default_factory=dict)  # fixed config.json fields
     derive: Callable[[dict], dict] | None = None      # config.json fields computed from the mapped ones
     extra_keys: dict = field(default_factory=dict)    # {arch}.<key> -> field, kept as stored (lists too)
+    exact_names: dict = field(default_factory=dict)   # "stem.suffix" -> Hugging Face name inside the layer
+    experts: dict = field(default_factory=dict)       # stacked [experts, ...] stem -> per-expert name with {e}
 
 
 def _gemma3_config(raw: dict) -> dict:
@@ -81,7 +83,16 @@ ARCHS: dict[str, GGUFArch] = {
                                     "ffn_norm": "pre_feedforward_layernorm",
                                     "post_ffw_norm": "post_feedforward_layernorm"},
                        derive=_gemma3_config),
-    # issue 38. smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's
+    # issue 38. minimax-m2: experts stored stacked, one [experts, rows, cols] tensor per role
+    "minimax-m2": GGUFArch("MiniMaxM2ForCausalLM", "minimax_m2", layer_names={"ffn_gate_inp": "block_sparse_moe.gate"},
+                           exact_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},
+                           experts={"ffn_gate_exps": "block_sparse_moe.experts.{e}.w1.weight",
+                                    "ffn_up_exps": "block_sparse_moe.experts.{e}.w3.weight",
+                                    "ffn_down_exps": "block_sparse_moe.experts.{e}.w2.weight"},
+                           extra_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
+                                       "expert_feed_forward_length": "intermediate_size",
+                                       "rope.dimension_count": "rotary_dim"}),
+    # smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's
     # default without no_rope_layers. llama4 and minimax-m2 (stacked expert tensors) are not mapped yet.
     "smollm3": GGUFArch("SmolLM3ForCausalLM", "smollm3", permute_qk=True),
     "olmo2": GGUFArch("Olmo2ForCausalLM", "olmo2",
@@ -106,9 +117,20 @@ def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
     parts = stem.split(".", 2)
     if len(parts) != 3 or parts[0] != "blk" or not parts[1].isdigit():
         return None
+    if f"{parts[2]}.{suffix}" in arch.exact_names:
+        return f"model.layers.{int(parts[1])}.{arch.exact_names[parts[2] + '.' + suffix]}"
     names = {**LAYER_NAMES, **arch.layer_names}
     hf = names.get(parts[2])
     return None if hf is None else f"model.layers.{int(parts[1])}.{hf}.{suffix}"
+
+
+def expert_pattern(gguf_name: str, arch: GGUFArch) -> str | None:
+    """For a stacked expert tensor ("blk.3.ffn_gate_exps.weight"), its per-expert Hugging Face name with {e}."""
+    parts = gguf_name.split(".")
+    if len(parts) != 4 or parts[0] != "blk" or not parts[1].isdigit() or parts[3] != "weight":
+        return None
+    pattern = arch.experts.get(parts[2])
+    return None if pattern is None else f"model.layers.{int(parts[1])}.{pattern}"
 
 
 def is_norm(hf_name: str) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.gguf_arch import ARCHS, EXTRA_TENSORS, GGUFArch, hf_tensor_name, is_norm
+from reference_engine.files.gguf_arch import ARCHS, EXTRA_TENSORS, GGUFArch, expert_pattern, hf_tensor_name, is_norm
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
 from reference_engine.files.reads import SAFETENSORS_DTYPES
 from reference_engine.files.weights import TensorInfo, TensorTable
@@ -76,7 +76,11 @@ class GGUFWeights(TensorTable):
         self._infos: dict[str, GGUFTensorInfo] = {}
         self.extra: dict[str, GGUFTensor] = {}         # llama.cpp-only tensors (rope_freqs, ...)
         self.unmapped: list[str] = []                 # tensors with no known Hugging Face name
+        self._slices: dict[str, GGUFTensor] = {}       # per-expert views of stacked expert tensors
         for t in gguf.tensors.values():
+            if expert_pattern(t.name, arch) is not None:
+                self._add_experts(t, expert_pattern(t.name, arch))
+                continue
             hf = hf_tensor_name(t.name, arch)
             if hf is None:
                 (self.extra.__setitem__(t.name, t) if t.name in EXTRA_TENSORS else self.unmapped.append(t.name))
@@ -88,6 +92,24 @@ class GGUFWeights(TensorTable):
                                              ggml_type=t.type_name, gguf_name=t.name)
         self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
         self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
+
+    def _add_experts(self, t: GGUFTensor, pattern: str) -> None:
+        """A stacked [experts, rows, cols] tensor as one tensor per expert: expert e's rows are the e-th
+        contiguous stretch of its bytes (whole quantization blocks: blocks never straddle rows)."""
+        if len(t.dims) != 3 or t.nbytes % t.dims[2]:
+            raise ModelDirError(self.gguf.path, f"expert tensor {t.name!r} has shape {list(t.shape)}, expected "
+                                                f"[experts, rows, cols]")
+        size = t.nbytes // t.dims[2]
+        for e in range(t.dims[2]):
+            part = GGUFTensor(f"{t.name}[{e}]", t.dims[:2], t.ggml_type, t.offset + e * size, size)
+            name = pattern.format(e=e)
+            self._slices[name] = part
+            self._infos[name] = GGUFTensorInfo(name, "F32", part.shape, self.gguf.path, part.offset, size,
+                                               ggml_type=t.type_name, gguf_name=t.name)
+
+    def stored_tensor(self, name: str) -> GGUFTensor:
+        """The GGUF tensor (or per-expert slice of one) behind a Hugging Face name."""
+        return self._slices.get(name) or self.gguf.tensors[self._infos[name].gguf_name]
 
     @classmethod
     def open(cls, path: str | Path) -> "GGUFWeights":
@@ -101,8 +123,7 @@ class GGUFWeights(TensorTable):
 
     def get(self, name: str) -> torch.Tensor:
         """The tensor as Hugging Face stores it (float32), dequantized now; only its bytes are read."""
-        info = self._infos[name]
-        tensor = self.gguf.tensors[info.gguf_name]
+        tensor = self.stored_tensor(name)
         try:
             out = dequantize(self.gguf, tensor)
         except (ValueError, RuntimeError) as e:
@@ -112,7 +133,7 @@ class GGUFWeights(TensorTable):
     def hf_layout(self, name: str, out: torch.Tensor) -> torch.Tensor:
         """A dequantized tensor as Hugging Face stores it: Q/K permutation undone, norm offset removed (the
         streaming reader, readers/gguf_reader.py, dequantizes on its own and finishes here too)."""
-        tensor = self.gguf.tensors[self._infos[name].gguf_name]
+        tensor = self.stored_tensor(name)
         if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = self.heads if name.endswith("q_proj.weight") else self.kv_heads
             if not isinstance(heads, int) or heads < 1 or out.shape[0] % (2 * heads):

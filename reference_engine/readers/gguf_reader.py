@@ -80,7 +80,7 @@ class GGUFChunkedWeights(ChunkedWeights):
     read_ahead = False           # its tensors are dequantized as read (a thread would hold their copies)
 
     def _tensor(self, name: str) -> GGUFTensor:
-        return self.weights.gguf.tensors[self.weights.info(name).gguf_name]
+        return self.weights.stored_tensor(name)
 
     def get(self, name: str) -> torch.Tensor:
         """The whole tensor as GGUFWeights.get returns it (a fresh CPU tensor, no memory map behind it)."""

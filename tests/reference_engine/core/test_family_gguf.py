@@ -4,8 +4,9 @@ pre-tokenizer it knows) give the engine the same logits as their safetensors dir
 
 What the pinned converter writes: smollm3 (no NoPE list: llama.cpp hard-codes one NoPE layer in four, so the
 model here keeps that default), olmo2 for OLMo 2 and OLMo 3 (OLMo 3's window and per-layer pattern, its YaRN for
-the full layers), llama4 and minimax-m2 (stacked expert tensors: not mapped by files/gguf_arch.py yet, so the
-engine refuses those files by name). Each conversion takes ~15 s on 2 cores (three here, ~60 s in all)."""
+the full layers), minimax-m2 (experts stacked [experts, rows, cols], read back one expert at a time), llama4
+(not mapped by files/gguf_arch.py yet: the engine refuses it by name). Each conversion takes 15-25 s on 2 cores
+(six here: the module runs ~2 minutes, its first test and the Q8_0 one over 10 s each)."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ import torch
 
 from reference_engine.core import CoreEngine
 from reference_engine.files.gguf_config import load_gguf_config
+from reference_engine.files.gguf_weights import GGUFWeights
 from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
@@ -23,7 +25,8 @@ from tests.reference_engine.core.family_models import load_hf
 from tests.reference_engine.core.issue38_models import TOL, build
 
 # variant -> extra config for the GGUF round trip
-MODELS = {"olmo2_post_norm": {}, "olmo3_windows_yarn": {}, "smollm3_nope_gqa": {"no_rope_layers": None}}
+MODELS = {"olmo2_post_norm": {}, "olmo3_windows_yarn": {}, "smollm3_nope_gqa": {"no_rope_layers": None},
+          "minimax_m2_partial_rotary": {}}
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +37,17 @@ def converted(tmp_path_factory):
 
     done: dict = {}
 
-    def convert(variant: str):
-        if variant in done:
-            return done[variant]
-        hf_dir = build(root / variant, variant, seed=4, vocab_size=vocab, hidden_size=64, **MODELS[variant])
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            shutil.copy(tok / name, hf_dir / name)
-        done[variant] = hf_dir, _asset(assets_gguf.convert_hf_dir, hf_dir, root / f"{variant}.gguf", "f32")
-        return done[variant]
+    def convert(variant: str, outtype: str = "f32"):
+        if (variant, outtype) in done:
+            return done[variant, outtype]
+        hf_dir = root / variant
+        if not hf_dir.is_dir():
+            build(hf_dir, variant, seed=4, vocab_size=vocab, hidden_size=64, **MODELS[variant])
+            for name in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(tok / name, hf_dir / name)
+        gguf = _asset(assets_gguf.convert_hf_dir, hf_dir, root / f"{variant}-{outtype}.gguf", outtype)
+        done[variant, outtype] = hf_dir, gguf
+        return done[variant, outtype]
     return convert
 
 
@@ -67,3 +73,29 @@ def test_olmo3_gguf_keeps_its_layer_kinds_and_full_layer_yarn(converted):
     assert raw["layer_types"] == ["sliding_attention"] * 3 + ["full_attention"]
     assert raw["rope_parameters"]["full_attention"]["rope_type"] == "yarn"
     assert raw["rope_parameters"]["sliding_attention"]["rope_type"] == "default"
+
+
+@pytest.mark.assets
+def test_quantized_stacked_experts_are_cut_on_expert_boundaries(converted):
+    """Q8_0 experts: each expert's slice dequantizes to the F32 file's expert within Q8_0's error (a slice off by
+    a block would be another expert's numbers), and the router bias keeps its name."""
+    _, f32 = converted("minimax_m2_partial_rotary")
+    _, q8 = converted("minimax_m2_partial_rotary", "q8_0")
+    exact, quant = GGUFWeights.open(f32), GGUFWeights.open(q8)
+    experts = [n for n in exact.names if ".experts." in n]
+    assert len(experts) == 2 * 6 * 3 and "model.layers.1.block_sparse_moe.e_score_correction_bias" in exact.names
+    # w1/w3 rows (64 wide) are Q8_0 blocks; w2 rows (24 wide) are no whole block and stay F16
+    assert {quant.info(n).ggml_type for n in experts} == {"Q8_0", "F16"}
+    for name in experts:
+        a, b = exact.get(name), quant.get(name)
+        assert a.shape == b.shape and (a - b).abs().max() <= 0.01 * a.abs().max()
+
+
+@pytest.mark.assets
+def test_streaming_core_reads_the_expert_slices_too(converted):
+    """The layer-at-a-time reader (readers/gguf_reader.py) goes through the same per-expert slices."""
+    from reference_engine.engine import Engine
+    hf_dir, path = converted("minimax_m2_partial_rotary")
+    ids = torch.randint(3, 49000, (60,), generator=torch.Generator().manual_seed(1)).tolist()
+    streamed = Engine.from_pretrained(path, streaming=True).logits(ids)
+    assert torch.equal(streamed, CoreEngine.from_pretrained(hf_dir).logits(ids))
