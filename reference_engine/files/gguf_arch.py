@@ -45,6 +45,9 @@ class GGUFArch:
     extra_keys: dict = field(default_factory=dict)    # {arch}.<key> -> field, kept as stored (lists too)
     exact_names: dict = field(default_factory=dict)   # "stem.suffix" -> Hugging Face name inside the layer
     experts: dict = field(default_factory=dict)       # stacked [experts, ...] stem -> per-expert name with {e}
+    # Hugging Face tensor inside the layer -> llama.cpp stems whose [.., rows, cols] tensors, each transposed to
+    # [.., cols, rows], are concatenated along the last dim (Llama 4's fused [experts, hidden, 2 * inter])
+    transposed: dict = field(default_factory=dict)
 
 
 def _gemma3_config(raw: dict) -> dict:
@@ -73,6 +76,21 @@ def _olmo_config(raw: dict) -> dict:
     return out
 
 
+def _llama4_config(raw: dict) -> dict:
+    """What llama.cpp hard-codes for llama4 (its converter writes none of it): chunks of 8192 on the RoPE layers,
+    one NoPE layer in four with attention temperature (floor 8192, scale 0.1), q/k l2-norm except on the
+    128-expert model; a sliding_window of 0 means a model without chunks or NoPE layers. feed_forward_length is
+    the dense MLP's size (intermediate_size_mlp), expert_feed_forward_length the experts'."""
+    window = raw.pop("sliding_window", None)
+    out = {"intermediate_size_mlp": raw.get("intermediate_size"),
+           "intermediate_size": raw.pop("expert_intermediate_size", raw.get("intermediate_size")),
+           "use_qk_norm": raw.get("num_local_experts") != 128, "attn_temperature_tuning": True,
+           "floor_scale": 8192, "attn_scale": 0.1, "attention_chunk_size": 8192, "no_rope_layer_interval": 4}
+    if window == 0:
+        out.update(attention_chunk_size=None, no_rope_layers=[1] * raw.get("num_hidden_layers", 0))
+    return out
+
+
 ARCHS: dict[str, GGUFArch] = {
     "llama": GGUFArch("LlamaForCausalLM", "llama", permute_qk=True),
     "mistral": GGUFArch("MistralForCausalLM", "mistral", permute_qk=True),
@@ -92,6 +110,19 @@ ARCHS: dict[str, GGUFArch] = {
                            extra_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
                                        "expert_feed_forward_length": "intermediate_size",
                                        "rope.dimension_count": "rotary_dim"}),
+    # llama4: interleaved-pair RoPE is llama.cpp's own layout (no Q/K permutation); experts fused and transposed
+    "llama4": GGUFArch("Llama4ForCausalLM", "llama4_text",
+                       layer_names={"ffn_gate": "feed_forward.gate_proj", "ffn_up": "feed_forward.up_proj",
+                                    "ffn_down": "feed_forward.down_proj", "ffn_gate_inp": "feed_forward.router",
+                                    "ffn_gate_shexp": "feed_forward.shared_expert.gate_proj",
+                                    "ffn_up_shexp": "feed_forward.shared_expert.up_proj",
+                                    "ffn_down_shexp": "feed_forward.shared_expert.down_proj"},
+                       transposed={"feed_forward.experts.gate_up_proj": ("ffn_gate_exps", "ffn_up_exps"),
+                                   "feed_forward.experts.down_proj": ("ffn_down_exps",)},
+                       extra_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
+                                   "interleave_moe_layer_step": "interleave_moe_layer_step",
+                                   "expert_feed_forward_length": "expert_intermediate_size"},
+                       derive=_llama4_config),
     # smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's
     # default without no_rope_layers. llama4 and minimax-m2 (stacked expert tensors) are not mapped yet.
     "smollm3": GGUFArch("SmolLM3ForCausalLM", "smollm3", permute_qk=True),
@@ -122,6 +153,15 @@ def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
     names = {**LAYER_NAMES, **arch.layer_names}
     hf = names.get(parts[2])
     return None if hf is None else f"model.layers.{int(parts[1])}.{hf}.{suffix}"
+
+
+def transposed_part(gguf_name: str, arch: GGUFArch) -> tuple[int, str] | None:
+    """(layer, Hugging Face name inside it) when the tensor is one part of a `transposed` Hugging Face tensor."""
+    parts = gguf_name.split(".")
+    if len(parts) != 4 or parts[0] != "blk" or not parts[1].isdigit() or parts[3] != "weight":
+        return None
+    hf = next((h for h, stems in arch.transposed.items() if parts[2] in stems), None)
+    return None if hf is None else (int(parts[1]), hf)
 
 
 def expert_pattern(gguf_name: str, arch: GGUFArch) -> str | None:

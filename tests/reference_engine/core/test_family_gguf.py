@@ -5,8 +5,9 @@ pre-tokenizer it knows) give the engine the same logits as their safetensors dir
 What the pinned converter writes: smollm3 (no NoPE list: llama.cpp hard-codes one NoPE layer in four, so the
 model here keeps that default), olmo2 for OLMo 2 and OLMo 3 (OLMo 3's window and per-layer pattern, its YaRN for
 the full layers), minimax-m2 (experts stacked [experts, rows, cols], read back one expert at a time), llama4
-(not mapped by files/gguf_arch.py yet: the engine refuses it by name). Each conversion takes 15-25 s on 2 cores
-(six here: the module runs ~2 minutes, its first test and the Q8_0 one over 10 s each)."""
+(experts stacked and split gate/up: fused and transposed back; no chunk size, temperature or NoPE list in the
+metadata: llama.cpp hard-codes 8192 / 8192, 0.1 / one in four, so the model here uses those). Each conversion
+takes 15-35 s on 2 cores (seven here: the module runs ~3 minutes on a busy machine; six tests over 10 s each)."""
 from __future__ import annotations
 
 import json
@@ -26,7 +27,10 @@ from tests.reference_engine.core.issue38_models import TOL, build
 
 # variant -> extra config for the GGUF round trip
 MODELS = {"olmo2_post_norm": {}, "olmo3_windows_yarn": {}, "smollm3_nope_gqa": {"no_rope_layers": None},
-          "minimax_m2_partial_rotary": {}}
+          "minimax_m2_partial_rotary": {},
+          # llama.cpp hard-codes Llama 4's chunk, temperature and NoPE step: a model with those values
+          "llama4_chunked_nope_moe": {"attention_chunk_size": 8192, "floor_scale": 8192, "attn_scale": 0.1,
+                                      "no_rope_layers": None}}
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +96,12 @@ def test_quantized_stacked_experts_are_cut_on_expert_boundaries(converted):
 
 
 @pytest.mark.assets
-def test_streaming_core_reads_the_expert_slices_too(converted):
-    """The layer-at-a-time reader (readers/gguf_reader.py) goes through the same per-expert slices."""
+@pytest.mark.parametrize("variant", ["minimax_m2_partial_rotary", "llama4_chunked_nope_moe"])
+def test_streaming_core_reads_the_expert_tensors_too(converted, variant):
+    """The layer-at-a-time reader (readers/gguf_reader.py) goes through the same per-expert slices (MiniMax-M2)
+    and fused transposed experts (Llama 4)."""
     from reference_engine.engine import Engine
-    hf_dir, path = converted("minimax_m2_partial_rotary")
+    hf_dir, path = converted(variant)
     ids = torch.randint(3, 49000, (60,), generator=torch.Generator().manual_seed(1)).tolist()
     streamed = Engine.from_pretrained(path, streaming=True).logits(ids)
     assert torch.equal(streamed, CoreEngine.from_pretrained(hf_dir).logits(ids))
