@@ -53,6 +53,10 @@ class GGUFArch:
     hf_shape: Callable | None = None
     global_names: dict = field(default_factory=dict)  # overrides of GLOBAL_NAMES
     per_layer: Callable[[str, list], dict] | None = None   # a per-layer list value (head_count_kv) -> fields
+    experts: dict = field(default_factory=dict)       # stacked [experts, ...] stem -> per-expert name with {e}
+    # Hugging Face tensor inside the layer -> llama.cpp stems whose [.., rows, cols] tensors, each transposed to
+    # [.., cols, rows], are concatenated along the last dim (Llama 4's fused [experts, hidden, 2 * inter])
+    transposed: dict = field(default_factory=dict)
 
 
 def _lfm2_layers(key: str, values: list) -> dict:
@@ -78,6 +82,40 @@ def _gemma3_config(raw: dict) -> dict:
 QWEN35 = dict(tensor_names=gguf_linear_attn.TENSOR_NAMES, config_keys=gguf_linear_attn.CONFIG_KEYS,
               derive=gguf_linear_attn.derive_config, touches=gguf_linear_attn.touches,
               finish=gguf_linear_attn.finish, hf_shape=gguf_linear_attn.hf_shape)
+
+
+def _olmo_config(raw: dict) -> dict:
+    """llama.cpp writes OLMo 2 and OLMo 3 as "olmo2"; a sliding window makes it OLMo 3, whose layer kinds come
+    from attention.sliding_window_pattern (True = sliding) and whose RoPE scaling applies to the full layers
+    only (llama.cpp: rope_freq_scale_train_swa = 1; transformers: the sliding block is plain RoPE)."""
+    if not raw.get("sliding_window"):
+        return {}
+    n, pattern = raw.get("num_hidden_layers", 0), raw.pop("sliding_window_pattern", None)
+    if not isinstance(pattern, list) or len(pattern) != n:
+        pattern = [(i + 1) % 4 != 0 for i in range(n)]
+    theta = raw.get("rope_theta", 10000.0)
+    out = {"architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3",
+           "layer_types": ["sliding_attention" if s else "full_attention" for s in pattern]}
+    if raw.get("rope_scaling"):
+        out["rope_parameters"] = {"full_attention": {**raw["rope_scaling"], "rope_theta": theta},
+                                  "sliding_attention": {"rope_type": "default",
+                                                        "rope_theta": raw.pop("rope_theta_swa", theta)}}
+    return out
+
+
+def _llama4_config(raw: dict) -> dict:
+    """What llama.cpp hard-codes for llama4 (its converter writes none of it): chunks of 8192 on the RoPE layers,
+    one NoPE layer in four with attention temperature (floor 8192, scale 0.1), q/k l2-norm except on the
+    128-expert model; a sliding_window of 0 means a model without chunks or NoPE layers. feed_forward_length is
+    the dense MLP's size (intermediate_size_mlp), expert_feed_forward_length the experts'."""
+    window = raw.pop("sliding_window", None)
+    out = {"intermediate_size_mlp": raw.get("intermediate_size"),
+           "intermediate_size": raw.pop("expert_intermediate_size", raw.get("intermediate_size")),
+           "use_qk_norm": raw.get("num_local_experts") != 128, "attn_temperature_tuning": True,
+           "floor_scale": 8192, "attn_scale": 0.1, "attention_chunk_size": 8192, "no_rope_layer_interval": 4}
+    if window == 0:
+        out.update(attention_chunk_size=None, no_rope_layers=[1] * raw.get("num_hidden_layers", 0))
+    return out
 ARCHS: dict[str, GGUFArch] = {
     "llama": GGUFArch("LlamaForCausalLM", "llama", permute_qk=True),
     "mistral": GGUFArch("MistralForCausalLM", "mistral", permute_qk=True),
@@ -99,6 +137,38 @@ ARCHS: dict[str, GGUFArch] = {
                      global_names={"token_embd_norm": "model.embedding_norm"},
                      config_keys={"shortconv.l_cache": "conv_L_cache"}, per_layer=_lfm2_layers,
                      hf_shape=_lfm2_shape),
+
+
+    # issue 38. minimax-m2: experts stored stacked, one [experts, rows, cols] tensor per role
+    "minimax-m2": GGUFArch("MiniMaxM2ForCausalLM", "minimax_m2", layer_names={"ffn_gate_inp": "block_sparse_moe.gate"},
+                           tensor_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},
+                           experts={"ffn_gate_exps": "block_sparse_moe.experts.{e}.w1.weight",
+                                    "ffn_up_exps": "block_sparse_moe.experts.{e}.w3.weight",
+                                    "ffn_down_exps": "block_sparse_moe.experts.{e}.w2.weight"},
+                           config_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
+                                       "expert_feed_forward_length": "intermediate_size",
+                                       "rope.dimension_count": "rotary_dim"}),
+    # llama4: interleaved-pair RoPE is llama.cpp's own layout (no Q/K permutation); experts fused and transposed
+    "llama4": GGUFArch("Llama4ForCausalLM", "llama4_text",
+                       layer_names={"ffn_gate": "feed_forward.gate_proj", "ffn_up": "feed_forward.up_proj",
+                                    "ffn_down": "feed_forward.down_proj", "ffn_gate_inp": "feed_forward.router",
+                                    "ffn_gate_shexp": "feed_forward.shared_expert.gate_proj",
+                                    "ffn_up_shexp": "feed_forward.shared_expert.up_proj",
+                                    "ffn_down_shexp": "feed_forward.shared_expert.down_proj"},
+                       transposed={"feed_forward.experts.gate_up_proj": ("ffn_gate_exps", "ffn_up_exps"),
+                                   "feed_forward.experts.down_proj": ("ffn_down_exps",)},
+                       config_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
+                                   "interleave_moe_layer_step": "interleave_moe_layer_step",
+                                   "expert_feed_forward_length": "expert_intermediate_size"},
+                       derive=_llama4_config),
+    # smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's
+    # default without no_rope_layers. llama4 and minimax-m2 (stacked expert tensors) are not mapped yet.
+    "smollm3": GGUFArch("SmolLM3ForCausalLM", "smollm3", permute_qk=True),
+    "olmo2": GGUFArch("Olmo2ForCausalLM", "olmo2",
+                      layer_names={"post_attention_norm": "post_attention_layernorm",
+                                   "post_ffw_norm": "post_feedforward_layernorm"},
+                      derive=_olmo_config, config_keys={"attention.sliding_window_pattern": "sliding_window_pattern",
+                                                       "rope.freq_base_swa": "rope_theta_swa"}),
 }
 
 
@@ -123,6 +193,24 @@ def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
     names = {**LAYER_NAMES, **arch.layer_names}
     hf = names.get(parts[2])
     return None if hf is None else f"model.layers.{int(parts[1])}.{hf}.{suffix}"
+
+
+def transposed_part(gguf_name: str, arch: GGUFArch) -> tuple[int, str] | None:
+    """(layer, Hugging Face name inside it) when the tensor is one part of a `transposed` Hugging Face tensor."""
+    parts = gguf_name.split(".")
+    if len(parts) != 4 or parts[0] != "blk" or not parts[1].isdigit() or parts[3] != "weight":
+        return None
+    hf = next((h for h, stems in arch.transposed.items() if parts[2] in stems), None)
+    return None if hf is None else (int(parts[1]), hf)
+
+
+def expert_pattern(gguf_name: str, arch: GGUFArch) -> str | None:
+    """For a stacked expert tensor ("blk.3.ffn_gate_exps.weight"), its per-expert Hugging Face name with {e}."""
+    parts = gguf_name.split(".")
+    if len(parts) != 4 or parts[0] != "blk" or not parts[1].isdigit() or parts[3] != "weight":
+        return None
+    pattern = arch.experts.get(parts[2])
+    return None if pattern is None else f"model.layers.{int(parts[1])}.{pattern}"
 
 
 def is_norm(hf_name: str) -> bool:

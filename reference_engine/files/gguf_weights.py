@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.files.gguf_arch import ARCHS, EXTRA_TENSORS, GGUFArch, hf_tensor_name, is_norm
+from reference_engine.files.gguf_arch import (ARCHS, EXTRA_TENSORS, GGUFArch, expert_pattern, hf_tensor_name, is_norm,
+                                              transposed_part)
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
 from reference_engine.files.reads import SAFETENSORS_DTYPES
 from reference_engine.files.weights import TensorInfo, TensorTable
@@ -76,7 +77,14 @@ class GGUFWeights(TensorTable):
         self._infos: dict[str, GGUFTensorInfo] = {}
         self.extra: dict[str, GGUFTensor] = {}         # llama.cpp-only tensors (rope_freqs, ...)
         self.unmapped: list[str] = []                 # tensors with no known Hugging Face name
+        self._slices: dict[str, GGUFTensor] = {}       # per-expert views of stacked expert tensors
+        self._composed: dict[str, list[GGUFTensor]] = {}   # Hugging Face name -> parts (arch.transposed)
         for t in gguf.tensors.values():
+            if transposed_part(t.name, arch) is not None:
+                continue
+            if expert_pattern(t.name, arch) is not None:
+                self._add_experts(t, expert_pattern(t.name, arch))
+                continue
             hf = hf_tensor_name(t.name, arch)
             if hf is None:
                 (self.extra.__setitem__(t.name, t) if t.name in EXTRA_TENSORS else self.unmapped.append(t.name))
@@ -87,8 +95,52 @@ class GGUFWeights(TensorTable):
             shape = arch.hf_shape(hf, t.shape) if arch.hf_shape is not None else t.shape
             self._infos[hf] = GGUFTensorInfo(hf, "F32", shape, gguf.path, t.offset, t.nbytes,
                                              ggml_type=t.type_name, gguf_name=t.name)
+        self._add_transposed()
         self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
         self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
+
+    def _add_experts(self, t: GGUFTensor, pattern: str) -> None:
+        """A stacked [experts, rows, cols] tensor as one tensor per expert: expert e's rows are the e-th
+        contiguous stretch of its bytes (whole quantization blocks: blocks never straddle rows)."""
+        if len(t.dims) != 3 or t.nbytes % t.dims[2]:
+            raise ModelDirError(self.gguf.path, f"expert tensor {t.name!r} has shape {list(t.shape)}, expected "
+                                                f"[experts, rows, cols]")
+        size = t.nbytes // t.dims[2]
+        for e in range(t.dims[2]):
+            part = GGUFTensor(f"{t.name}[{e}]", t.dims[:2], t.ggml_type, t.offset + e * size, size)
+            name = pattern.format(e=e)
+            self._slices[name] = part
+            self._infos[name] = GGUFTensorInfo(name, "F32", part.shape, self.gguf.path, part.offset, size,
+                                               ggml_type=t.type_name, gguf_name=t.name)
+
+    def _add_transposed(self) -> None:
+        """Hugging Face tensors built from several llama.cpp ones (arch.transposed): [.., rows_i, cols] parts
+        -> [.., cols, sum rows_i] (Llama 4: gate and up experts [E, inter, hidden] -> gate_up [E, hidden, 2 inter])."""
+        found: dict[str, dict[str, GGUFTensor]] = {}
+        for t in self.gguf.tensors.values():
+            where = transposed_part(t.name, self.arch)
+            if where is not None:
+                found.setdefault(f"model.layers.{where[0]}.{where[1]}", {})[t.name.split(".")[2]] = t
+        for name, parts in found.items():
+            stems = self.arch.transposed[name.split(".", 3)[3]]
+            if set(parts) != set(stems) or len({p.shape[:-2] + p.shape[-1:] for p in parts.values()}) != 1:
+                raise ModelDirError(self.gguf.path, f"tensors {sorted(parts)} of {name!r} are missing or disagree "
+                                                    f"in shape")
+            ordered = [parts[s] for s in stems]
+            first = ordered[0].shape
+            shape = (*first[:-2], first[-1], sum(p.shape[-2] for p in ordered))
+            self._composed[name] = ordered
+            self._infos[name] = GGUFTensorInfo(name, "F32", shape, self.gguf.path, ordered[0].offset,
+                                               sum(p.nbytes for p in ordered), ggml_type=ordered[0].type_name,
+                                               gguf_name=ordered[0].name)
+
+    def composed(self, name: str) -> bool:
+        """Whether the Hugging Face tensor is built from several GGUF tensors (read it whole with get())."""
+        return name in self._composed
+
+    def stored_tensor(self, name: str) -> GGUFTensor:
+        """The GGUF tensor (or per-expert slice of one) behind a Hugging Face name."""
+        return self._slices.get(name) or self.gguf.tensors[self._infos[name].gguf_name]
 
     @classmethod
     def open(cls, path: str | Path) -> "GGUFWeights":
@@ -102,18 +154,26 @@ class GGUFWeights(TensorTable):
 
     def get(self, name: str) -> torch.Tensor:
         """The tensor as Hugging Face stores it (float32), dequantized now; only its bytes are read."""
-        info = self._infos[name]
-        tensor = self.gguf.tensors[info.gguf_name]
+        if name in self._composed:
+            return self._compose(name)
+        tensor = self.stored_tensor(name)
         try:
             out = dequantize(self.gguf, tensor)
         except (ValueError, RuntimeError) as e:
             raise ModelDirError(self.gguf.path, f"tensor {tensor.name!r}: cannot dequantize: {e}") from None
         return self.hf_layout(name, out)
 
+    def _compose(self, name: str) -> torch.Tensor:
+        try:
+            parts = [dequantize(self.gguf, t).transpose(-1, -2) for t in self._composed[name]]
+        except (ValueError, RuntimeError) as e:
+            raise ModelDirError(self.gguf.path, f"tensor {name!r}: cannot dequantize: {e}") from None
+        return torch.cat(parts, dim=-1).contiguous()
+
     def hf_layout(self, name: str, out: torch.Tensor) -> torch.Tensor:
         """A dequantized tensor as Hugging Face stores it: Q/K permutation undone, norm offset removed (the
         streaming reader, readers/gguf_reader.py, dequantizes on its own and finishes here too)."""
-        tensor = self.gguf.tensors[self._infos[name].gguf_name]
+        tensor = self.stored_tensor(name)
         if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = self.heads if name.endswith("q_proj.weight") else self.kv_heads
             if not isinstance(heads, int) or heads < 1 or out.shape[0] % (2 * heads):

@@ -80,10 +80,12 @@ class GGUFChunkedWeights(ChunkedWeights):
     read_ahead = False           # its tensors are dequantized as read (a thread would hold their copies)
 
     def _tensor(self, name: str) -> GGUFTensor:
-        return self.weights.gguf.tensors[self.weights.info(name).gguf_name]
+        return self.weights.stored_tensor(name)
 
     def get(self, name: str) -> torch.Tensor:
         """The whole tensor as GGUFWeights.get returns it (a fresh CPU tensor, no memory map behind it)."""
+        if self.weights.composed(name):            # built from several tensors (Llama 4's fused experts)
+            return self.weights.get(name)
         info, tensor = self.weights.info(name), self._tensor(name)
         raw = self._read_bytes(info, tensor.offset, tensor.nbytes)
         out = dequantize_rows(raw, tensor, tensor.numel // tensor.dims[0], info.file).reshape(tensor.shape)
