@@ -20,7 +20,7 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
     name = gguf.get("general.architecture")
     raw: dict = {"architectures": [arch.architecture], "model_type": arch.model_type, "torch_dtype": "float32",
                  **arch.config_extra}
-    for key, field in {**CONFIG_KEYS, **arch.config_keys}.items():
+    for key, field in CONFIG_KEYS.items():
         value = gguf.get(f"{name}.{key}")
         if isinstance(value, list) and arch.per_layer is not None and arch.per_layer(key, value):
             raw.update(arch.per_layer(key, value))        # a hybrid's per-layer head counts (LFM2)
