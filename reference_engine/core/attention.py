@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.sink_attention import sink_attention
 
 
 @dataclass
@@ -108,10 +109,11 @@ def _context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: StepMetadata,
                     window: int | None = None, scale: float | None = None,
-                    softcap: float | None = None) -> torch.Tensor:
+                    softcap: float | None = None, sinks: torch.Tensor | None = None) -> torch.Tensor:
     """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written)
     -> [num_tokens, heads * head_dim].
-    scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask."""
+    scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask;
+    sinks [heads] (gpt-oss): one learned logit per head inside the softmax (sink_attention.py)."""
     num_tokens, heads, head_dim = q.shape
     k = _context(cache.flat_k(layer), meta)
     v = _context(cache.flat_v(layer), meta)
@@ -124,7 +126,9 @@ def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: Step
     mask = meta.window_mask(window) if window is not None and window < meta.max_context else meta.mask
     causal = meta.is_causal and mask is None
     scale = head_dim ** -0.5 if scale is None else scale
-    if softcap is not None:
+    if sinks is not None:
+        out = sink_attention(q4, k, v, mask, causal, scale, sinks)
+    elif softcap is not None:
         out = softcapped_attention(q4, k, v, mask, causal, scale, softcap)
     else:
         out = F.scaled_dot_product_attention(q4, k, v, attn_mask=mask, is_causal=causal,

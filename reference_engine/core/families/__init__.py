@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import LayerCache
-from reference_engine.core.families import gemma, llama, moe, phi3
+from reference_engine.core.families import gemma, gpt_oss, llama, moe, phi3
 from reference_engine.core.families.base import Bound, Family, LayerPlan, MoESettings, Settings
 from reference_engine.errors import UnsupportedError
 
-FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY)
+FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY, gpt_oss.FAMILY)
 BY_ARCHITECTURE = {arch: fam for fam in FAMILIES for arch in fam.architectures}
 SUPPORTED_ARCHITECTURES = tuple(BY_ARCHITECTURE)
 

@@ -25,6 +25,9 @@ from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import LayerCache, dense_layout
 
 Shape = tuple[int, ...]
+# LayerWeights.extra roles of experts in transformers' fused, biased layout (gpt-oss; core/clamped_swiglu.py)
+FUSED_GATE_UP, FUSED_GATE_UP_BIAS = "experts_gate_up_fused", "experts_gate_up_fused_bias"
+FUSED_DOWN, FUSED_DOWN_BIAS = "experts_down_fused", "experts_down_fused_bias"
 Slot = list[tuple[str, Shape]]
 LayerPlan = dict[str, "Slot | list[Slot]"]
 
@@ -37,12 +40,16 @@ class MoESettings:
     cast_weights: bool = True              # routing weights cast back to the model dtype (Mixtral keeps fp32)
     shared_expert: bool = False            # Qwen2-MoE: a dense expert for every token, scaled by sigmoid(gate)
     sparse_layers: frozenset = frozenset()  # layers with a MoE block (the others run a dense MLP)
+    topk_then_softmax: bool = False        # gpt-oss: top-k of the raw logits, softmax over those k only
+    swiglu_limit: float | None = None      # gpt-oss: experts run the clamped SwiGLU (core/clamped_swiglu.py)
+    swiglu_alpha: float = 1.702            # its sigmoid gain
 
 
 @dataclass(frozen=True)
 class Settings:
     family: str
-    norm: str = "rms"                      # "rms": w * norm(x); "rms_plus_one": norm(x) * (1 + w) in fp32 (Gemma)
+    norm: str = "rms"                      # "rms": w * norm(x); "rms_plus_one": norm(x) * (1 + w) in fp32 (Gemma);
+                                           # "rms_f32": w * norm(x) in fp32, then cast (gpt-oss)
     sandwich: bool = False                 # Gemma 2/3: a norm after each branch too, before the residual add
     activation: str = "silu"               # the gated MLP's activation ("silu", "gelu_tanh", "gelu")
     qk_norm: str | None = None             # "head": per-head RMSNorm of q, k (Qwen3, Gemma 3); "full": over
