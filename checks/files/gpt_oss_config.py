@@ -38,23 +38,23 @@ def swiglu_limit_set(ctx):
     """gpt-oss's clamped SwiGLU has a positive `swiglu_limit` and `swiglu_alpha`.
 
     The experts compute `(clamp(up, -L, L) + 1) * g * sigmoid(alpha * g)` with `g = min(gate, L)`. A limit of 0
-    clamps every gate and up to 0 and the experts output only their biases: the model talks nonsense with no
-    error (onnxruntime#27221, where a missing field defaulted to 0). transformers defaults a missing limit to 7.0;
-    a runtime that defaults it differently disagrees silently, so a missing field is a warning.
+    throws away every up value and every positive gate: the experts keep a sliver of their function and the
+    model talks nonsense with no error (onnxruntime#27221, where a missing field defaulted to 0). transformers
+    defaults a missing limit to 7.0; a runtime that defaults it differently disagrees silently, so a missing
+    field is a warning (null is an error: transformers' clamp fails on it).
 
     Remedy: copy swiglu_limit (7.0) and swiglu_alpha (1.702) from the original config.json.
     """
     raw = _gpt_oss(ctx)
     for key, default in (("swiglu_limit", 7.0), ("swiglu_alpha", 1.702)):
         value = raw.get(key)
-        if value is None:
+        if key not in raw:
             yield Problem(f"{key} is missing: transformers uses {default}, other runtimes may use 0 or no clamp",
                           severity="warning", evidence={key: None, "transformers_default": default},
                           location=_key(key))
         elif not _number(value) or not value > 0:
-            yield Problem(f"{key} = {value!r}: it must be a positive number (a clamp of 0 zeroes every expert's "
-                          f"activation)" if key == "swiglu_limit" else f"{key} = {value!r}: it must be a positive "
-                          f"number", evidence={key: value}, location=_key(key))
+            yield Problem(f"{key} = {value!r}: it must be a positive number", evidence={key: value},
+                          location=_key(key))
 
 
 @check("CFG011", category="config", severity="error", needs=("config",),

@@ -446,6 +446,8 @@ FAULTS: list[Fault] = [
     # gpt-oss (CFG010-CFG014)
     Fault("gpt_oss_swiglu_limit_zero", edit_json("config.json", swiglu_limit=0.0), "CFG010", "error",
           "onnxruntime#27221", base="gpt_oss"),
+    Fault("gpt_oss_swiglu_limit_null", edit_json("config.json", swiglu_limit=None), "CFG010", "error",
+          base="gpt_oss"),
     Fault("gpt_oss_swiglu_limit_missing", edit_json("config.json", swiglu_limit=DELETE), "CFG010", "warning",
           "onnxruntime#27221", base="gpt_oss"),
     Fault("gpt_oss_layer_types_short", edit_json("config.json", layer_types=["sliding_attention"]), "CFG011",

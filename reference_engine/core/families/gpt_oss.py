@@ -33,14 +33,22 @@ def top_k(config: ModelConfig) -> int:
     return raw_int(config, key, DEFAULT_TOP_K)
 
 
+def swiglu(config: ModelConfig, key: str, default: float) -> float:
+    """transformers' default when the key is absent; a null (no clamp: transformers fails on it) is refused."""
+    value = raw_float(config, key, default)
+    if value is None:
+        raise ModelDirError("config.json", f"'{key}' is null: gpt-oss's clamped SwiGLU needs a number")
+    return value
+
+
 def settings(config: ModelConfig) -> Settings:
     experts, k = num_experts(config), top_k(config)
     if experts < 1 or not 1 <= k <= experts:
         raise ModelDirError("config.json", f"num_experts_per_tok {k} must be between 1 and num_local_experts "
                                            f"({experts})")
     moe = MoESettings(num_experts=experts, top_k=k, norm_topk_prob=False, topk_then_softmax=True,
-                      swiglu_limit=raw_float(config, "swiglu_limit", DEFAULT_SWIGLU_LIMIT),
-                      swiglu_alpha=raw_float(config, "swiglu_alpha", DEFAULT_SWIGLU_ALPHA),
+                      swiglu_limit=swiglu(config, "swiglu_limit", DEFAULT_SWIGLU_LIMIT),
+                      swiglu_alpha=swiglu(config, "swiglu_alpha", DEFAULT_SWIGLU_ALPHA),
                       sparse_layers=frozenset(range(config.num_hidden_layers)))
     return Settings(family="gpt_oss", norm="rms_f32", moe=moe)
 

@@ -17,6 +17,7 @@ from llmdoctor.workloads import CHECK_QUICK
 from reference_engine.budget.plan import GiB, make_plan
 from reference_engine.core import CoreEngine
 from reference_engine.engine import Engine
+from reference_engine.errors import ModelDirError
 from reference_engine.files.quant.mxfp4 import dequantize
 from reference_engine.generate import SamplingParams
 from reference_engine.readers.quant_reader import QuantChunkedWeights
@@ -120,6 +121,17 @@ def test_yarn_bites_past_the_original_context(tmp_path):
     (plain / "config.json").write_text(json.dumps(config))
     ids = random_ids(LONG, seed=1)
     assert (CoreEngine.from_pretrained(plain).logits(ids) - hf_logits(hf_model(), ids)).abs().max() > 100 * TOL
+
+
+@pytest.mark.parametrize("change, field", [({"swiglu_limit": None}, "swiglu_limit"),
+                                           ({"num_experts_per_tok": 7}, "num_experts_per_tok")])
+def test_unusable_gpt_oss_fields_are_one_line_errors(change, field, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(gpt_oss_dir(), bad)
+    config = {**json.loads((bad / "config.json").read_text()), **change}
+    (bad / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelDirError, match=field):
+        CoreEngine.from_pretrained(bad)
 
 
 def test_mxfp4_dequantization_equals_transformers():
