@@ -41,13 +41,16 @@ def swiglu_limit_set(ctx):
     throws away every up value and every positive gate: the experts keep a sliver of their function and the
     model talks nonsense with no error (onnxruntime#27221, where a missing field defaulted to 0). transformers
     defaults a missing limit to 7.0; a runtime that defaults it differently disagrees silently, so a missing
-    field is a warning (null is an error: transformers' clamp fails on it).
+    field is a warning (null is an error: transformers' clamp fails on it). `swiglu_alpha` may be absent (the
+    released configs leave it out; every runtime hard-codes 1.702), but when set it must be positive.
 
     Remedy: copy swiglu_limit (7.0) and swiglu_alpha (1.702) from the original config.json.
     """
     raw = _gpt_oss(ctx)
     for key, default in (("swiglu_limit", 7.0), ("swiglu_alpha", 1.702)):
         value = raw.get(key)
+        if key not in raw and key == "swiglu_alpha":
+            continue                # the released configs leave it out: 1.702 is hard-coded in every runtime
         if key not in raw:
             yield Problem(f"{key} is missing: transformers uses {default}, other runtimes may use 0 or no clamp",
                           severity="warning", evidence={key: None, "transformers_default": default},
