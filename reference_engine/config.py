@@ -25,7 +25,8 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "deepseek_v3": "DeepseekV3ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM",
                "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
                "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
-               "lfm2": "Lfm2ForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM"}
+               "lfm2": "Lfm2ForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM",
+               "gpt_oss": "GptOssForCausalLM"}
 # Fields a config class fills in when config.json omits them, by model_type: what transformers then runs with.
 # transformers writes a multimodal wrapper's text_config as a diff against its class (to_diff_dict): real Gemma 3
 # 4B/12B/27B configs name only a few fields, so a sparse text_config means rope_theta 1e6, not our generic 10000.

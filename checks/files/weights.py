@@ -189,7 +189,8 @@ def nonfinite_weights(ctx):
 @check("WGT006", category="weights", severity="error", needs=("weights",),
        hint="A zeroed weight means a failed save or merge: restore the tensor from the original checkpoint.")
 def all_zero_tensors(ctx):
-    """No weight matrix or norm vector is all zeros (biases may be).
+    """No weight matrix or norm vector is all zeros (biases may be: `.bias`, and gpt-oss's experts'
+    `gate_up_proj_bias`/`down_proj_bias`, which transformers initialises to zeros).
 
     An all-zero projection removes its layer's contribution; an all-zero RMSNorm weight zeroes the
     whole residual branch; an all-zero embedding or lm_head makes every token identical. They appear
@@ -200,7 +201,7 @@ def all_zero_tensors(ctx):
     """
     scan = weight_scan(ctx)
     for s in scan.tensors.values():
-        if s.numel and s.amax == 0.0 and not s.nonfinite and not s.name.endswith(".bias"):
+        if s.numel and s.amax == 0.0 and not s.nonfinite and not s.name.endswith((".bias", "_bias")):
             yield Problem(f"{s.name} is all zeros ({s.numel} values)", evidence={"tensor": s.name, "numel": s.numel})
 
 

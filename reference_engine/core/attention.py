@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.sink_attention import sink_attention
 
 
 @dataclass
@@ -120,18 +121,21 @@ def gather_context(flat: torch.Tensor, meta: StepMetadata) -> torch.Tensor:
 
 def paged_attention(q: torch.Tensor, cache: PagedKVCache, layer: int, meta: StepMetadata,
                     window: int | None = None, scale: float | None = None,
-                    softcap: float | None = None, chunk: int | None = None) -> torch.Tensor:
+                    softcap: float | None = None, chunk: int | None = None,
+                    sinks: torch.Tensor | None = None) -> torch.Tensor:
     """q [num_tokens, heads, head_dim] (RoPE applied; this step's K/V already written)
     -> [num_tokens, heads * head_dim].
     scale: None = head_dim ** -0.5; softcap (Gemma 2): scores -> softcap * tanh(scores / softcap) before the mask;
-    chunk (Llama 4): keys only from the query's own chunk of positions."""
+    chunk (Llama 4): keys only from the query's own chunk of positions; sinks [heads] (gpt-oss): one learned
+    logit per head inside the softmax (sink_attention.py)."""
     k = gather_context(cache.flat_k(layer), meta)
     v = gather_context(cache.flat_v(layer), meta)
-    return attend(q, k, v, meta, window, scale, softcap, chunk)
+    return attend(q, k, v, meta, window, scale, softcap, chunk, sinks)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata, window: int | None = None,
-           scale: float | None = None, softcap: float | None = None, chunk: int | None = None) -> torch.Tensor:
+           scale: float | None = None, softcap: float | None = None, chunk: int | None = None,
+           sinks: torch.Tensor | None = None) -> torch.Tensor:
     """q [num_tokens, heads, qk_dim] packed; k [B, kv_heads, max_context, qk_dim], v [B, kv_heads, max_context,
     v_dim] gathered -> [num_tokens, heads * v_dim] (v_dim may differ from qk_dim: MLA)."""
     num_tokens, heads, head_dim = q.shape
@@ -146,7 +150,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: StepMetadata
         mask = meta.chunk_mask(chunk)
     causal = meta.is_causal and mask is None
     scale = head_dim ** -0.5 if scale is None else scale
-    if softcap is not None:
+    if sinks is not None:
+        out = sink_attention(q4, k, v, mask, causal, scale, sinks)
+    elif softcap is not None:
         out = softcapped_attention(q4, k, v, mask, causal, scale, softcap)
     else:
         out = F.scaled_dot_product_attention(q4, k, v, attn_mask=mask, is_causal=causal,

@@ -71,7 +71,14 @@ def rms_norm_plus_one(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torc
     return (x32 * (1.0 + weight.float())).to(x.dtype)
 
 
-NORMS = {"rms": rms_norm, "rms_plus_one": rms_norm_plus_one}
+def rms_norm_f32(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # gpt-oss: the weight applied in float32 too (transformers keeps its norms in fp32), then cast back
+    x32 = x.float()
+    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+    return (weight.float() * x32).to(x.dtype)
+
+
+NORMS = {"rms": rms_norm, "rms_plus_one": rms_norm_plus_one, "rms_f32": rms_norm_f32}
 
 
 def norm(x: torch.Tensor, weight: torch.Tensor, config: ModelConfig) -> torch.Tensor:
@@ -132,7 +139,8 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
     q, k = qk[:, :heads], qk[:, heads:]                        # [T, heads, d], [T, kv_heads, d]
     cache.write(layer, meta.slot_mapping, k, v)
     chunk = s.attention_chunk if layer in s.chunked_layers else None
-    out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap, chunk)   # [T, heads * d]
+    out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap, chunk,
+                          w.extra.get("sinks"))                # [T, heads * d]
     if gate is not None:
         out = out * torch.sigmoid(gate)
     return linear(out, w.o, w.o_bias)

@@ -10,16 +10,20 @@ Routing is transformers', one function per method (`MoESettings.method`, read fr
   `e_score_correction_bias` added for the choice only (groups ranked by the sum of their two best biased scores),
   the weights are the unbiased scores, renormalised when `norm_topk_prob` (+1e-20);
 - "sigmoid_topk" (Llama 4): top-k of the raw logits, the sigmoid of the chosen ones is the weight (no
-  renormalisation) and, with `scale_input`, multiplies the expert's input instead of its output.
+  renormalisation) and, with `scale_input`, multiplies the expert's input instead of its output;
+- "topk_softmax" (gpt-oss): top-k of the router logits (its linear bias included), softmaxed among themselves.
 Every method then multiplies by `routed_scaling_factor`. Experts run in ascending order and their weighted
 outputs are index_add-ed into a zero tensor, as transformers does, so float32 results agree to rounding.
 Llama 4 stores its experts fused and transposed ([E, hidden, 2 * inter], [E, inter, hidden] in
 `extra["experts_gate_up_in"]`, `extra["experts_down_in"]`); `expert` hands out [out, in] views of either layout.
+gpt-oss's experts are the clamped SwiGLU over transformers' fused, biased layout (core/clamped_swiglu.py), run
+when MoESettings.swiglu_limit is set.
 """
 from __future__ import annotations
 
 import torch
 
+from reference_engine.core.clamped_swiglu import fused_expert
 from reference_engine.core.families.base import MoESettings
 
 
@@ -62,8 +66,13 @@ def sigmoid_topk(logits: torch.Tensor, moe: MoESettings, bias) -> tuple[torch.Te
     return torch.sigmoid(top.float()), ids
 
 
+def topk_softmax(logits: torch.Tensor, moe: MoESettings, bias) -> tuple[torch.Tensor, torch.Tensor]:
+    top, ids = torch.topk(logits, moe.top_k, dim=-1)
+    return torch.softmax(top, dim=-1), ids
+
+
 ROUTERS = {"softmax_topk": softmax_topk, "group_limited_greedy": group_limited_greedy, "noaux_tc": noaux_tc,
-           "sigmoid_topk": sigmoid_topk}
+           "sigmoid_topk": sigmoid_topk, "topk_softmax": topk_softmax}
 
 
 def route(router_logits: torch.Tensor, moe: MoESettings,
@@ -88,15 +97,19 @@ def moe_mlp(x: torch.Tensor, w, moe: MoESettings, act, linear, on_router=None) -
     if moe.router_fp32:                                           # DeepSeek/GLM: the gate runs in float32
         logits = linear(x.float(), w.router.float())              # [T, experts]
     else:
-        logits = linear(x, w.router)
+        logits = linear(x, w.router, w.extra.get("router_bias"))  # gpt-oss: a biased router
     if on_router is not None:
         logits = on_router(logits)
     weights, ids = route(logits, moe, w.extra.get("e_score_correction_bias"))
     out = torch.zeros_like(x)
     for e in torch.unique(ids).tolist():                          # only the experts some token chose
         pos, tok = torch.where(ids.T == e)                        # ([n], [n]): slot in top-k, token
-        gate_up, down = expert(w, e)
         scale = weights[tok, pos, None]                           # [n, 1]
+        if moe.swiglu_limit is not None:                          # gpt-oss: fused, biased, clamped SwiGLU
+            y = fused_expert(x[tok], w, e, moe.swiglu_limit, moe.swiglu_alpha) * scale
+            out.index_add_(0, tok, y.to(out.dtype))
+            continue
+        gate_up, down = expert(w, e)
         inp = (x[tok] * scale).to(x.dtype) if moe.scale_input else x[tok]
         gate, up = linear(inp, gate_up).chunk(2, dim=-1)
         y = linear(act(gate) * up, down)

@@ -89,6 +89,13 @@ PRESETS = {
                    num_experts_per_tok=1, interleave_moe_layer_step=2, intermediate_size=64,
                    intermediate_size_mlp=128, attention_chunk_size=32, no_rope_layers=[1, 0], use_qk_norm=True,
                    attn_temperature_tuning=True, floor_scale=16, attn_scale=0.1),
+    # gpt-oss: sinks, alternating 8-token windows, YaRN, clamped SwiGLU experts (dims multiples of 32: MXFP4)
+    "gpt_oss": dict(architectures=["GptOssForCausalLM"], model_type="gpt_oss", head_dim=16, intermediate_size=64,
+                    num_local_experts=4, num_experts_per_tok=2, experts_per_token=2, sliding_window=8,
+                    layer_types=["sliding_attention", "full_attention"], attention_bias=True, swiglu_limit=7.0,
+                    swiglu_alpha=1.702, rope_theta=150000.0, initializer_range=0.1,
+                    rope_scaling={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                  "truncate": False, "original_max_position_embeddings": 64}),
 }
 # Gemma stores its norm weights as offsets from 1 (the forward multiplies by 1 + w)
 OFFSET_NORMS = ("gemma2", "gemma3_text")

@@ -1,5 +1,5 @@
-"""Healthy models of the new engine families (factory presets: Gemma 2, Gemma 3, Mixtral, Qwen2-MoE) pass the
-static and engine checks with no warning or error, and the MoE/conversion checks actually run on them."""
+"""Healthy models of the new engine families (factory presets: Gemma 2, Gemma 3, Mixtral, Qwen2-MoE, gpt-oss) pass
+the static and engine checks with no warning or error, and the MoE/conversion checks actually run on them."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +9,7 @@ from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_CATEGORIES
 
 
-@pytest.mark.parametrize("preset", ["gemma2", "gemma3", "mixtral", "qwen2_moe"])
+@pytest.mark.parametrize("preset", ["gemma2", "gemma3", "mixtral", "qwen2_moe", "gpt_oss"])
 def test_healthy_family_model_is_clean(preset, factory_model_dir):
     report = run_checks(factory_model_dir(preset), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
                         device="cpu")
@@ -17,7 +17,7 @@ def test_healthy_family_model_is_clean(preset, factory_model_dir):
     assert problems(report) == []
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"WGT001", "WGT003", "GLD002", "ACT001", "CNV001"} <= ran
-    if preset in ("mixtral", "qwen2_moe"):
+    if preset in ("mixtral", "qwen2_moe", "gpt_oss"):
         assert {"MOE001", "MOE002", "MOE003", "MOE004", "MOE005"} <= ran
     if preset == "gemma2":
         assert "CNV002" in ran

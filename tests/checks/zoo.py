@@ -26,6 +26,7 @@ BASES = {
     "deep": ("llama", {"num_hidden_layers": 4}),
     "mixtral": ("mixtral", {}),                 # engine families beyond Llama
     "gemma2": ("gemma2", {}),
+    "gpt_oss": ("gpt_oss", {}),
 }
 
 
@@ -180,6 +181,21 @@ def scale_tensor(name: str, factor: float):
     def change(t: dict, d: Path) -> None:
         t[name] = t[name] * factor
     return edit_tensors(change)
+
+
+def sinks_per_kv_head(t: dict, d: Path) -> None:
+    """gpt-oss sinks stored per kv-head ([2]) instead of per query head ([4])."""
+    t["model.layers.1.self_attn.sinks"] = t["model.layers.1.self_attn.sinks"][:2].clone()
+
+
+def gpt_oss_rope(**changes):
+    def apply(d: Path) -> None:
+        config = read_json(d, "config.json")
+        rope = config["rope_scaling"]
+        for key, value in changes.items():
+            rope.pop(key) if value is DELETE else rope.__setitem__(key, value)
+        write_json(d, "config.json", config)
+    return apply
 
 
 def to_bf16(name: str):
@@ -427,4 +443,30 @@ FAULTS: list[Fault] = [
     Fault("moe_expert_scaled_x100", scale_expert(1, 2, 100.0), "MOE002", "warning", base="mixtral"),
     Fault("gemma2_final_softcap_lost", edit_json("config.json", final_logit_softcapping=None), "CNV002", "warning",
           "Gemma 2 exports without soft-capping (llama.cpp#8197)", base="gemma2"),
+    # gpt-oss (CFG010-CFG014)
+    Fault("gpt_oss_swiglu_limit_zero", edit_json("config.json", swiglu_limit=0.0), "CFG010", "error",
+          "onnxruntime#27221", base="gpt_oss"),
+    Fault("gpt_oss_swiglu_limit_null", edit_json("config.json", swiglu_limit=None), "CFG010", "error",
+          base="gpt_oss"),
+    Fault("gpt_oss_swiglu_alpha_negative", edit_json("config.json", swiglu_alpha=-1.702), "CFG010", "error",
+          base="gpt_oss"),
+    Fault("gpt_oss_swiglu_limit_missing", edit_json("config.json", swiglu_limit=DELETE), "CFG010", "warning",
+          "onnxruntime#27221", base="gpt_oss"),
+    Fault("gpt_oss_layer_types_short", edit_json("config.json", layer_types=["sliding_attention"]), "CFG011",
+          "error", base="gpt_oss"),
+    Fault("gpt_oss_layer_types_unknown", edit_json("config.json", layer_types=["sliding_attention", "chunked"]),
+          "CFG011", "error", base="gpt_oss"),
+    Fault("gpt_oss_sliding_without_window", edit_json("config.json", sliding_window=None), "CFG011", "error",
+          base="gpt_oss"),
+    Fault("gpt_oss_experts_per_token_disagree", edit_json("config.json", experts_per_token=3), "CFG012", "error",
+          base="gpt_oss"),
+    Fault("gpt_oss_topk_beyond_experts", edit_json("config.json", num_experts_per_tok=9, experts_per_token=9),
+          "CFG012", "error", base="gpt_oss"),
+    Fault("gpt_oss_sinks_per_kv_head", edit_tensors(sinks_per_kv_head), "CFG013", "error", "vllm#28561",
+          base="gpt_oss"),
+    Fault("gpt_oss_sinks_zeroed", zero_tensor("model.layers.0.self_attn.sinks"), "WGT006", "error",
+          base="gpt_oss"),
+    Fault("gpt_oss_rope_scaling_dropped", edit_json("config.json", rope_scaling=DELETE), "CFG014", "warning",
+          base="gpt_oss"),
+    Fault("gpt_oss_yarn_truncate_missing", gpt_oss_rope(truncate=DELETE), "CFG014", "warning", base="gpt_oss"),
 ]

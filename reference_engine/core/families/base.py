@@ -25,6 +25,9 @@ from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import LayerCache, dense_layout
 
 Shape = tuple[int, ...]
+# LayerWeights.extra roles of experts in transformers' fused, biased layout (gpt-oss; core/clamped_swiglu.py)
+FUSED_GATE_UP, FUSED_GATE_UP_BIAS = "experts_gate_up_fused", "experts_gate_up_fused_bias"
+FUSED_DOWN, FUSED_DOWN_BIAS = "experts_down_fused", "experts_down_fused_bias"
 Slot = list[tuple[str, Shape]]
 LayerPlan = dict[str, "Slot | list[Slot]"]
 LAYER_KINDS = ("full_attention", "sliding_attention")   # per-layer-kind RoPE blocks (Gemma 3, OLMo 3)
@@ -41,13 +44,16 @@ class MoESettings:
     # the router's method (core/moe.py ROUTERS): "softmax_topk" (Mixtral, Qwen-MoE, OLMoE, DeepSeek-V2 greedy),
     # "group_limited_greedy" (DeepSeek-V2: softmax, groups ranked by their best expert), "noaux_tc" (DeepSeek-V3,
     # Kimi K2, GLM-4.5, MiniMax-M2 with one group: sigmoid scores, + e_score_correction_bias for the choice only,
-    # groups ranked by their top-2), "sigmoid_topk" (Llama 4: top-k of the logits, sigmoid of the chosen ones)
+    # groups ranked by their top-2), "sigmoid_topk" (Llama 4: top-k of the logits, sigmoid of the chosen ones),
+    # "topk_softmax" (gpt-oss: top-k of the logits, softmax over those k only)
     method: str = "softmax_topk"
     n_group: int = 1                       # experts split into n_group equal groups ...
     topk_group: int = 1                    # ... of which each token may use the topk_group best
     routed_scaling: float = 1.0            # routed_scaling_factor: the routed experts' weights times this
     router_fp32: bool = False              # router logits computed in float32 (DeepSeek/GLM keep the gate fp32)
     scale_input: bool = False              # Llama 4: the routing weight multiplies the expert's input, not output
+    swiglu_limit: float | None = None      # gpt-oss: experts run the clamped SwiGLU (core/clamped_swiglu.py)
+    swiglu_alpha: float = 1.702            # its sigmoid gain
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,8 @@ class MambaDims:
 @dataclass(frozen=True)
 class Settings:
     family: str
-    norm: str = "rms"                      # "rms": w * norm(x); "rms_plus_one": norm(x) * (1 + w) in fp32 (Gemma)
+    norm: str = "rms"                      # "rms": w * norm(x); "rms_plus_one": norm(x) * (1 + w) in fp32 (Gemma);
+                                           # "rms_f32": w * norm(x) in fp32, then cast (gpt-oss)
     sandwich: bool = False                 # Gemma 2/3: a norm after each branch too, before the residual add
     activation: str = "silu"               # the gated MLP's activation ("silu", "gelu_tanh", "gelu")
     qk_norm: str | None = None             # "head": per-head RMSNorm of q, k (Qwen3, Gemma 3); "full": over

@@ -4,14 +4,15 @@ and the QNT checks (QNT001 reports every problem at its key): `read_declaration(
 Key names follow each producer: AutoGPTQ/gptqmodel (bits, group_size, desc_act, sym, checkpoint_format,
 lm_head, dynamic), AutoAWQ (bits|w_bit, group_size|q_group_size, zero_point, version), compressed-tensors
 (config_groups with their own weights and format, format, ignore, kv_cache_scheme, sparsity_config),
-DeepSeek-style fp8 (weight_block_size, activation_scheme) and transformers' bitsandbytes. A JSON null is
+DeepSeek-style fp8 (weight_block_size, activation_scheme), transformers' bitsandbytes and mxfp4 (gpt-oss:
+modules_to_not_convert as transformers matches them). A JSON null is
 "not set" (what pydantic-dumped configs write). Never raises: a bad value is a ConfigProblem naming its key.
 """
 from __future__ import annotations
 
 from reference_engine.files.quant.scheme import ENGINE, UNKNOWN, ConfigProblem, QuantScheme, SchemeGroup
 
-METHODS = ("gptq", "awq", "compressed-tensors", "fp8", "bitsandbytes")
+METHODS = ("gptq", "awq", "compressed-tensors", "fp8", "bitsandbytes", "mxfp4")
 GPTQ_BITS = (2, 3, 4, 8)
 GPTQ_FORMATS = ("gptq", "gptq_v2")
 AWQ_VERSIONS = ("gemm", "exllama", "ipex")   # exllama/ipex backends read GEMM-packed checkpoints
@@ -31,7 +32,8 @@ def read_declaration(qc) -> tuple[QuantScheme | None, list[ConfigProblem]]:
         return None, [ConfigProblem("quant_method", f"quantization_config.quant_method {method!r} is not one "
                                                     f"llmdoctor reads (supported: {', '.join(METHODS)})", UNKNOWN)]
     problems: list[ConfigProblem] = []
-    read = {"gptq": _gptq, "awq": _awq, "compressed-tensors": _compressed, "fp8": _fp8, "bitsandbytes": _bnb}
+    read = {"gptq": _gptq, "awq": _awq, "compressed-tensors": _compressed, "fp8": _fp8, "bitsandbytes": _bnb,
+            "mxfp4": _mxfp4}
     return read[method](qc, problems), problems
 
 
@@ -196,3 +198,12 @@ def _bnb(qc: dict, problems: list) -> QuantScheme:
     group = SchemeGroup("bitsandbytes", bits=8 if kind == "int8" else 4, kind=kind)
     return QuantScheme("bitsandbytes", kind, [group], skip=_names(qc.get("llm_int8_skip_modules")),
                        double_quant=qc.get("bnb_4bit_use_double_quant") is True)
+
+
+def _mxfp4(qc: dict, problems: list) -> QuantScheme:
+    skip = qc.get("modules_to_not_convert")
+    if skip is not None and not isinstance(skip, list):
+        problems.append(ConfigProblem("modules_to_not_convert", "quantization_config.modules_to_not_convert must "
+                                                                "be a list of module names or patterns"))
+    group = SchemeGroup("mxfp4", bits=4, group_size=32, kind="float")
+    return QuantScheme("mxfp4", "mxfp4", [group], skip=_names(skip), skip_style="transformers")

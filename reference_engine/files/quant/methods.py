@@ -31,6 +31,8 @@ def format_modules(raw: Weights, qconfig: dict, where: Path):
         from reference_engine.files.quant import compressed_tensors as fmt
     elif scheme.method == "fp8":
         from reference_engine.files.quant import fp8 as fmt
+    elif scheme.method == "mxfp4":
+        from reference_engine.files.quant import mxfp4 as fmt
     else:
         from reference_engine.files.quant import bnb as fmt
     modules, hidden = fmt.modules(raw, scheme, where)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 # a suffix only quantized modules store -> the layout it marks
-MARKERS = {"qweight": "packed-int", "weight_packed": "packed", "weight_scale_inv": "fp8-block",
+MARKERS = {"blocks": "mxfp4", "qweight": "packed-int", "weight_packed": "packed", "weight_scale_inv": "fp8-block",
            "weight.absmax": "bnb4", "weight.quant_map": "bnb4", "SCB": "bnb8"}
 # every suffix a quantized module may store besides its bias
 MEMBERS = ("qweight", "qzeros", "scales", "g_idx", "weight_packed", "weight_scale", "weight_zero_point",
@@ -22,6 +22,7 @@ MEMBERS = ("qweight", "qzeros", "scales", "g_idx", "weight_packed", "weight_scal
            "weight_scale_inv", "weight", "weight.absmax", "weight.quant_map", "weight.nested_absmax",
            "weight.nested_quant_map", "weight.quant_state.bitsandbytes__nf4", "weight.quant_state.bitsandbytes__fp4",
            "SCB", "weight_format", "output_scale")
+UNDERSCORE_MEMBERS = ("blocks", "scales")   # mxfp4: "...experts.gate_up_proj_blocks" (joined by "_", not ".")
 QUANT_DTYPES = ("F8_E4M3", "F8_E5M2", "I8", "U8")   # a `.weight` stored in these is not a float weight
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
 KV_SCALES = ("k_scale", "v_scale")
@@ -40,11 +41,13 @@ class QuantModule:
     dequant: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None   # parts' tensors -> f32 [out, in]
     scheme: str = ""                            # what error messages and reports call it ("gptq 4-bit g128")
     extra: dict = field(default_factory=dict)
+    logical: str = ""                           # the logical tensor's name when it is not prefix.weight (mxfp4:
+                                                # the experts' "...experts.gate_up_proj", [experts, in, out])
 
     @property
     def name(self) -> str:
         """The logical tensor the module makes ("...q_proj.weight")."""
-        return f"{self.prefix}.weight"
+        return self.logical or f"{self.prefix}.weight"
 
     def member(self, suffix: str) -> str:
         """A stored tensor's name ("qzeros" -> "...q_proj.qzeros")."""
@@ -54,10 +57,11 @@ class QuantModule:
         return suffix in self.tensors
 
 
-def decoded(prefix: str, shape: tuple[int, int], parts: dict[str, str], dequant, scheme: str,
-            extra: dict | None = None) -> QuantModule:
+def decoded(prefix: str, shape: tuple[int, ...], parts: dict[str, str], dequant, scheme: str,
+            extra: dict | None = None, logical: str = "") -> QuantModule:
     """What a format module returns: the decoding half of a QuantModule (table.py adds the stored half)."""
-    return QuantModule(prefix, shape=shape, parts=parts, dequant=dequant, scheme=scheme, extra=extra or {})
+    return QuantModule(prefix, shape=shape, parts=parts, dequant=dequant, scheme=scheme, extra=extra or {},
+                       logical=logical)
 
 
 @dataclass
@@ -71,6 +75,9 @@ def split(name: str) -> tuple[str, str] | None:
     """(prefix, member suffix) when `name` is a quantization member, longest suffix first."""
     for suffix in sorted(MEMBERS, key=len, reverse=True):
         if name.endswith("." + suffix):
+            return name[:-len(suffix) - 1], suffix
+    for suffix in UNDERSCORE_MEMBERS:
+        if name.endswith("_" + suffix) and "." in name:
             return name[:-len(suffix) - 1], suffix
     return None
 

@@ -45,7 +45,8 @@ class QuantScheme:
     groups: list[SchemeGroup] = field(default_factory=list)
     lm_head: bool = False            # GPTQ: lm_head quantized too
     skip: list[str] = field(default_factory=list)   # ignore / modules_to_not_convert / llm_int8_skip_modules
-    skip_style: str = "substring"    # how entries match: "substring" (GPTQ, AWQ, fp8, bnb), "exact" (c-t)
+    skip_style: str = "substring"    # how entries match: "substring" (GPTQ, AWQ, fp8, bnb), "exact" (c-t),
+                                     # "transformers" (mxfp4: should_convert_module's prefix/regex/suffix rule)
     dynamic: dict = field(default_factory=dict)      # gptqmodel per-module overrides ("-:" excludes)
     kv_cache: dict | None = None                     # compressed-tensors kv_cache_scheme
     double_quant: bool = False                       # bitsandbytes bnb_4bit_use_double_quant
@@ -88,6 +89,9 @@ class QuantScheme:
                     return True
             elif self.skip_style == "exact":
                 if matches(entry, prefix) or entry == short:
+                    return True
+            elif self.skip_style == "transformers":
+                if _match(rf"(?:{entry})(?:(?<=\.)|(?=\.|$))", prefix) or prefix.endswith(entry):
                     return True
             elif entry and entry in prefix:
                 return True
