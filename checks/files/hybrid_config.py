@@ -58,7 +58,9 @@ def layer_types_cover_layers(ctx):
 
 
 def mamba_vectors(ctx, suffix: str) -> dict[str, torch.Tensor]:
-    names = [n for n in ctx.weights.names if n.endswith(suffix)]
+    """The Mamba2 layers' vectors named `suffix` (a Gated DeltaNet's linear_attn.A_log is another formula, with
+    its own ranges: CFG050/CFG051)."""
+    names = [n for n in ctx.weights.names if n.endswith(suffix) and ".linear_attn." not in n]
     return {n: ctx.weights.get(n).float() for n in names}
 
 

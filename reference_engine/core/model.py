@@ -21,14 +21,14 @@ from reference_engine.core.attention import StepMetadata, paged_attention
 from reference_engine.config import ModelConfig
 from reference_engine.errors import UnsupportedError
 from reference_engine.core.cache.kv_cache import PagedKVCache
-from reference_engine.core.gated_delta_net import gated_delta_net_block
+from reference_engine.core.recurrent.gated_delta_net import gated_delta_net_block
 from reference_engine.core.mla import mla_block
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
 from reference_engine.core import positions
 from reference_engine.core.rope import RopeTable
-from reference_engine.core.mamba2 import mamba2_block
-from reference_engine.core.short_conv import short_conv_block
+from reference_engine.core.recurrent.mamba2 import mamba2_block
+from reference_engine.core.recurrent.short_conv import short_conv_block
 
 # capture(layer, module, tensor [num_tokens, hidden]) -> replacement tensor or None
 CaptureHook = Callable[[int, str, torch.Tensor], "torch.Tensor | None"]

@@ -70,7 +70,7 @@ class MLASettings:
 
 @dataclass(frozen=True)
 class MambaDims:
-    """A Mamba2 mixer's sizes (core/mamba2.py); dt is clamped to [dt_min, dt_max] (time_step_limit)."""
+    """A Mamba2 mixer's sizes (core/recurrent/mamba2.py); dt is clamped to [dt_min, dt_max] (time_step_limit)."""
     heads: int
     head_dim: int
     groups: int
@@ -122,7 +122,7 @@ class Settings:
     rope: bool = True                      # False: attention without positions (Granite 4 position_embedding_type)
     residual_scale: float | None = None    # Granite: each branch times residual_multiplier before the add
     logits_divisor: float | None = None    # Granite: logits / logits_scaling
-    mamba: MambaDims | None = None         # the Mamba2 layers' sizes (core/mamba2.py)
+    mamba: MambaDims | None = None         # the Mamba2 layers' sizes (core/recurrent/mamba2.py)
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:

@@ -1,7 +1,7 @@
 """Granite 4 (GraniteMoeHybridForCausalLM): Mamba2 layers beside a few GQA attention layers, a MoE MLP plus a
 shared MLP on every layer, and Granite's four multipliers.
 
-`layer_types` names each layer "mamba"/"linear_attention" (core/mamba2.py) or "attention"/"full_attention";
+`layer_types` names each layer "mamba"/"linear_attention" (core/recurrent/mamba2.py) or "attention"/"full_attention";
 attention runs with RoPE only when `position_embedding_type` is "rope". Multipliers: embeddings times
 `embedding_multiplier`, attention scores times `attention_multiplier` (instead of head_dim ** -0.5), each
 branch times `residual_multiplier` before the residual add, logits divided by `logits_scaling`. The MLP is the

@@ -1,6 +1,6 @@
 """LFM2 (Liquid): short gated convolutions beside a few GQA attention layers.
 
-`layer_types` says which layers are "conv" (core/short_conv.py: in_proj -> B, C, x; B*x through a causal
+`layer_types` says which layers are "conv" (core/recurrent/short_conv.py: in_proj -> B, C, x; B*x through a causal
 depthwise conv of `conv_L_cache` taps; C * that -> out_proj) and which are "full_attention" (GQA with per-head
 q/k RMSNorm, `q_layernorm`/`k_layernorm`). Every layer then runs a SwiGLU MLP (`feed_forward.w1/w3/w2`) whose
 width `block_auto_adjust_ff_dim` shrinks to 2/3, times `block_ffn_dim_multiplier`, rounded up to

@@ -1,7 +1,7 @@
 """Qwen3-Next and Qwen3.5 text (dense and MoE): hybrids of Gated DeltaNet and gated full attention.
 
 `layer_types` (or, in older configs, `full_attention_interval`: every n-th layer full attention) says which
-layers are "linear_attention" (core/gated_delta_net.py, a recurrent state per sequence) and which
+layers are "linear_attention" (core/recurrent/gated_delta_net.py, a recurrent state per sequence) and which
 "full_attention" (the GQA block with Qwen3-Next's output gate: q_proj gives each head its query and a gate,
 `sigmoid(gate) * attention` goes into o_proj; per-head q/k norms; partial rotary, 0.25 of head_dim by default).
 Every RMSNorm is zero-centred, `(1 + w) * norm(x)` in float32 ("rms_plus_one"), except the DeltaNet's gated

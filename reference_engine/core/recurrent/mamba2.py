@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from reference_engine.core import families
+import reference_engine.core.families as families
 from reference_engine.core.families.base import MambaDims
 from reference_engine.core.recurrent.causal_conv import causal_conv
 from reference_engine.core.recurrent.ssd import ssd_chunked, ssd_recurrent
