@@ -16,7 +16,7 @@ from reference_engine.core import families
 from reference_engine.streaming.scripted import Script
 
 CHUNKS = (1, 3, 8)            # prefill chunk sizes compared with one prefill (1: every token a decode step)
-FINITE_STEPS, FINITE_STEPS_QUICK = 256, 64
+FINITE_STEPS, FINITE_STEPS_QUICK, FINITE_STEPS_STREAMING = 256, 64, 16   # ENG013 greedy steps
 
 
 def recurrent_kinds(ctx) -> list[str]:
@@ -117,14 +117,17 @@ def recurrent_state_starts_from_zero(ctx):
 def recurrent_state_stays_finite(ctx):
     """Reference engine self-test: the recurrent state and the logits stay finite over a long greedy generation.
 
-    The probe is prefilled and greedily decoded for 256 steps (64 with --quick); every state tensor of every
-    recurrent layer and every step's logits must be finite at the end, and the largest |state| is reported.
+    The probe is prefilled and greedily decoded for 256 steps (64 with --quick, 16 when streaming one layer at
+    a time; threshold ENG013.steps); every state tensor of every recurrent layer and every step's logits must
+    be finite at the end, and the largest |state| is reported.
     A recurrence whose decay is inverted grows geometrically and overflows within a few hundred tokens, long
     after short tests pass. (A state that is finite but wrong is ENG010's finding.)
     """
     recurrent_kinds(ctx)
     engine = ctx.engine
-    steps = FINITE_STEPS_QUICK if ctx.quick else FINITE_STEPS
+    steps = int(ctx.threshold("ENG013", "steps", FINITE_STEPS_QUICK if ctx.quick else FINITE_STEPS))
+    if getattr(engine, "streaming", False):        # every decode step is a pass over the weights read from disk
+        steps = min(steps, FINITE_STEPS_STREAMING)
     steps = min(steps, engine.config.max_position_embeddings - probe_length(ctx) - 1)
     bad_step, peak = None, 0.0
     with engine.scratch(1) as (seq,):

@@ -171,3 +171,33 @@ def recurrent_sizes_match_tensors(ctx):
                                                                     "expected": list(shape), "key": key},
                               location=_key(key))
                 return
+
+
+# Granite 4 layer_types the pinned llama.cpp converter (conversion/granite.py get_attn_layers) takes for attention
+CONVERTER_ATTENTION = "attention"
+
+
+@check("CFG043", category="config", severity="info", needs=("config",),
+       hint="Before converting to GGUF, write Granite 4's layer_types as the hub does (\"mamba\" / \"attention\"); "
+            "transformers reads both spellings.")
+def granite_layer_types_for_llama_cpp(ctx):
+    """Granite 4's layer_types are spelled the way llama.cpp's converter recognises its attention layers.
+
+    transformers 5 re-saves a Granite 4 config with layer_types "linear_attention" / "full_attention"; the hub
+    checkpoints (and llama.cpp's convert_hf_to_gguf.py, which picks attention layers by `typ == "attention"`)
+    use "mamba" / "attention". A config in the new spelling converts to a GGUF whose head_count_kv is 0 on every
+    layer: llama.cpp then takes the attention layers for Mamba2 layers (missing ssm tensors, or garbage). The
+    model itself is fine in transformers and here: a note for whoever converts it.
+    """
+    if ctx.config.architecture != "GraniteMoeHybridForCausalLM":
+        raise Skip("not a Granite 4 hybrid")
+    types = ctx.raw_config.get("layer_types")
+    if not isinstance(types, list):
+        return
+    attention = [i for i, t in enumerate(types) if t in ("attention", "full_attention")]
+    missed = [i for i in attention if types[i] != CONVERTER_ATTENTION]
+    if missed:
+        yield Problem(f"layer_types names {len(missed)} attention layer(s) \"full_attention\" (e.g. layer "
+                      f"{missed[0]}): llama.cpp's converter recognises only \"attention\" and would convert them "
+                      "as Mamba2 layers (head_count_kv 0)", evidence={"layers": missed[:16]},
+                      location=_key("layer_types"))

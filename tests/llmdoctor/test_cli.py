@@ -122,7 +122,9 @@ def test_a_crashing_check_is_contained(runner, registry_sandbox, model):
     report = json.loads(result.stdout)
     statuses = {c["id"]: c["status"] for c in report["checks"]}
     assert statuses["ENV990"] == "crashed" and statuses["ENV981"] == "passed"
-    assert all(statuses[i] == "passed" for i in statuses if i.startswith("CFG"))  # the run went on
+    # the run went on (the hybrid-only CFG checks skip on this Llama)
+    assert all(statuses[i] in ("passed", "skipped") for i in statuses if i.startswith("CFG"))
+    assert statuses["CFG001"] == "passed"
     crash = next(f for f in report["findings"] if f["check"] == "ENV990")
     assert "RuntimeError: inside the check" in crash["evidence"]["traceback"]
     assert "Traceback" not in result.stderr

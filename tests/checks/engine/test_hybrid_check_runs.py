@@ -24,7 +24,10 @@ def test_quick_check_of_a_healthy_hybrid_is_clean(tmp_path, variant):
     assert {i: statuses[i] for i in ENGINE_CHECKS} == dict.fromkeys(ENGINE_CHECKS, "passed")
     # a random-weight model may repeat itself (GEN002, a warning); nothing is an error, the self-tests are silent
     assert [f for f in report.findings if f.severity.value == "error"] == []
-    assert [f for f in report.findings if f.check.startswith(("ENG", "CFG04", "KVC"))] == []
+    selftests = [f for f in report.findings if f.check.startswith(("ENG", "CFG04", "KVC"))]
+    assert [f for f in selftests if f.severity.value != "info"] == []
+    # transformers 5 writes Granite's layer_types as "full_attention": CFG043's note for llama.cpp converters
+    assert {f.check for f in report.findings if f.check.startswith("CFG04")} <= {"CFG043"}
     assert not [c for c in report.checks if c.status == "crashed"]
 
 

@@ -67,3 +67,11 @@ def test_cfg042_conv_taps_and_state_sizes(tmp_path):
     assert ("CFG042", "error") in fired(edited(tmp_path, "lfm2_conv3_attn1", {"conv_L_cache": 3}))
     assert ("CFG042", "error") in fired(edited(tmp_path / "g", "granite4_moe_rope", {"mamba_d_state": 16}))
     assert ("CFG042", "error") in fired(edited(tmp_path / "h", "granite4_moe_rope", {"mamba_n_heads": 3}))
+
+
+def test_cfg043_notes_the_spelling_llama_cpp_misses(tmp_path):
+    saved = run_checks(hybrid_dir("granite4_moe_rope"), select=["CFG043"]).findings      # transformers 5 wrote it
+    assert [(f.check, f.severity.value) for f in saved] == [("CFG043", "info")] and "layer 1" in saved[0].message
+    hub = edited(tmp_path, "granite4_moe_rope", {"layer_types": ["mamba", "attention", "mamba", "mamba"]})
+    assert run_checks(hub, select=["CFG043"]).findings == []
+    assert {c.status for c in run_checks(hybrid_dir("lfm2_conv3_attn1"), select=["CFG043"]).checks} == {"skipped"}

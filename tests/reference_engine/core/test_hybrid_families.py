@@ -100,3 +100,23 @@ def test_long_generation_keeps_the_state_finite():
         for _ in range(300):
             token = int(eng.decode([seq], [token])[0].argmax())
         assert eng.cache.states.validate({seq}) == []
+
+
+@pytest.mark.parametrize("variant, edit, error, words", [
+    ("lfm2_conv3_attn1", {"layer_types": ["conv", "full_attention"]}, "ModelDirError", "one type per layer"),
+    ("lfm2_conv3_attn1", {"layer_types": ["conv", "full_attention", "mamba3", "conv"]}, "UnsupportedError",
+     "layer kind 'mamba3' is not implemented"),
+    ("granite4_moe_rope", {"mamba_n_heads": 3}, "ModelDirError", "mamba_n_heads 3"),
+    ("granite4_moe_rope", {"time_step_limit": "wide"}, "ModelDirError", "time_step_limit"),
+    ("granite4_moe_rope", {"mamba_d_state": 16}, "ModelDirError", "has shape"),
+])
+def test_broken_hybrid_configs_are_one_line_errors(tmp_path, variant, edit, error, words):
+    import json
+    import shutil
+    out = tmp_path / "m"
+    shutil.copytree(hybrid_dir(variant), out)
+    raw = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**raw, **edit}))
+    with pytest.raises(Exception) as caught:
+        CoreEngine.from_pretrained(out)
+    assert type(caught.value).__name__ == error and words in str(caught.value) and "\n" not in str(caught.value)
