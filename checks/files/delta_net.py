@@ -126,7 +126,7 @@ def _layer_types_problems(raw: dict, n: int):
         if differ:
             yield Problem(f"layer_types and full_attention_interval {interval} disagree on {len(differ)} layer(s) "
                           f"(first: layer {differ[0]} is {types[differ[0]]}): transformers reads layer_types, "
-                          f"a converter that reads the interval builds another model", severity="warning",
+                          f"a reader that knows only the interval runs another model", severity="warning",
                           evidence={"layers": differ[:16], "full_attention_interval": interval},
                           location=_key("layer_types"))
 
@@ -141,8 +141,9 @@ def delta_net_layer_types(ctx):
     from `layer_types`, or, when it is absent, from `full_attention_interval` (every n-th layer attends).
     A list shorter or longer than `num_hidden_layers` (layers added or pruned without updating it), an
     unknown kind, or a list that contradicts the interval (transformers reads the list; llama.cpp's
-    converter writes the interval) gives a model whose layers run the wrong mixer over their weights, or a
-    crash at load.
+    converter writes both, as per-layer flags and as `full_attention_interval`, and a reader that knows only
+    the interval follows it) gives a model whose layers run the wrong mixer over their weights, or a crash
+    at load.
 
     Remedy: regenerate layer_types from the original config (or drop it and keep the interval).
     """

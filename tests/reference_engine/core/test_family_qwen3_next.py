@@ -146,3 +146,20 @@ def test_partial_rotary_defaults_to_a_quarter_as_transformers_config():
     config = parse_config(raw)
     assert rotary_dim(config, rope_parameters(config)) == 4
     assert rotary_dim(config, rope_parameters(parse_config({**raw, "partial_rotary_factor": 0.5}))) == 8
+
+
+def test_beam_search_forks_the_recurrent_state_like_transformers():
+    """Beams fork (copy) each sequence's conv window and recurrent state: 3 beams give transformers' tokens."""
+    import transformers
+    from reference_engine.engine import Engine
+    from reference_engine.generate import SamplingParams
+    from tests.reference_engine.core.qwen3_next_models import checkable_dir
+    d = checkable_dir("qwen35_dense_tied")
+    ids = list(range(3, 40))
+    ours = Engine.from_pretrained(d).generate([ids], SamplingParams(num_beams=3, max_new_tokens=8, ignore_eos=True,
+                                                                     temperature=0))[0].token_ids
+    hf = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+    with torch.no_grad():
+        theirs = hf.generate(torch.tensor([ids]), num_beams=3, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                             eos_token_id=None, pad_token_id=0, early_stopping=False, length_penalty=1.0)
+    assert ours == theirs[0, len(ids):].tolist()
