@@ -1,7 +1,8 @@
 """Mixture-of-experts routing on the probe prompts: per MoE layer, how many routed slots each expert got, and
 whether the router logits were finite and spread. Built from the engine's "router" capture point (the router
-logits of every token, before softmax/top-k), with the family's own top-k, so the counts are exactly the
-engine's routing decisions. Cached in ctx.state; shared by the MOE checks."""
+logits of every token, before softmax/top-k), routed by the engine's own router (core/moe.py: the family's
+scoring, top-k and choice bias), so the counts are exactly the engine's routing decisions. Cached in
+ctx.state; shared by the MOE checks."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from checks.shared.prompts import probe_inputs
+from reference_engine.core.moe import route
 
 COLLAPSED_SPREAD = 1e-6     # router logits this close across experts for every token: no routing signal
 FLAT_RATIO = 1e-3           # an expert's logit varying this much less over the tokens than its siblings': flat
@@ -61,6 +63,17 @@ def moe_settings(engine):
     return settings(engine.config).moe
 
 
+def routing_bias(engine, layer: int):
+    """A layer's expert-choice bias (MiniMax-M2's e_score_correction_bias) when the engine holds its weights,
+    so the counted picks are the ones the model makes (the bias moves them; a streaming core holds no layer:
+    then the logits alone pick, as before)."""
+    layers = getattr(getattr(engine, "weights", None), "layers", None)
+    if not layers or layer >= len(layers):
+        return None
+    bias = layers[layer].extra.get("e_score_correction_bias")
+    return None if bias is None else bias.float().cpu()
+
+
 def routing(ctx) -> Routing:
     """Routing statistics of the probe prompts (empty for a dense model)."""
     if "routing" in ctx.state:
@@ -83,7 +96,7 @@ def routing(ctx) -> Routing:
                 stats.max_spread = max(stats.max_spread, float((good.max(-1).values - good.min(-1).values).max()))
                 stats.low = torch.minimum(stats.low, good.min(0).values)
                 stats.high = torch.maximum(stats.high, good.max(0).values)
-                ids = torch.topk(torch.softmax(good, dim=-1), moe.top_k, dim=-1).indices
+                ids = route(good, moe, routing_bias(engine, layer))[1]    # the engine's own picks
                 stats.counts += torch.bincount(ids.flatten(), minlength=moe.num_experts)
             return None
         for probe in probe_inputs(ctx):
