@@ -1,6 +1,8 @@
 """Tiny random-weight models of the issue-38 families (SmolLM3, OLMo 2/3, MiniMax-M2, Llama 4 text), built by
 transformers itself and scaled so that every feature bites at the tests' lengths: NoPE layers beside RoPE
-layers, windows and chunks shorter than the sequences, routers whose choice differs from token to token."""
+layers, windows and chunks shorter than the sequences, routers whose choice differs from token to token.
+The first test of a session that uses them pays transformers' import and the first model build (10-20 s on 2
+busy cores); each later one takes about a second."""
 from __future__ import annotations
 
 import atexit
