@@ -70,6 +70,8 @@ class Settings:
     attention_chunk: int | None = None     # that chunk (attention_chunk_size): keys with pos // chunk == q's
     temperature: tuple[float, float] | None = None   # Llama 4 NoPE layers (attn_scale, floor_scale):
                                            # q *= 1 + attn_scale * log1p(floor((pos + 1) / floor_scale))
+    local_rope_plain: bool = False         # OLMo 3 with a flat rope_scaling: the sliding layers' table is plain
+                                           # RoPE on rope_theta (the scaling is the full layers' only)
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:
