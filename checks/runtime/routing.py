@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from checks.shared.prompts import probe_inputs
+from reference_engine.core.moe import route
 
 COLLAPSED_SPREAD = 1e-6     # router logits this close across experts for every token: no routing signal
 FLAT_RATIO = 1e-3           # an expert's logit varying this much less over the tokens than its siblings': flat

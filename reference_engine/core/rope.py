@@ -36,7 +36,9 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
     if isinstance(params, dict) and any(k in params for k in LAYER_KINDS):
         params = params.get(kind) or params.get("full_attention")
     elif kind == "sliding_attention":                  # Gemma 3 before transformers 5: no scaling locally
-        params = {"rope_type": "default", "rope_theta": raw.get("rope_local_base_freq", 10000.0)}
+        plain = config.family is not None and config.family.settings.local_rope_plain   # OLMo 3: same base
+        base = raw.get("rope_theta", config.rope_theta) if plain else raw.get("rope_local_base_freq", 10000.0)
+        params = {"rope_type": "default", "rope_theta": base}
     if not isinstance(params, dict):
         params = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else config.rope_scaling
     params = dict(params or {})

@@ -119,10 +119,11 @@ class Settings:
     temperature: tuple[float, float] | None = None   # Llama 4 NoPE layers (attn_scale, floor_scale):
                                            # q *= 1 + attn_scale * log1p(floor((pos + 1) / floor_scale))
     final_norm: str = "model.norm.weight"  # the final norm's tensor (LFM2: model.embedding_norm.weight)
-    rope: bool = True                      # False: attention without positions (Granite 4 position_embedding_type)
     residual_scale: float | None = None    # Granite: each branch times residual_multiplier before the add
     logits_divisor: float | None = None    # Granite: logits / logits_scaling
     mamba: MambaDims | None = None         # the Mamba2 layers' sizes (core/recurrent/mamba2.py)
+    local_rope_plain: bool = False         # OLMo 3 with a flat rope_scaling: the sliding layers' table is plain
+                                           # RoPE on rope_theta (the scaling is the full layers' only)
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:

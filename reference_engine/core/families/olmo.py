@@ -1,8 +1,9 @@
 """OLMo 2 and OLMo 3: post-norm decoders. No norm opens a branch; `post_attention_layernorm` closes the attention
 branch and `post_feedforward_layernorm` the MLP, each before its residual add. q and k are RMS-normed over the
 whole projections (all heads at once) before RoPE. OLMo 3 adds sliding-window layers (`layer_types`; three
-sliding to one full by default) with a RoPE block per layer kind (transformers 5's rope_parameters), the full
-layers' scaling (YaRN in the long-context checkpoints) not applied to the sliding ones."""
+sliding to one full by default) with a RoPE block per layer kind (transformers 5's rope_parameters; an older flat
+rope_scaling is the full layers' only), the full layers' scaling (YaRN in the long-context checkpoints) not
+applied to the sliding ones."""
 from __future__ import annotations
 
 from reference_engine.config import ModelConfig
@@ -18,7 +19,11 @@ def per_kind_rope(config: ModelConfig) -> bool:
 
 
 def settings(config: ModelConfig) -> Settings:
-    return Settings(family="olmo", qk_norm="full", post_norms=True, local_rope=per_kind_rope(config))
+    """OLMo 3 with a flat (pre-transformers-5) rope_scaling: transformers puts it on the full layers only and
+    gives the sliding ones plain RoPE on the same base; a per-kind rope_parameters says so itself."""
+    flat_scaled = config.architecture == "Olmo3ForCausalLM" and not per_kind_rope(config) and bool(config.rope_scaling)
+    return Settings(family="olmo", qk_norm="full", post_norms=True, local_rope=per_kind_rope(config) or flat_scaled,
+                    local_rope_plain=flat_scaled)
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

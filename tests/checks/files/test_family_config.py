@@ -70,3 +70,14 @@ def test_engine_refuses_a_short_no_rope_layers_in_one_line(factory_model_dir, tm
     no_crashes(report)
     status = {c.id: c for c in report.checks}
     assert status["GLD002"].status == "skipped" and "no_rope_layers" in status["GLD002"].reason
+
+
+@pytest.mark.parametrize("variant", ["smollm3_window_interval", "olmo3_windows_yarn", "minimax_m2_partial_rotary",
+                                     "llama4_chunked_nope_moe"])
+def test_transformers_written_family_configs_pass(variant):
+    """Configs as transformers writes them (layer_types with "chunked_attention", per-kind rope_parameters,
+    rotary_dim beside partial_rotary_factor, moe_layers) get no config or weight finding."""
+    from tests.reference_engine.core.issue38_models import model_dir
+    report = run_checks(model_dir(variant), select=["config", "weights"])
+    no_crashes(report)
+    assert report.findings == []

@@ -1,6 +1,8 @@
 """Tiny random-weight models of the issue-38 families (SmolLM3, OLMo 2/3, MiniMax-M2, Llama 4 text), built by
 transformers itself and scaled so that every feature bites at the tests' lengths: NoPE layers beside RoPE
-layers, windows and chunks shorter than the sequences, routers whose choice differs from token to token."""
+layers, windows and chunks shorter than the sequences, routers whose choice differs from token to token.
+The first test of a session that uses them pays transformers' import and the first model build (10-20 s on 2
+busy cores); each later one takes about a second."""
 from __future__ import annotations
 
 import atexit
@@ -26,6 +28,13 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {
         rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
                                             "original_max_position_embeddings": 64},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})),
+    # rope_theta 500000 on both kinds, as the released OLMo 3 (transformers reads a flat config's sliding base
+    # as Olmo3Config's default 500000, whatever rope_theta says)
+    "olmo3_flat_yarn": ("Olmo3Config", "Olmo3ForCausalLM", dict(
+        num_key_value_heads=2, num_hidden_layers=4, sliding_window=20,
+        rope_parameters={"full_attention": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 500000.0,
+                                            "original_max_position_embeddings": 64},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0}})),
     "minimax_m2_partial_rotary": ("MiniMaxM2Config", "MiniMaxM2ForCausalLM", dict(
         num_key_value_heads=2, head_dim=16, rotary_dim=8, num_local_experts=6, num_experts_per_tok=2,
         intermediate_size=24)),

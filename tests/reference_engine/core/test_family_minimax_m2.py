@@ -47,3 +47,22 @@ def test_healthy_model_passes_the_static_and_engine_checks(factory_model_dir):
     assert problems(report) == []
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"WGT001", "WGT003", "GLD002", "ACT001", "ENG001", "MOE001", "MOE003", "MOE004"} <= ran
+
+
+def test_a_correction_bias_that_starves_an_expert_is_a_dead_expert(factory_model_dir, tmp_path):
+    """MOE004 counts the picks the engine makes, bias included: a bias of -20 on expert 0 (it can never win)
+    leaves it dead though its router logits look like its siblings'."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+    d = tmp_path / "model"
+    shutil.copytree(factory_model_dir("minimax_m2"), d)
+    weights = load_file(d / "model.safetensors")
+    for name in weights:
+        if name.endswith("e_score_correction_bias"):
+            weights[name] = torch.tensor([-20.0, 0.0, 0.0, 0.0])
+    save_file(weights, d / "model.safetensors", metadata={"format": "pt"})
+    report = run_checks(d, select=["MOE004"], quick=True, device="cpu")
+    no_crashes(report)
+    assert [f.check for f in report.findings if f.severity.value == "warning"] == ["MOE004"] * 2   # both layers
+    assert all("expert 0" in f.message for f in report.findings)

@@ -10,8 +10,9 @@ import pytest
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from reference_engine.core import CoreEngine
 from tests.reference_engine.core.family_models import random_ids
-from tests.reference_engine.core.issue38_models import (bite, check_against_transformers,
+from tests.reference_engine.core.issue38_models import (TOL, bite, check_against_transformers,
                                                         check_batch_equals_alone, core)
 
 VARIANTS = ["olmo2_post_norm", "olmo3_windows_yarn"]
@@ -44,3 +45,23 @@ def test_healthy_model_passes_the_static_and_engine_checks(factory_model_dir, pr
     no_crashes(report)
     assert problems(report) == []
     assert {"WGT001", "WGT003", "GLD002", "ACT001", "ENG001"} <= {r.id for r in report.checks if r.status == "passed"}
+
+
+def test_olmo3_flat_rope_scaling_applies_to_the_full_layers_only(tmp_path):
+    """A pre-transformers-5 OLMo 3 config (flat rope_theta + rope_scaling, as released checkpoints write it):
+    YaRN on the full layers, plain RoPE on the sliding ones, as transformers reads it."""
+    import json
+    import shutil
+
+    from tests.hf_models import hf_logits
+    from tests.reference_engine.core.family_models import load_hf
+    from tests.reference_engine.core.issue38_models import model_dir
+    d = tmp_path / "flat"
+    shutil.copytree(model_dir("olmo3_flat_yarn"), d)
+    config = json.loads((d / "config.json").read_text())
+    full = config.pop("rope_parameters")["full_attention"]
+    config["rope_theta"], config["rope_scaling"] = full.pop("rope_theta"), full
+    (d / "config.json").write_text(json.dumps(config))
+    eng, ids = CoreEngine.from_pretrained(d), random_ids(200, seed=1)
+    assert eng.config.family.settings.local_rope_plain and eng.rope.local.rope_type == "default"
+    assert (eng.logits(ids) - hf_logits(load_hf(d), ids)).abs().max().item() <= TOL
