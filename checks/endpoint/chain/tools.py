@@ -147,28 +147,35 @@ def tool_choice_handling(ctx: EndpointContext):
     that function: the probe names get_time while the conversation asks for the weather, so a server that
     treats the named choice as "auto" (llama-server) answers with get_weather. A "required" answer with no call
     at all is a warning: the server accepted the constraint and did not apply it."""
-    notes = []
+    noted = 0
+    for problem in _choice_notes(ctx):        # yielded as each answer comes (a later server error keeps them)
+        noted += 1
+        yield problem
+    if not noted:
+        yield Problem('tool_choice "required" and a named function are honoured', severity="info")
+
+
+def _choice_notes(ctx: EndpointContext):
     try:
         required = answers.required_answer(ctx)
     except Skip as e:
-        notes.append(Problem(str(e), severity="info"))
+        yield Problem(str(e), severity="info")
     else:
         evidence = {"tool_choice": "required", "answer": required.summary()}
         if not required.tool_calls:
-            notes.append(Problem('tool_choice "required" was accepted but the answer holds no tool call',
-                                 severity="warning", evidence=evidence))
+            yield Problem('tool_choice "required" was accepted but the answer holds no tool call',
+                          severity="warning", evidence=evidence)
         elif required.content.strip():
-            notes.append(Problem(f'under tool_choice "required" the server lets free text precede the call: '
-                                 f'{required.content.strip()[:80]!r}', severity="info", evidence=evidence))
+            yield Problem(f'under tool_choice "required" the server lets free text precede the call: '
+                          f'{required.content.strip()[:80]!r}', severity="info", evidence=evidence)
     try:
         named = answers.named_answer(ctx)
     except Skip as e:
-        notes.append(Problem(str(e), severity="info"))
+        yield Problem(str(e), severity="info")
     else:
         names = [c.name for c in named.tool_calls]
         evidence = {"tool_choice": scenarios.NAMED_CHOICE, "answer": named.summary()}
         if names != [scenarios.NAMED]:
-            notes.append(Problem(f"a named tool_choice ({scenarios.NAMED}) is not enforced: the answer calls "
-                                 f"{names or 'nothing'} (the server treats it as 'auto')", severity="info",
-                                 evidence=evidence))
-    yield from notes or [Problem('tool_choice "required" and a named function are honoured', severity="info")]
+            yield Problem(f"a named tool_choice ({scenarios.NAMED}) is not enforced: the answer calls "
+                          f"{names or 'nothing'} (the server treats it as 'auto')", severity="info",
+                          evidence=evidence)
