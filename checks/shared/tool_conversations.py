@@ -3,7 +3,8 @@
 One tool (a weather lookup, the example every family's docs use; the endpoint probes send the same one, with a
 strict schema so a server's constrained decoding and a client's validation both bite), a user question, the
 assistant's call, the tool's result. The static checks (TOK030-TOK033) render it with the model's template; the
-endpoint probes can send the same one-shot conversation to a server (a small model calls a tool reliably only after seeing a call).
+endpoint probes can send the same one-shot conversation to a server (a small model calls a tool reliably only
+after seeing a call).
 Templates disagree on the shape of an assistant tool-call message, so `render_tool_turns` tries the variants
 servers send (arguments as an object or as the OpenAI JSON string; content None or "") and says which rendered.
 """
