@@ -66,7 +66,7 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     assert "get_weather" in report.findings_for("EPT071")[-1].message
     requests = report.findings_for("EPT001")[0].evidence["requests"]["count"]
     print("requests:", requests)
-    assert requests <= 30           # detection and the whole chain: far inside the default budget of 80
+    assert requests <= 36           # detection and the whole chain (EPT083 6, EPT084 7): inside the budget of 80
 
 
 @pytest.mark.parametrize("fault, check, severity", [

@@ -10,6 +10,7 @@ import jsonschema
 
 from checks.endpoint.chain import scenarios
 from probes.endpoint.chain import ChainAnswer, ToolCall
+from reference_engine.generate import harmony
 from reference_engine.generate import tool_calls as formats
 
 
@@ -54,6 +55,13 @@ def raw_calls(text: str, template: str | None):
     marked = any(m in text for m in own.call_markers if m not in GENERIC_MARKERS)
     named = any(not e.startswith("not a call object") for e in found.errors)
     return found if marked or named else None
+
+
+def markup_left(text: str, template: str | None) -> list[str]:
+    """The format's own control markup a client's content must not hold (harmony's channels: an analysis
+    message or a call left in content with its headers); [] for formats whose markers are the call's own."""
+    own = formats.recognise(template)
+    return harmony.has_markup(text) if own is not None and own.name == "harmony" else []
 
 
 def finish_problem(answer: ChainAnswer) -> str | None:

@@ -18,8 +18,16 @@ def _evidence(answer, choice) -> dict:
 
 def _judge(ctx: EndpointContext, answer, choice: str):
     evidence = _evidence(answer, None if choice == "auto" else "required")
+    template = ctx.reference.tokenizer.chat_template
+    left = calls.markup_left(answer.content, template)
+    if left and answer.tool_calls:
+        yield Problem(f"tool_choice {choice}: harmony channel markup left in content beside the parsed call "
+                      f"({', '.join(left[:4])}): the server's harmony parser did not split the channels",
+                      evidence={**evidence, "markup": left},
+                      hint="serve gpt-oss with its harmony parser (vLLM --tool-call-parser openai, llama.cpp "
+                           "--jinja with the model's template)")
     if not answer.tool_calls:
-        parsed = calls.raw_calls(answer.content, ctx.reference.tokenizer.chat_template)
+        parsed = calls.raw_calls(answer.content, template)
         if parsed is not None:
             what = (f"called {[c.name for c in parsed.calls]}" if parsed.calls else
                     f"wrote a call its parser cannot read ({'; '.join(parsed.errors)})")
@@ -28,6 +36,10 @@ def _judge(ctx: EndpointContext, answer, choice: str):
                           evidence={**evidence, "format": parsed.format, "parse_errors": parsed.errors},
                           hint="start the server with the tool-call parser of the model's family (vLLM "
                                "--tool-call-parser, llama.cpp --jinja with the model's own template)")
+        elif left:
+            yield Problem(f"tool_choice {choice}: harmony channel markup left in content ({', '.join(left[:4])}) "
+                          f"and no tool call: the server's harmony parser did not split the channels",
+                          evidence={**evidence, "markup": left})
         return
     for line in [p for call in answer.tool_calls for p in calls.call_problems(call)]:
         yield Problem(f"tool_choice {choice}: {line}", evidence=evidence)

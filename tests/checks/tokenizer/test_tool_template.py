@@ -32,6 +32,8 @@ DEEPSEEK = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<�
 COHERE = ["<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|USER_TOKEN|>",
           "<|CHATBOT_TOKEN|>", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>",
           "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TOOL_RESULT|>", "<|END_TOOL_RESULT|>"]
+HARMONY = ["<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|call|>",
+           "<|return|>", "<|constrain|>"]
 # template -> (format, tokens the family's tokenizer holds as added tokens, bos, eos); Qwen's <tool_call> tokens
 # are added but not special (special=False in its tokenizer.json), as here
 FAMILIES = {
@@ -47,6 +49,7 @@ FAMILIES = {
     "functionary-medium-v3.2": ("functionary_v3_2", LLAMA3, "<|begin_of_text|>", "<|eot_id|>"),
     "command-r7b-12-2024": ("command_r7b", COHERE, "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
     "deepseek-r1-distill-qwen-32b": ("deepseek_r1", DEEPSEEK, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "openai-gpt-oss-120b": ("harmony", HARMONY, "<|startoftext|>", "<|return|>"),
 }
 NOT_SPECIAL = {"<tool_call>", "</tool_call>"}
 
