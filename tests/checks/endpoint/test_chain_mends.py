@@ -149,6 +149,17 @@ def test_a_near_tie_is_judged_by_the_served_models_own_logprobs(tools_ref):
     assert [f.severity.value for f in far.findings] == ["error"] and "not a near tie" in far.findings[0].message
 
 
+def test_one_weather_tool_and_one_call_class():
+    from checks.endpoint.chain import scenarios
+    from checks.shared.tool_conversations import WEATHER_TOOL
+    from probes.endpoint import chain
+    from reference_engine.generate import tool_calls
+    assert scenarios.WEATHER is WEATHER_TOOL and chain.ToolCall is tool_calls.ToolCall
+    raw = chain.parse_answer({"choices": [{"message": {"tool_calls": [{"function": {
+        "name": "get_weather", "arguments": '{"city": "Tokyo"'}}]}}]}).tool_calls[0]
+    assert raw.arguments == '{"city": "Tokyo"' and "not JSON" in raw.decoded()[1]      # kept as sent
+
+
 # ------------------------------------------------------------------------------------------------ harmony
 
 CALL_TEXT = ('<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'

@@ -181,6 +181,27 @@ def test_a_template_that_renders_only_tool_names_is_warned(broken_copy):
     assert fired(report) == [("TOK031", "warning")]
 
 
+def test_gpt_oss_harmony_calls_round_trip(broken_copy):
+    """gpt-oss's real template: recognised as harmony, its markers single tokens, its call read back (TOK033
+    passes on the harmony parser, not on a 'no known format' note)."""
+    report = findings(tool_model(broken_copy, "openai-gpt-oss-120b"))
+    assert fired(report) == []
+
+
+def test_gpt_oss_faults_are_caught(broken_copy):
+    """The harmony template writing double-encoded arguments, and a tokenizer without <|call|>."""
+    text = (TEMPLATES / "openai-gpt-oss-120b.jinja").read_text(encoding="utf-8")
+    doubled = text.replace("{{- tool_call.arguments|tojson }}", "{{- tool_call.arguments|tojson|tojson }}")
+    assert doubled != text
+    report = findings(tool_model(broken_copy, "openai-gpt-oss-120b", template=doubled))
+    assert fired(report) == [("TOK033", "warning")]
+    assert report.findings[0].evidence["format"] == "harmony"
+    assert "double-encoded" in report.findings[0].evidence["parser_errors"][0]
+    report = findings(tool_model(broken_copy, "openai-gpt-oss-120b", drop=("<|call|>",)))
+    assert fired(report) == [("TOK032", "warning")]
+    assert list(report.findings[0].evidence["markers"]) == ["<|call|>"]
+
+
 def test_a_template_without_tools_skips_all_four(factory_model_dir):
     report = findings(factory_model_dir("llama"))
     assert {c.id: c.status for c in report.checks} == dict.fromkeys(TOOL_CHECKS, "skipped")
