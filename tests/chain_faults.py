@@ -18,6 +18,11 @@ broken server or gateway does:
     truncate          a long prompt cut to its last quarter (what Ollama does at num_ctx)
     stream-diverge    a streamed greedy answer's 4th text delta becomes " banana"
     cache-diverge     the answer to a request seen before (a prefix-cache hit) changed from token 4 on
+    cut:ROLE:WHERE    a third of every long message of ROLE (system, user, tool) cut at WHERE (start, middle, end);
+                      the server then reads (and reports) the cut prompt
+    stream-word       every streamed answer's 3rd text delta replaced by " banana", its logprobs left alone
+    seen-word         an answer to messages seen before: one word replaced in the content, logprobs left alone
+    prefix-word       an answer after another request that shared its long first message: one word replaced
 """
 from __future__ import annotations
 
@@ -29,8 +34,15 @@ from tests.load_servers import _Base, _Handler
 
 FAULTS = ("raw-text-call", "args-not-json", "args-double", "args-schema", "finish-stop", "stream-args",
           "tools-dropped", "think-leak", "reasoning-dropped", "format-ignored", "format-invalid", "truncate",
-          "stream-diverge", "cache-diverge")
+          "stream-diverge", "cache-diverge", "cut:user:middle", "cut:system:start", "cut:tool:end", "stream-word",
+          "seen-word", "prefix-word")
 LONG_PROMPT_CHARS = 4000
+CUT_CHARS = 600             # a "long" message for the cut faults (the short probes are ~700 characters)
+
+
+def cut(text: str, where: str) -> str:
+    third = len(text) // 3
+    return {"start": text[third:], "middle": text[:third] + text[2 * third:], "end": text[:len(text) - third]}[where]
 
 
 def rewrite_request(fault: str | None, path: str, body: dict) -> dict:
@@ -40,6 +52,12 @@ def rewrite_request(fault: str | None, path: str, body: dict) -> dict:
         body.pop("tool_choice", None)
     elif fault == "format-ignored":
         body.pop("response_format", None)
+    elif fault and fault.startswith("cut:"):
+        _, role, where = fault.split(":")
+        for message in body.get("messages") or []:
+            text = message.get("content")
+            if message.get("role") == role and isinstance(text, str) and len(text) > CUT_CHARS:
+                message["content"] = cut(text, where)
     elif fault == "truncate":
         for message in body.get("messages") or []:
             text = message.get("content")
@@ -63,8 +81,40 @@ def request_key(body: dict) -> str:
     return json.dumps({k: v for k, v in body.items() if k != "cache_prompt"}, sort_keys=True)
 
 
-def rewrite_answer(fault: str | None, request: dict, answer: dict, repeated: bool = False) -> dict:
-    """A non-streamed chat answer as the faulty server returns it (`repeated`: the same request came before)."""
+class History:
+    """What a faulty server remembers of earlier chat requests: the requests, their messages, the long first
+    messages (a shared prefix) with the last message asked after each."""
+
+    def __init__(self):
+        self.requests, self.messages, self.prefixes = set(), set(), {}
+
+    def see(self, body: dict) -> tuple[bool, bool, bool]:
+        """(the same request came before, the same messages came before, another request shared this one's long
+        first message with another last message), then remembers this one."""
+        messages = body.get("messages") or [{}]
+        key, said = request_key(body), json.dumps(messages, sort_keys=True)
+        first, last = json.dumps(messages[0], sort_keys=True), json.dumps(messages[-1], sort_keys=True)
+        shared = len(messages) > 1 and len(first) > 2000 and bool(self.prefixes.get(first, set()) - {last})
+        flags = (key in self.requests, said in self.messages, shared)
+        self.requests.add(key)
+        self.messages.add(said)
+        self.prefixes.setdefault(first, set()).add(last)
+        return flags
+
+
+def replace_word(text: str) -> str:
+    """The answer with its third word replaced (a one-word change a client would not notice)."""
+    words = text.split(" ")
+    if not text.strip():
+        return text
+    if len(words) < 4:
+        return text + " banana"
+    return " ".join(words[:3] + ["banana"] + words[4:])
+
+
+def rewrite_answer(fault: str | None, request: dict, answer: dict, seen: tuple = (False, False, False)) -> dict:
+    """A non-streamed chat answer as the faulty server returns it (`seen`: History.see's flags for its request)."""
+    repeated, said, shared = seen
     choices = answer.get("choices") or []
     if not fault or not choices:
         return answer
@@ -90,6 +140,8 @@ def rewrite_answer(fault: str | None, request: dict, answer: dict, repeated: boo
         value = json.loads(message["content"])
         value.pop("country", None)
         message["content"] = json.dumps(value)
+    elif (fault == "seen-word" and said) or (fault == "prefix-word" and shared):
+        message["content"] = replace_word(message.get("content") or "")
     elif fault == "cache-diverge" and repeated:
         tokens = (choice.get("logprobs") or {}).get("content") or []
         if len(tokens) > 4:
@@ -101,7 +153,7 @@ def rewrite_answer(fault: str | None, request: dict, answer: dict, repeated: boo
 
 def rewrite_events(fault: str | None, events: list[dict]) -> list[dict]:
     """A stream's JSON events as the faulty server sends them."""
-    if fault not in ("stream-args", "stream-diverge"):
+    if fault not in ("stream-args", "stream-diverge", "stream-word"):
         return events
     out, texts = [], 0
     for event in events:
@@ -112,6 +164,10 @@ def rewrite_events(fault: str | None, events: list[dict]) -> list[dict]:
                 fragment = (call.get("function") or {}).get("arguments")
                 if fragment:
                     out.append(json.loads(json.dumps(event)))       # the same fragment twice
+        if fault == "stream-word" and isinstance(delta.get("content"), str) and delta["content"]:
+            texts += 1
+            if texts == 3:
+                delta["content"] = " banana"
         if fault == "stream-diverge" and isinstance(delta.get("content"), str) and delta["content"]:
             texts += 1
             if texts == 4:
@@ -139,7 +195,7 @@ def read_events(raw: bytes) -> list[dict]:
 def fault_transport(fault: str | None, upstream) -> httpx.MockTransport:
     """An httpx transport: the request rewritten, `upstream(path, body) -> (status, JSON | list of events)`, the
     answer rewritten."""
-    seen = set()
+    history = History()
 
     def handle(request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -151,9 +207,7 @@ def fault_transport(fault: str | None, upstream) -> httpx.MockTransport:
             return httpx.Response(status, content=stream_bytes(rewrite_events(fault, answer)),
                                   headers={"content-type": "text/event-stream"})
         if status == 200 and path == "/v1/chat/completions":
-            key = request_key(body)
-            answer = rewrite_answer(fault, body, answer, key in seen)
-            seen.add(key)
+            answer = rewrite_answer(fault, body, answer, history.see(body))
         return httpx.Response(status, json=answer)
     return httpx.MockTransport(handle)
 
@@ -166,7 +220,7 @@ class ChainProxy(_Base):
         self.upstream, self.fault = upstream.rstrip("/"), fault
         self.http = httpx.Client(base_url=self.upstream, timeout=httpx.Timeout(300, connect=5), trust_env=False)
         self.stopping = threading.Event()
-        self.seen: set[str] = set()
+        self.history = History()
         self.handler = _ChainHandler
 
     def stop(self):
@@ -195,7 +249,5 @@ class _ChainHandler(_Handler):
             return self.send_json(502, {"error": {"message": str(e)}})
         answer = r.json()
         if r.status_code == 200 and self.path == "/v1/chat/completions":
-            key = request_key(body)
-            answer = rewrite_answer(owner.fault, body, answer, key in owner.seen)
-            owner.seen.add(key)
+            answer = rewrite_answer(owner.fault, body, answer, owner.history.see(body))
         self.send_json(r.status_code, answer)

@@ -16,7 +16,7 @@ from probes.competence import (MAX_UNIGRAM_FRACTION, Verdict, copy_score, judge_
                                unigram_loss)
 from probes.endpoint.competence_probe import (SEQUENCE_TOKENS, Continued, CopyRun, GreedyCopy, continue_sequences,
                                               copy_text, copy_words, greedy_copy, greedy_copy_prompt, matched_words,
-                                              score_copy, score_part)
+                                              served_copy, score_part)
 from probes.endpoint.client import EndpointError
 from probes.endpoint.prompt_logprobs import NotOffered, prompt_prefix
 from probes.endpoint.text_parts import plan_parts
@@ -155,7 +155,7 @@ def copying(ctx: EndpointContext):
     words = copy_words()
     try:
         prefix = prompt_prefix(ctx.surface, reference_side.bos_text(ref), ctx.tokenize)
-        run, why = score_copy(ctx.surface, words, prefix)
+        run, why = served_copy(ctx.surface, words, prefix)
     except NotOffered as e:
         run, why = None, str(e)
     if run is not None:

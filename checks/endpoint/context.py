@@ -104,13 +104,18 @@ class EndpointContext:
 
 
 def asks_server(func: Callable) -> Callable:
-    """A server error in the middle of a check is a finding with the HTTP error, not a crash."""
+    """A server error in the middle of a check is a finding with the HTTP error, not a crash; the findings the
+    check made before the error are kept beside it."""
     @functools.wraps(func)
     def wrapper(ctx):
+        found = []
         try:
-            return list(func(ctx) or [])
+            for problem in func(ctx) or []:
+                found.append(problem)
         except EndpointError as e:
-            return [Problem(f"the server failed a probe request: {e}", severity="warning",
-                            evidence={"route": e.route, "status": e.status, "error": str(e)},
-                            hint="check the server log for this request; rerun when the server is healthy")]
+            found.append(Problem(f"the server failed a probe request: {e}", severity="warning",
+                                 evidence={"route": e.route, "status": e.status, "error": str(e),
+                                           "findings_before": len(found)},
+                                 hint="check the server log for this request; rerun when the server is healthy"))
+        return found
     return wrapper

@@ -1,8 +1,10 @@
 """The tool-use conversation that exercises a chat template's tool branches, and rendering it leniently.
 
-One tool (a weather lookup, the example every family's docs use), a user question, the assistant's call, the
-tool's result. The static checks (TOK030-TOK033) render it with the model's template; the endpoint probes can
-send the same one-shot conversation to a server (a small model calls a tool reliably only after seeing a call).
+One tool (a weather lookup, the example every family's docs use; the endpoint probes send the same one, with a
+strict schema so a server's constrained decoding and a client's validation both bite), a user question, the
+assistant's call, the tool's result. The static checks (TOK030-TOK033) render it with the model's template; the
+endpoint probes can send the same one-shot conversation to a server (a small model calls a tool reliably only
+after seeing a call).
 Templates disagree on the shape of an assistant tool-call message, so `render_tool_turns` tries the variants
 servers send (arguments as an object or as the OpenAI JSON string; content None or "") and says which rendered.
 """
@@ -13,13 +15,13 @@ from dataclasses import dataclass
 
 from reference_engine.generate.tool_calls import ToolCall
 
-WEATHER_TOOL = {"type": "function", "function": {
+WEATHER_TOOL = {"type": "function", "function": {       # the project's one weather tool (static and live probes)
     "name": "get_weather",
     "description": "Get the current weather in a given city",
     "parameters": {"type": "object",
                    "properties": {"city": {"type": "string", "description": "The city name, e.g. Paris"},
                                   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-                   "required": ["city"]}}}
+                   "required": ["city", "unit"], "additionalProperties": False}}}
 TOOLS = [WEATHER_TOOL]
 # ids are 9 alphanumerics: Mistral's templates refuse any other length
 CALL = ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}, id="call0abcd")

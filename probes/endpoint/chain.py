@@ -15,16 +15,10 @@ from dataclasses import dataclass
 
 from probes.endpoint.client import EndpointError
 from probes.endpoint.types import TokenLogprob
+from reference_engine.generate.tool_call_types import ToolCall   # the one call class; `arguments` as sent
 
 ROUTE = "/v1/chat/completions"
 REASONING_KEYS = ("reasoning_content", "reasoning")   # llama.cpp / vLLM / DeepSeek; OpenRouter, newer vLLM
-
-
-@dataclass
-class ToolCall:
-    name: str | None
-    arguments: object             # as sent: normally a JSON string; anything else is kept to be reported
-    id: str | None = None
 
 
 @dataclass
@@ -70,7 +64,14 @@ def _logprobs(choice: dict) -> list[TokenLogprob] | None:
     content = lp.get("content") if isinstance(lp, dict) else None
     if not isinstance(content, list):
         return None
-    return [TokenLogprob(str(t.get("token", "")), t.get("logprob")) for t in content if isinstance(t, dict)]
+    return [TokenLogprob(str(t.get("token", "")), t.get("logprob"), _top(t.get("top_logprobs")))
+            for t in content if isinstance(t, dict)]
+
+
+def _top(entries) -> dict[str, float]:
+    """top_logprobs as piece text -> logprob (the server's own alternatives at one position)."""
+    return {str(e.get("token", "")): float(e["logprob"]) for e in entries or []
+            if isinstance(e, dict) and isinstance(e.get("logprob"), (int, float))}
 
 
 def parse_answer(body) -> ChainAnswer:

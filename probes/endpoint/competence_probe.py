@@ -19,7 +19,7 @@ import regex
 
 from probes.competence.copy_sequence import COPY_LENGTH, SEED
 from probes.competence.corpus import MIN_CHARS_PER_TOKEN, TextPart, builtin_parts
-from probes.endpoint.prompt_logprobs import ScoredPrompt, score_text
+from probes.endpoint.prompt_logprobs import ScoredPrompt, served_text_logprobs
 
 WORD = regex.compile(r"\b[a-z]{4,}\b")
 COPY_SOURCE = "prose_en"          # the words of the copy sequence come from this part of the built-in text
@@ -77,7 +77,7 @@ def score_part(surface, part: TextPart, prefix: str = "",
                chars_per_token: float | None = None) -> tuple[PartScore | None, str]:
     """(the part's scores, "") or (None, why it does not apply). A part the server could not tokenize beforehand
     (chars_per_token None) is held to the corpus's rate here, on the tokens it echoes."""
-    scored = score_text(surface, part.text, prefix)
+    scored = served_text_logprobs(surface, part.text, prefix)
     first = scored.text_start(part.text)
     if first is None:
         return None, "the server's tokens do not spell the text back"
@@ -92,11 +92,11 @@ def score_part(surface, part: TextPart, prefix: str = "",
     return PartScore(part.name, scored.tokens[first:], [float(v) for v in values], rate, scored.route), ""
 
 
-def score_copy(surface, words: list[str], prefix: str = "") -> tuple[CopyRun | None, str]:
+def served_copy(surface, words: list[str], prefix: str = "") -> tuple[CopyRun | None, str]:
     """The two copies through the prompt-logprob route, or (None, why not) when the tokens cannot be split into
     two equal copies (a tokenizer that merges across the copies' boundary)."""
     one = copy_text(words)
-    scored = score_text(surface, one + one, prefix)
+    scored = served_text_logprobs(surface, one + one, prefix)
     ends = scored.ends(one + one)
     if ends is None:
         return None, "the server's tokens do not spell the copy sequence back"

@@ -91,7 +91,7 @@ def prompt_prefix(surface, bos_text: str | None = None, tokenize=None) -> str:
     return ""
 
 
-def score_text(surface, text: str, prefix: str = "") -> ScoredPrompt:
+def served_text_logprobs(surface, text: str, prefix: str = "") -> ScoredPrompt:
     """The server's prompt logprobs for `text` sent behind `prefix` (prompt_prefix); NotOffered when it has
     none, EndpointError when a request fails."""
     if surface.kind == "tgi":

@@ -12,21 +12,31 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One function call: `arguments` is the decoded JSON object (never the OpenAI string)."""
-    name: str
-    arguments: dict
+    """One function call, the project's one class for it. Parsed out of generated text, `arguments` is the decoded
+    JSON object; as a server sent it (the endpoint probes), it is the raw `arguments` value exactly as received
+    (normally the OpenAI JSON string; a value that is not one stays visible to be reported). `name` is None
+    only where a server sent a call without one."""
+    name: str | None
+    arguments: object
     id: str | None = None
+
+    def decoded(self) -> tuple[dict | None, str | None]:
+        """(the arguments object, None) or (None, why they are not one): see decode_arguments."""
+        return decode_arguments(self.arguments)
 
     def as_message_call(self, call_id: str | None = None) -> dict:
         """The entry of an assistant message's `tool_calls` as chat templates read it (transformers, vLLM and
         llama.cpp hand templates the arguments as an object, not the OpenAI JSON string)."""
+        arguments, _ = self.decoded()
         return {"id": call_id or self.id or "call00001", "type": "function",
-                "function": {"name": self.name, "arguments": dict(self.arguments)}}
+                "function": {"name": self.name, "arguments": dict(arguments or {})}}
 
     def as_openai(self, call_id: str | None = None) -> dict:
         """The entry of an OpenAI response's `tool_calls` (arguments as a JSON string)."""
+        arguments = self.arguments if isinstance(self.arguments, str) else \
+            json.dumps(self.arguments, ensure_ascii=False)
         return {"id": call_id or self.id or "call00001", "type": "function",
-                "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)}}
+                "function": {"name": self.name, "arguments": arguments}}
 
     @classmethod
     def from_openai(cls, entry: dict) -> ToolCall:

@@ -22,6 +22,8 @@ left as raw text in a server's `content`.
     apriel            Apriel 1.5, 1.6                           <tool_calls>[{"name": .., "arguments": ..}]</tool_calls>
     minimax_m1        MiniMax-M1                                <tool_calls>\\n{"name": ..}\\n{"name": ..}</tool_calls>
     llama3_json       Llama 3.1, 3.2, 3.3                       {"name": .., "parameters": {..}}, <|python_tag|>
+    harmony           gpt-oss                                   <|start|>assistant to=functions.N<|channel|>commentary
+                                                                json<|message|>{..}<|call|> (generate/harmony.py)
 
 Not in the table: Phi-4-mini (its released template never writes an assistant call, so there is nothing to hold
 a parser to) and Gemma's ```tool_code``` convention (Gemma 3's template does not mention tools; it is a prompt
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 
 import regex
 
+from reference_engine.generate import harmony
 from reference_engine.generate import tool_call_syntax as syntax
 from reference_engine.generate.tool_call_types import ParsedCalls, ToolCall, decode_arguments
 
@@ -71,6 +74,9 @@ _DS = (syntax.DS_CALLS_BEGIN, syntax.DS_CALL_BEGIN, syntax.DS_SEP, syntax.DS_CAL
 _MISTRAL = ("[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]")
 
 _TABLE = (
+    ToolCallFormat("harmony", "gpt-oss (harmony)", (harmony.CHANNEL, harmony.CALL), harmony.MARKERS,
+                   (harmony.CALL_MARKER,), harmony.render_calls, harmony.parse_calls, parallel=False,
+                   servers={"vllm": "openai", "llama.cpp": "GPT-OSS"}),
     ToolCallFormat("qwen3_coder", "Qwen3-Coder", ("<tool_call>", "<function=", "<parameter="),
                    ("<tool_call>", "</tool_call>"), ("<tool_call>",), syntax.qwen3_coder_render,
                    syntax.qwen3_coder_parse, servers={"vllm": "qwen3_coder", "llama.cpp": "Qwen3 Coder"}),

@@ -65,7 +65,7 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     assert "get_weather" in report.findings_for("EPT071")[-1].message
     requests = report.findings_for("EPT001")[0].evidence["requests"]["count"]
     print("requests:", requests)
-    assert requests <= 30           # detection and the whole chain: far inside the default budget of 80
+    assert requests <= 36           # detection and the whole chain (EPT083 6, EPT084 7): inside the budget of 80
 
 
 @pytest.mark.parametrize("fault, check, severity", [
@@ -81,8 +81,20 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     ("truncate", "EPT083", "error"),
     ("stream-diverge", "EPT084", "error"),
     ("cache-diverge", "EPT084", "error"),
+    ("cut:user:middle", "EPT083", "error"),
+    ("cut:system:start", "EPT083", "error"),
+    ("cut:tool:end", "EPT083", "error"),
+    ("stream-word", "EPT084", "error"),
+    ("seen-word", "EPT084", "error"),
+    ("prefix-word", "EPT084", "error"),
 ])
 def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, severity):
+    """One check behind the proxy per fault, on the module's one llama-server (no server of its own): EPT083 asks
+    6 prompts of max_tokens 1 (7.5k prompt tokens in all, the longest ~4k), EPT084 7 answers of 24 tokens: seconds
+    on an idle 2-core box (measured under a load average of 12: EPT083 195-317 s, EPT084 63-78 s). The cut,
+    stream-word, seen-word and prefix-word faults are issue 41's: a third of one long message cut (the server
+    reads and reports the cut prompt), a word replaced in every streamed answer, in an answer to messages seen
+    before, and in an answer after another request sharing its long prefix."""
     with ChainProxy(server.url, fault) as proxy:
         report = probe(reference, proxy.url, select=[check])
     assert (check, severity) in flagged(report), fault

@@ -6,6 +6,8 @@ an EndpointError (asks_server makes it a warning with the HTTP error).
 """
 from __future__ import annotations
 
+import json
+
 from checks.endpoint.chain import scenarios
 from checks.endpoint.context import EndpointContext
 from checks.registry import Skip
@@ -58,8 +60,9 @@ def tools_prompt(ctx: EndpointContext) -> str | None:
 
 
 def reference_render(ctx: EndpointContext, messages: list[dict], tools: list | None = None) -> str | None:
-    """The reference template's prompt (None: the template refuses this conversation)."""
-    key = f"render:{id(messages)}:{bool(tools)}"
+    """The reference template's prompt (None: the template refuses this conversation). Cached by the
+    conversation's content (an id() of a list can be reused by another list once the first is gone)."""
+    key = "render:" + json.dumps([messages, tools], sort_keys=True, default=str)
     if key not in ctx.state:
         try:
             extra = {"tools": tools} if tools else {}
@@ -80,4 +83,12 @@ def reference_tool_prompts(ctx: EndpointContext) -> tuple[str | None, str | None
 
 
 def count(ctx: EndpointContext, text: str | None) -> int | None:
-    return None if text is None else len(ctx.reference.tokenizer.encode(text, add_special_tokens=False))
+    """The prompt's length as a server counts it (usage.prompt_tokens): the rendered text's tokens plus the BOS
+    the tokenizer adds in front where the template did not write one."""
+    if text is None:
+        return None
+    tok = ctx.reference.tokenizer
+    plain = tok.encode(text, add_special_tokens=False)
+    bos = tok.bos_token_id
+    added = bos is not None and tok.encode(text, add_special_tokens=True)[:1] == [bos] and plain[:1] != [bos]
+    return len(plain) + int(added)

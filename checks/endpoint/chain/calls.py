@@ -1,7 +1,8 @@
 """Judging tool calls as a client receives them: the name is one of the tools, `arguments` is one JSON object sent
 as a string (not double-encoded) that validates against the tool's JSON schema, and `finish_reason` says
 "tool_calls". And the raw-text case: no structured call, but the content holds one the model's own format
-parser reads (reference_engine/generate/tool_calls.py, the project's one table of formats).
+parser reads (reference_engine/generate/tool_calls.py, the project's one table of formats): only the format the
+model's own template renders, never another family's.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import jsonschema
 
 from checks.endpoint.chain import scenarios
 from probes.endpoint.chain import ChainAnswer, ToolCall
+from reference_engine.generate import harmony
 from reference_engine.generate import tool_calls as formats
 
 
@@ -36,15 +38,30 @@ def decoded(call: ToolCall):
     return call.arguments if error else arguments
 
 
+GENERIC_MARKERS = ("{",)      # a marker plain prose or a plain JSON answer holds too: no call by itself
+
+
 def raw_calls(text: str, template: str | None):
-    """Calls the model wrote as text, read by its template's format (else by every known format): ParsedCalls or
-    None when the text holds none."""
+    """A call the model wrote as text in its own template's format (ParsedCalls), or None.
+
+    Only the format the model's template renders counts: a healthy model that answers a tool request in plain
+    text (a bare JSON object, a line starting `>>>`) wrote no call, whatever another family's parser reads in
+    it. A region that fails to parse counts only where a marker of the format's own is there (not a bare `{`)
+    or the region names a function."""
     own = formats.recognise(template)
     found = formats.find_calls(text, [own]) if own else None
-    if found is not None and found.calls:
+    if found is None or found.calls:
         return found
-    other = formats.find_calls(text)
-    return other if other is not None and other.calls else found or other
+    marked = any(m in text for m in own.call_markers if m not in GENERIC_MARKERS)
+    named = any(not e.startswith("not a call object") for e in found.errors)
+    return found if marked or named else None
+
+
+def markup_left(text: str, template: str | None) -> list[str]:
+    """The format's own control markup a client's content must not hold (harmony's channels: an analysis
+    message or a call left in content with its headers); [] for formats whose markers are the call's own."""
+    own = formats.recognise(template)
+    return harmony.has_markup(text) if own is not None and own.name == "harmony" else []
 
 
 def finish_problem(answer: ChainAnswer) -> str | None:

@@ -5,9 +5,34 @@ from checks.endpoint.chain import answers, scenarios
 from checks.endpoint.context import EndpointContext, asks_server
 from checks.registry import Problem, Skip, check
 from findings import Location
+from reference_engine.generate import harmony
 
 TEMPLATE = Location(file="tokenizer_config.json", logical="chat_template")
 DROPPED_SLACK = 8      # completion tokens beyond the content's own count before reasoning counts as dropped
+
+
+def is_harmony(ref) -> bool:
+    """gpt-oss's chat format: the template writes the analysis and final channels."""
+    template = ref.tokenizer.chat_template or ""
+    return harmony.CHANNEL in template and "final" in template and "analysis" in template
+
+
+def harmony_problems(answer, evidence):
+    """A harmony server's split gone wrong: channel markup (or its stripped remains) in content or in the
+    reasoning field, the final answer in the reasoning field with the content left empty."""
+    claimed = answer.reasoning is not None
+    left = harmony.has_markup(answer.content)
+    if left:
+        yield Problem(f"harmony channel markup left in content ({', '.join(left[:4])}): the server's harmony "
+                      f"parser did not split the channels" + ("" if claimed else " (it sent no reasoning field)"),
+                      evidence={**evidence, "markup": left}, location=TEMPLATE)
+        return
+    in_reasoning = [m for m in (harmony.CHANNEL + "final", "assistantfinal") if m in (answer.reasoning or "")]
+    if in_reasoning or (claimed and (answer.reasoning or "").strip() and not answer.content.strip()
+                        and answer.finish_reason == "stop"):
+        yield Problem("the final answer is in the reasoning field and content is empty: the server's harmony "
+                      "parser put the final channel with the analysis", evidence={**evidence, "markup": in_reasoning},
+                      location=TEMPLATE)
 
 
 def think_markers(ref) -> tuple[str, str] | None:
@@ -24,7 +49,11 @@ def think_markers(ref) -> tuple[str, str] | None:
 def reasoning_split(ctx: EndpointContext):
     """Thinking text leaks into `content`, or `reasoning_content` comes back empty where the server splits it.
 
-    Runs only for models whose template or vocabulary has thinking markers (<think>, [THINK], ...). A greedy
+    Runs only for models whose template or vocabulary has thinking markers (<think>, [THINK], harmony's
+    analysis channel, ...). For gpt-oss (harmony) any channel markup in content (`<|channel|>`, `<|message|>`,
+    or its remains once decoded without special tokens: "analysisThe user...", "assistantfinal") and a final
+    answer put in the reasoning field with the content empty are errors (sglang#9190, vllm#23694,
+    llama.cpp#15789). A greedy
     question that makes the model think must come back with the thinking in `reasoning_content` (or
     `reasoning`) and none of the markers in `content`. Markers in the content are an error when the server
     claims a parser (it sent a reasoning field), a warning when it has none (clients see raw thinking; so is
@@ -38,6 +67,11 @@ def reasoning_split(ctx: EndpointContext):
     answer = answers.ask_chat(ctx, "reasoning", scenarios.REASONING, feature="a reasoning request")
     evidence = {"request": scenarios.REASONING, "markers": list(markers), "answer": answer.summary()}
     claimed = answer.reasoning is not None
+    if is_harmony(ref):
+        found = list(harmony_problems(answer, evidence))
+        yield from found
+        if found:
+            return
     leaked = [m for m in markers if m in answer.content]
     if leaked:
         if claimed:

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import json
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city.",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "description": "The city name, e.g. Paris"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-        "required": ["city", "unit"], "additionalProperties": False}}}
+from checks.shared.tool_conversations import WEATHER_TOOL
+
+WEATHER = WEATHER_TOOL        # the one weather tool (checks/shared/tool_conversations.py)
 CLOCK = {"type": "function", "function": {
     "name": "get_time", "description": "Get the local time in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}},

@@ -18,8 +18,16 @@ def _evidence(answer, choice) -> dict:
 
 def _judge(ctx: EndpointContext, answer, choice: str):
     evidence = _evidence(answer, None if choice == "auto" else "required")
+    template = ctx.reference.tokenizer.chat_template
+    left = calls.markup_left(answer.content, template)
+    if left and answer.tool_calls:
+        yield Problem(f"tool_choice {choice}: harmony channel markup left in content beside the parsed call "
+                      f"({', '.join(left[:4])}): the server's harmony parser did not split the channels",
+                      evidence={**evidence, "markup": left},
+                      hint="serve gpt-oss with its harmony parser (vLLM --tool-call-parser openai, llama.cpp "
+                           "--jinja with the model's template)")
     if not answer.tool_calls:
-        parsed = calls.raw_calls(answer.content, ctx.reference.tokenizer.chat_template)
+        parsed = calls.raw_calls(answer.content, template)
         if parsed is not None:
             what = (f"called {[c.name for c in parsed.calls]}" if parsed.calls else
                     f"wrote a call its parser cannot read ({'; '.join(parsed.errors)})")
@@ -28,6 +36,10 @@ def _judge(ctx: EndpointContext, answer, choice: str):
                           evidence={**evidence, "format": parsed.format, "parse_errors": parsed.errors},
                           hint="start the server with the tool-call parser of the model's family (vLLM "
                                "--tool-call-parser, llama.cpp --jinja with the model's own template)")
+        elif left:
+            yield Problem(f"tool_choice {choice}: harmony channel markup left in content ({', '.join(left[:4])}) "
+                          f"and no tool call: the server's harmony parser did not split the channels",
+                          evidence={**evidence, "markup": left})
         return
     for line in [p for call in answer.tool_calls for p in calls.call_problems(call)]:
         yield Problem(f"tool_choice {choice}: {line}", evidence=evidence)
@@ -147,28 +159,35 @@ def tool_choice_handling(ctx: EndpointContext):
     that function: the probe names get_time while the conversation asks for the weather, so a server that
     treats the named choice as "auto" (llama-server) answers with get_weather. A "required" answer with no call
     at all is a warning: the server accepted the constraint and did not apply it."""
-    notes = []
+    noted = 0
+    for problem in _choice_notes(ctx):        # yielded as each answer comes (a later server error keeps them)
+        noted += 1
+        yield problem
+    if not noted:
+        yield Problem('tool_choice "required" and a named function are honoured', severity="info")
+
+
+def _choice_notes(ctx: EndpointContext):
     try:
         required = answers.required_answer(ctx)
     except Skip as e:
-        notes.append(Problem(str(e), severity="info"))
+        yield Problem(str(e), severity="info")
     else:
         evidence = {"tool_choice": "required", "answer": required.summary()}
         if not required.tool_calls:
-            notes.append(Problem('tool_choice "required" was accepted but the answer holds no tool call',
-                                 severity="warning", evidence=evidence))
+            yield Problem('tool_choice "required" was accepted but the answer holds no tool call',
+                          severity="warning", evidence=evidence)
         elif required.content.strip():
-            notes.append(Problem(f'under tool_choice "required" the server lets free text precede the call: '
-                                 f'{required.content.strip()[:80]!r}', severity="info", evidence=evidence))
+            yield Problem(f'under tool_choice "required" the server lets free text precede the call: '
+                          f'{required.content.strip()[:80]!r}', severity="info", evidence=evidence)
     try:
         named = answers.named_answer(ctx)
     except Skip as e:
-        notes.append(Problem(str(e), severity="info"))
+        yield Problem(str(e), severity="info")
     else:
         names = [c.name for c in named.tool_calls]
         evidence = {"tool_choice": scenarios.NAMED_CHOICE, "answer": named.summary()}
         if names != [scenarios.NAMED]:
-            notes.append(Problem(f"a named tool_choice ({scenarios.NAMED}) is not enforced: the answer calls "
-                                 f"{names or 'nothing'} (the server treats it as 'auto')", severity="info",
-                                 evidence=evidence))
-    yield from notes or [Problem('tool_choice "required" and a named function are honoured', severity="info")]
+            yield Problem(f"a named tool_choice ({scenarios.NAMED}) is not enforced: the answer calls "
+                          f"{names or 'nothing'} (the server treats it as 'auto')", severity="info",
+                          evidence=evidence)

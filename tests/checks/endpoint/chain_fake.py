@@ -3,8 +3,9 @@
 It answers like a server with a Hermes tool parser, a reasoning parser and structured output: a tool request gets
 get_weather(Tokyo) (or the named function), a reasoning question gets `reasoning_content` and a short answer,
 a `response_format` request gets JSON that validates, anything else one fixed greedy sentence with per-token
-logprobs. usage.prompt_tokens is the reference's count of the same prompt, so nothing is cut. Streams are split
-the way servers split them: role, then one delta per token or per argument fragment, finish, usage.
+logprobs (the runner-up 2.9 nats behind). usage.prompt_tokens is the reference's count of the same prompt, so
+nothing is cut. Streams are split the way servers split them: role, then one delta per token or per argument
+fragment, finish, usage.
 """
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ import json
 ANSWER = [" The", " sea", " is", " vast", ",", " deep", " and", " full", " of", " life", "."]
 CALL_ARGUMENTS = {"city": "Tokyo", "unit": "celsius"}
 REASONING = "17 + 25: first 17 + 20 = 37, then 37 + 5 = 42. So the sum of the two numbers is 42."
+
+
+def logprob(token: str) -> dict:
+    """One position's logprobs as servers send them: the pick and its alternatives, the runner-up far behind."""
+    return {"token": token, "logprob": -0.1, "top_logprobs": [{"token": token, "logprob": -0.1},
+                                                              {"token": " zulu", "logprob": -3.0}]}
 
 
 class HealthyServer:
@@ -34,7 +41,7 @@ class HealthyServer:
             return 200, self.events(message, finish, tokens, usage)
         choice = {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
         if tokens:
-            choice["logprobs"] = {"content": [{"token": t, "logprob": -0.1, "top_logprobs": []} for t in tokens]}
+            choice["logprobs"] = {"content": [logprob(t) for t in tokens]}
         return 200, {"choices": [choice], "usage": usage}
 
     def count(self, body: dict) -> int:
@@ -71,8 +78,7 @@ class HealthyServer:
         if message.get("reasoning_content"):
             out.append(event({"reasoning_content": message["reasoning_content"]}))
         for t in tokens:
-            out.append(event({"content": t}, logprobs={"content": [{"token": t, "logprob": -0.1,
-                                                                     "top_logprobs": []}]}))
+            out.append(event({"content": t}, logprobs={"content": [logprob(t)]}))
         if message.get("content") and not tokens:
             out.append(event({"content": message["content"]}))
         out.append(event(finish_reason=finish))

@@ -32,6 +32,8 @@ DEEPSEEK = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<�
 COHERE = ["<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|USER_TOKEN|>",
           "<|CHATBOT_TOKEN|>", "<|START_ACTION|>", "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>",
           "<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TOOL_RESULT|>", "<|END_TOOL_RESULT|>"]
+HARMONY = ["<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|call|>",
+           "<|return|>", "<|constrain|>"]
 # template -> (format, tokens the family's tokenizer holds as added tokens, bos, eos); Qwen's <tool_call> tokens
 # are added but not special (special=False in its tokenizer.json), as here
 FAMILIES = {
@@ -47,6 +49,7 @@ FAMILIES = {
     "functionary-medium-v3.2": ("functionary_v3_2", LLAMA3, "<|begin_of_text|>", "<|eot_id|>"),
     "command-r7b-12-2024": ("command_r7b", COHERE, "<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
     "deepseek-r1-distill-qwen-32b": ("deepseek_r1", DEEPSEEK, "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "openai-gpt-oss-120b": ("harmony", HARMONY, "<|startoftext|>", "<|return|>"),
 }
 NOT_SPECIAL = {"<tool_call>", "</tool_call>"}
 
@@ -176,6 +179,27 @@ def test_a_template_that_renders_only_tool_names_is_warned(broken_copy):
     names_only = qwen(tojson=("{{- tool | tojson }}", "{{- tool.function.name }}"))
     report = findings(tool_model(broken_copy, "qwen2.5-7b-instruct", template=names_only))
     assert fired(report) == [("TOK031", "warning")]
+
+
+def test_gpt_oss_harmony_calls_round_trip(broken_copy):
+    """gpt-oss's real template: recognised as harmony, its markers single tokens, its call read back (TOK033
+    passes on the harmony parser, not on a 'no known format' note)."""
+    report = findings(tool_model(broken_copy, "openai-gpt-oss-120b"))
+    assert fired(report) == []
+
+
+def test_gpt_oss_faults_are_caught(broken_copy):
+    """The harmony template writing double-encoded arguments, and a tokenizer without <|call|>."""
+    text = (TEMPLATES / "openai-gpt-oss-120b.jinja").read_text(encoding="utf-8")
+    doubled = text.replace("{{- tool_call.arguments|tojson }}", "{{- tool_call.arguments|tojson|tojson }}")
+    assert doubled != text
+    report = findings(tool_model(broken_copy, "openai-gpt-oss-120b", template=doubled))
+    assert fired(report) == [("TOK033", "warning")]
+    assert report.findings[0].evidence["format"] == "harmony"
+    assert "double-encoded" in report.findings[0].evidence["parser_errors"][0]
+    report = findings(tool_model(broken_copy, "openai-gpt-oss-120b", drop=("<|call|>",)))
+    assert fired(report) == [("TOK032", "warning")]
+    assert list(report.findings[0].evidence["markers"]) == ["<|call|>"]
 
 
 def test_a_template_without_tools_skips_all_four(factory_model_dir):
