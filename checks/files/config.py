@@ -28,8 +28,8 @@ UNSET_MODEL_MAX_LENGTH = 10**18
 
 
 @check("CFG001", category="config", severity="error", needs=("files",),
-       hint="Fix config.json so it parses and names its architecture; the engine runs the Llama, Mistral, "
-            "Qwen2/3, Gemma 2/3, Phi-3, Mixtral, Qwen-MoE and OLMoE families.")
+       hint="Fix config.json so it parses and names its architecture; the families the engine runs are listed "
+            "in docs/families.md (`llmdoctor checks` runs the static checks on any causal decoder).")
 def config_parses(ctx):
     """config.json parses and names a supported architecture.
 
