@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from tests.reference_engine.core.family_models import BASE, load_hf
+from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 # name -> (transformers config class, model class, overrides)
 VARIANTS: dict[str, tuple[str, str, dict]] = {
@@ -89,23 +90,6 @@ TOL = 1e-4
 def core(variant: str, **kw):
     from reference_engine.core import CoreEngine
     return CoreEngine.from_pretrained(model_dir(variant), **kw)
-
-
-def greedy(eng, prompt: list[int], steps: int) -> list[int]:
-    """Prefill then decode steps through the paged cache, argmax each time."""
-    with eng.scratch() as (seq,):
-        out = [int(eng.prefill([seq], [prompt])[0].argmax())]
-        while len(out) < steps:
-            out.append(int(eng.decode([seq], [out[-1]])[0].argmax()))
-    return out
-
-
-def hf_greedy(model, prompt: list[int], steps: int) -> list[int]:
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=steps,
-                             min_new_tokens=steps, eos_token_id=None, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
 
 
 def check_against_transformers(variant: str, length: int = 256) -> float:

@@ -13,7 +13,7 @@ from reference_engine.core.cache.layout import bytes_per_token
 from reference_engine.core.moe import route
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.mla_models import VARIANTS, hf_model, model_dir, random_ids
-from tests.reference_engine.core.test_families import greedy, hf_greedy
+from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
 MLA_VARIANTS = [v for v in VARIANTS if not v.startswith("glm")]

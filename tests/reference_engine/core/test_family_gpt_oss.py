@@ -26,25 +26,10 @@ from tests.hf_models import hf_logits
 from tests.reference_engine.core.gpt_oss_models import (CONFIG, gpt_oss_dir, hf_model, load_hf, mxfp4_dir,
                                                         random_ids)
 from tests.same_sums import assert_same_sums
+from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
 LONG = 100          # > sliding_window (8) and > original_max_position_embeddings (32)
-
-
-def greedy(eng: CoreEngine, prompt: list[int], steps: int) -> list[int]:
-    with eng.scratch() as (seq,):
-        out = [int(eng.prefill([seq], [prompt])[0].argmax())]
-        while len(out) < steps:
-            out.append(int(eng.decode([seq], [out[-1]])[0].argmax()))
-    return out
-
-
-def hf_greedy(model, prompt: list[int], steps: int) -> list[int]:
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=steps,
-                             min_new_tokens=steps, eos_token_id=None, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -11,28 +11,13 @@ from reference_engine.core import CoreEngine
 from reference_engine.errors import UnsupportedError
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.hybrid_models import VARIANTS, hf_model, hybrid_dir, random_ids
+from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
 
 
 def core(variant: str, **kw) -> CoreEngine:
     return CoreEngine.from_pretrained(hybrid_dir(variant), **kw)
-
-
-def hf_greedy(model, prompt: list[int], steps: int) -> list[int]:
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=steps,
-                             min_new_tokens=steps, eos_token_id=None, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
-
-
-def greedy(eng: CoreEngine, prompt: list[int], steps: int) -> list[int]:
-    with eng.scratch() as (seq,):
-        out = [int(eng.prefill([seq], [prompt])[0].argmax())]
-        while len(out) < steps:
-            out.append(int(eng.decode([seq], [out[-1]])[0].argmax()))
-    return out
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

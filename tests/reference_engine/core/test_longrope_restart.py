@@ -12,6 +12,7 @@ from reference_engine.streaming.scripted import chunked_then_decoded, run_script
 from reference_engine.streaming.streaming_core import StreamingCore
 from reference_engine.core import CoreEngine
 from tests.hf_models import hf_logits
+from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
 ORIGINAL = 64
@@ -34,22 +35,6 @@ def hf(phi3):
 
 def ids(n: int, seed: int) -> list[int]:
     return torch.randint(10, 400, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-
-
-def greedy(eng, prompt: list[int], steps: int) -> list[int]:
-    with eng.scratch() as (seq,):
-        out = [int(eng.prefill([seq], [prompt])[0].argmax())]
-        while len(out) < steps:
-            out.append(int(eng.decode([seq], [out[-1]])[0].argmax()))
-    return out
-
-
-def hf_greedy(hf, prompt: list[int], steps: int) -> list[int]:
-    t = torch.tensor([prompt])
-    with torch.no_grad():
-        out = hf.generate(t, attention_mask=torch.ones_like(t), do_sample=False, max_new_tokens=steps,
-                          min_new_tokens=steps)
-    return out[0, len(prompt):].tolist()
 
 
 def test_the_oracle_switches_factors(phi3, hf):
