@@ -12,7 +12,8 @@ import torch
 from checks.context import CheckContext
 from checks.engine import hybrid
 from checks.registry import REGISTRY, Skip
-from reference_engine.core import mamba2, model, short_conv
+from reference_engine.core import model
+from reference_engine.core.recurrent import mamba2, short_conv
 from reference_engine.core.cache.state_cache import StateCache
 from tests.reference_engine.core.hybrid_models import build_checkable
 
