@@ -196,9 +196,12 @@ class CheckContext:
         return Weights.open(self.model_dir)
 
     def _multimodal(self) -> bool:
+        """Read from config.json itself: the config resource may be built from the weights (an adapter's vocab)."""
+        from reference_engine.config import architecture_of, text_decoder_of
         try:
-            return self.config.wrapper is not None
-        except ResourceError:        # a broken config is the config checks' finding; the weights still open
+            raw = read_json(self.model_dir / "config.json")
+            return text_decoder_of(raw, architecture_of(raw, self.config_path)) is not None
+        except ModelDirError:        # a broken config is the config checks' finding; the weights still open
             return False
 
     @property
