@@ -119,8 +119,8 @@ def unscaled_claim(s: Settings) -> tuple[str, str] | None:
                 f"original_max_position_embeddings {s.original}, with no rope scaling to reach it (a dropped "
                 "rope_scaling block)", "max_position_embeddings")
     theta = _num(full.get("rope_theta"))
-    if theta and (s.rotary_half or 0) >= MIN_ROTARY_HALF and s.declared > MANY_TIMES * longest_wavelength(theta, s.rotary_half):
-        wave = longest_wavelength(theta, s.rotary_half)
+    wave = longest_wavelength(theta, s.rotary_half) if theta and (s.rotary_half or 0) >= MIN_ROTARY_HALF else None
+    if wave and s.declared > MANY_TIMES * wave:
         return (f"max_position_embeddings {s.declared} is {s.declared / wave:.1f}x the longest rotary "
                 f"wavelength of rope_theta {theta:g} ({wave:.0f} positions), with no rope scaling",
                 "max_position_embeddings")

@@ -65,6 +65,10 @@ def copies_at_distance(ctx):
         yield Problem(f"{stand.prefix}copies read to {reads} tokens apart, not {fails} ({verdict.why})",
                       severity=stand.severity, evidence={**evidence, **stand.evidence})
         return
+    if reads == 0:
+        yield Problem(f"the model does not copy a sequence even {fails} tokens back with text between ({verdict.why})"
+                      f"{where}", evidence=evidence)
+        return
     yield Problem(f"the model stops reading between {reads} and {fails} tokens: a sequence {fails} tokens back is "
                   f"not copied ({verdict.why}; {run.score.copies[0].ratio:.2f} at {run.prompt.pairs[0].distance})"
                   f"{where}", evidence=evidence)

@@ -54,8 +54,9 @@ def rope_bases_swapped(src, dst) -> Path:
     return edited(src, dst, edit)
 
 
-def rope_base_changed(src, dst, theta: float = 10000.0) -> Path:
-    """SmolLM2 with rope_theta 10k instead of its 100k (a config template of another model)."""
+def rope_base_changed(src, dst, theta: float = 1000.0) -> Path:
+    """SmolLM2 with rope_theta 1000 instead of its 100k (a config template of another model): near positions
+    still rotate apart, far ones alias."""
     return edited(src, dst, lambda raw: {**raw, "rope_parameters": {**raw["rope_parameters"], "rope_theta": theta}})
 
 

@@ -1,0 +1,64 @@
+"""What the long-context reading costs (issue 40 ask 4): wall time of `llmdoctor check --context N` beside
+`check --quick` on SmolLM2-135M and Gemma 3 270M, and of `probe endpoint --context N` on llama.cpp's
+llama-server serving SmolLM2's Q4_1 GGUF; with the peak resident memory of each check run (the chunked prefill
+keeps it linear in N).
+
+    python benchmarks/context_cost.py [--tokens 4096] [--skip-server]
+
+Each command runs in a fresh process (python -m llmdoctor ...), so the times are what a user waits for.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def timed(args: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS of the child in MiB, exit code)."""
+    started = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run([sys.executable, "-m", "llmdoctor", *args], cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(peak, before) / 1024, done.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--skip-server", action="store_true")
+    args = parser.parse_args()
+    from tests import assets
+    models = {"SmolLM2-135M": assets.smollm2_dir(), "Gemma 3 270M": assets.gemma3_270m_dir()}
+    print("| command | model | wall s | peak RSS MiB (largest so far) | exit |")
+    print("|---|---|---|---|---|")
+    for name, path in models.items():
+        for label, extra in ((f"check --select CTX --context {args.tokens}", ["--select", "CTX", "--context",
+                                                                            str(args.tokens)]),
+                             ("check --quick", ["--quick"])):
+            wall, peak, code = timed(["check", str(path), "--format", "json", *extra])
+            print(f"| {label} | {name} | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
+    if args.skip_server:
+        return
+    from tests.load_servers import LlamaCppServer
+    server = LlamaCppServer(assets.smollm2_gguf(), parallel=1, ctx=args.tokens).start()
+    try:
+        smol = str(models["SmolLM2-135M"])
+        for label, extra in ((f"probe endpoint --context {args.tokens}", []),
+                             (f"probe endpoint --context {args.tokens} --model", ["--model", smol])):
+            wall, peak, code = timed(["probe", "endpoint", server.url, "--context", str(args.tokens), "--select",
+                                      "EPT121,EPT122,EPT123", "--timeout", "600", "--format", "json", *extra])
+            print(f"| {label} | llama-server SmolLM2 Q4_1 | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""CTX001-CTX003 on real models (issue 40 ask 5): broken long-context copies of SmolLM2 and Gemma 3 270M that
+transformers itself shows reading near and not far are caught; the healthy models get no warning or error.
+Each model is read to TOKENS positions once (a module fixture); the slow tests state their cost."""
+from __future__ import annotations
+
+import pytest
+
+from llmdoctor.runner import run_checks
+from probes.competence.bounds import MAX_COPY_RATIO, MAX_PASSAGE_RATIO
+from tests.checks.conftest import no_crashes
+from tests.checks.long_context.faults import GEMMA3_FAULTS, SMOLLM2_FAULTS
+from tests.checks.long_context.oracle import transformers_reading
+
+TOKENS = 1024            # past Gemma 3's 512-token window; SmolLM2's broken window is 256
+
+
+def problems(report) -> list[str]:
+    return [f"{f.check}:{f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]
+
+
+@pytest.fixture(scope="module")
+def read():
+    done: dict = {}
+
+    def get(path):
+        if str(path) not in done:
+            done[str(path)] = run_checks(path, select=["CTX", "CFG06"], context=TOKENS)
+        return done[str(path)]
+    return get
+
+
+def reach(report) -> dict:
+    return next(f.evidence for f in report.findings if f.check == "CTX003")
+
+
+@pytest.mark.assets
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["smollm2_dir", "gemma3_270m_dir"])
+def test_healthy_models_read_every_distance(model, request, read):
+    """About 20 s a model on 2 idle cores (a 1016-token chunked prefill; Gemma 3: 8 chunks of 128 tokens)."""
+    report = read(request.getfixturevalue(model))
+    no_crashes(report)
+    assert not problems(report)
+    evidence = reach(report)
+    assert [c["copy_ratio"] < MAX_COPY_RATIO for c in evidence["copies"]] == [True] * len(evidence["copies"])
+    assert all(p["loss"] < MAX_PASSAGE_RATIO * p["near_loss"] for p in evidence["passages"])
+    assert evidence["copies"][-1]["distance"] > 850
+
+
+FAULTS = [(name, "smollm2_dir", build) for name, build in SMOLLM2_FAULTS.items()] + \
+         [(name, "gemma3_270m_dir", build) for name, build in GEMMA3_FAULTS.items()]
+
+
+@pytest.mark.assets
+@pytest.mark.slow
+@pytest.mark.parametrize("name,model,build", FAULTS, ids=[f[0] for f in FAULTS])
+def test_broken_long_context_is_caught(name, model, build, request, read, tmp_path):
+    """About 40 s a fault on 2 idle cores: transformers and the engine each read 1016 tokens."""
+    path = build(request.getfixturevalue(model), tmp_path / name)
+    oracle = transformers_reading(path, TOKENS)
+    far_broken = max(oracle["copy_ratios"][1:]) >= MAX_COPY_RATIO or \
+        max(oracle["passage_ratios"]) >= MAX_PASSAGE_RATIO
+    assert far_broken, oracle                          # transformers: the copy does not read far out
+    report = read(path)
+    no_crashes(report)
+    fired = {f.check for f in report.findings if f.severity.value == "error"}
+    assert fired & {"CTX001", "CTX002"}, (oracle, problems(report))
