@@ -162,29 +162,34 @@ def reads_at_distance(ctx: EndpointContext):
 def enforced_limit(ctx: EndpointContext):
     """The server takes prompts as long as asked, whole: no HTTP 400 below N, no silent cut.
 
-    Each long prompt's usage.prompt_tokens is compared with the reference's count (--model) or with what its
-    size in the server's own characters per token says: a count well short means the prompt was cut on the way
-    (a context shift, Ollama's num_ctx, a proxy that drops the middle). A refusal names the real limit.
+    Each long prompt's usage.prompt_tokens is compared with the reference's count (--model) or with the server's
+    own count of the text sent (/tokenize, llama.cpp and vLLM): a count under 90 % of it means the prompt was cut
+    on the way (a context shift, Ollama's num_ctx, a proxy that drops the middle). A refusal names the real
+    limit.
     """
     cpt, served = server_readings(ctx)
     refused = [r for r in served if r.error]
     if refused:
-        limit = limit_in(refused[0].error)
+        claimed = ctx.ask("context", lambda: ctx.surface.context())
+        limit = limit_in(refused[0].error) or (claimed.max_context if claimed else None)
         real = f": its context is {limit}" if limit else ""
         yield Problem(f"the server refuses the prompt planting words {refused[0].distance} tokens back{real} "
                       f"(asked {asked(ctx)})",
                       evidence={"limit": limit, "error": refused[0].error[:300],
                                                           "server": rows(served)})
+    prompts = {r.distance: r.prompt for r in retrievals(asked(ctx), cpt)}
     try:
         expected = {r.distance: r.prompt_tokens for r in reference_readings(ctx, cpt)}
         source = "the reference's count"
-    except Exception:
-        expected, source = {}, "its size at the server's own characters per token"
+    except Exception:           # no --model: the server's own count of what was sent (/tokenize), when it has one
+        expected = {d: len(ids) for d, ids in ((d, ctx.tokenize(text)) for d, text in prompts.items()) if ids}
+        source = "the server's /tokenize count of what was sent"
+    if not expected:
+        raise Skip("no count to compare usage.prompt_tokens with: no --model and no /tokenize route")
     for r in served:
-        if r.error or r.prompt_tokens is None:
+        want = expected.get(r.distance)
+        if r.error or r.prompt_tokens is None or not want:
             continue
-        want = expected.get(r.distance) or int(len(next(x.prompt for x in retrievals(asked(ctx), cpt)
-                                                        if x.distance == r.distance)) / cpt)
         if r.prompt_tokens < CUT_FRACTION * want:
             yield Problem(f"a prompt of {want} tokens ({source}) reached the model as {r.prompt_tokens}: cut on "
                           f"the way", evidence={"expected_tokens": want, "prompt_tokens": r.prompt_tokens,

@@ -20,6 +20,7 @@ PLANTED_WORDS = 24           # SHOWN_WORDS begin the third showing, the rest are
 EXPECTED_WORDS = 4           # words read back from the greedy continuation
 MIN_MATCHED = 3              # of them, in order from the first, for "still reads" (healthy: all 4)
 NEAR_TOKENS = 64             # the near control's distance
+CALIBRATION_CHARS = 1200     # filler sent once to learn the server's characters per token
 ROOM = 0.85                  # of the tokens asked for: the largest prompt stays inside them when the filler's
                              # characters per token vary along it (CJK parts have fewer)
 
@@ -75,8 +76,9 @@ def retrievals(tokens: int, chars_per_token: float) -> list[Retrieval]:
 
 
 def chars_per_token(surface) -> float:
-    """The filler's characters per token as the server counts them (one request: one cycle of it)."""
-    text = filler_text()
+    """The filler's characters per token as the server counts them (one request of CALIBRATION_CHARS, short
+    enough for any server's context; 4.0 when the server does not say)."""
+    text = take(CALIBRATION_CHARS)
     answer = surface.completion(text, max_tokens=1)
     count = answer.prompt_tokens
     return len(text) / count if isinstance(count, int) and count > 0 else 4.0

@@ -1,0 +1,46 @@
+"""The CTX run's machinery on tiny factory models (a second or two each): the chunked prefill through the paged
+cache gives the log-probs one prefill gives (sliding windows included), --quick skips, --context caps at the
+declared length, and an untrained model is measured, not judged."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from checks.long_context.runs import chunk_tokens, chunked_logprobs
+from llmdoctor.runner import run_checks
+from probes.competence import token_logprobs
+from reference_engine.engine import Engine
+from tests.checks.conftest import no_crashes
+
+
+@pytest.mark.parametrize("preset", ["llama", "gemma3", "mistral"])
+def test_chunked_prefill_equals_one_prefill(preset, factory_model_dir):
+    overrides = {"sliding_window": 24} if preset == "mistral" else {}
+    engine = Engine.from_pretrained(factory_model_dir(preset, **overrides))
+    ids = [(7 * i + 3) % engine.config.vocab_size for i in range(200)]
+    whole = token_logprobs(engine.logits(ids), ids)
+    for chunk in (7, 64):
+        parts = chunked_logprobs(engine, ids, chunk)
+        assert len(parts) == len(whole) == len(ids) - 1
+        assert max(abs(a - b) for a, b in zip(parts, whole)) < 1e-4
+    assert engine.cache.allocator.num_free == engine.cache.allocator.num_blocks     # scratch freed
+
+
+def test_chunk_keeps_logits_small():
+    assert chunk_tokens(49152, False) == 682 and chunk_tokens(262144, False) == 128
+    assert chunk_tokens(262144, True) == 512 and chunk_tokens(10, False) == 1024
+
+
+def test_quick_skips_and_context_is_capped(factory_model_dir):
+    path = factory_model_dir("llama", max_position_embeddings=768)
+    quick = run_checks(path, select=["CTX"], quick=True)
+    assert {c.status for c in quick.checks} == {"skipped"}
+    assert "--quick skips" in quick.checks[0].reason
+    report = run_checks(path, select=["CTX"], context=4096)
+    no_crashes(report)
+    info = next(f for f in report.findings if f.check == "CTX003")
+    assert info.evidence["tokens"] <= 768 and "capped at the declared 768" in info.message
+    # an untrained 0.1M-parameter model: whatever it reads, never a warning or an error
+    assert all(f.severity.value == "info" for f in report.findings)
+    assert all(math.isfinite(c["copy_ratio"]) for c in info.evidence["copies"])
