@@ -135,8 +135,9 @@ def reads_at_distance(ctx: EndpointContext):
     if not served[0].reads:
         raise Skip(f"the server does not continue the planted words even {served[0].distance} tokens back "
                    f"(EPT06x judge whether it reads at all): {served[0].error or served[0].text[:80]!r}")
-    reads, fails = reach(served)
     evidence = {"chars_per_token": round(cpt, 3), "server": rows(served)}
+    served = [r for r in served if not r.error]     # prompts the server refused are EPT123's (its limit)
+    reads, fails = reach(served)
     try:
         reference = reference_readings(ctx, cpt)
     except Exception as e:          # no --model (ResourceError), or a reference that cannot load
@@ -150,7 +151,7 @@ def reads_at_distance(ctx: EndpointContext):
                           f"{EXPECTED_WORDS} planted words continued (reference: all read to {ref_reads})",
                           evidence={**evidence, "reads_to": reads, "fails_at": fails})
         return
-    if fails is not None and not served[[r.distance for r in served].index(fails)].error:
+    if fails is not None:
         yield Problem(f"the server reads planted words {reads} tokens back, not {fails} (fewer than {MIN_MATCHED} of "
                       f"{EXPECTED_WORDS} continued)", evidence={**evidence, "reads_to": reads, "fails_at": fails})
 
@@ -169,14 +170,15 @@ def enforced_limit(ctx: EndpointContext):
     """
     cpt, served = server_readings(ctx)
     refused = [r for r in served if r.error]
+    limit = None
     if refused:
         claimed = ctx.ask("context", lambda: ctx.surface.context())
         limit = limit_in(refused[0].error) or (claimed.max_context if claimed else None)
+    if refused and (limit is None or limit < asked(ctx)):     # at or past N: our prompt sizing, not the server
         real = f": its context is {limit}" if limit else ""
         yield Problem(f"the server refuses the prompt planting words {refused[0].distance} tokens back{real} "
                       f"(asked {asked(ctx)})",
-                      evidence={"limit": limit, "error": refused[0].error[:300],
-                                                          "server": rows(served)})
+                      evidence={"limit": limit, "error": refused[0].error[:300], "server": rows(served)})
     prompts = {r.distance: r.prompt for r in retrievals(asked(ctx), cpt)}
     try:
         expected = {r.distance: r.prompt_tokens for r in reference_readings(ctx, cpt)}
