@@ -132,9 +132,6 @@ def reads_at_distance(ctx: EndpointContext):
     naming the distance; alone, a server that reads near and not far within the context it accepted is one.
     """
     cpt, served = server_readings(ctx)
-    if not served[0].reads:
-        raise Skip(f"the server does not continue the planted words even {served[0].distance} tokens back "
-                   f"(EPT06x judge whether it reads at all): {served[0].error or served[0].text[:80]!r}")
     evidence = {"chars_per_token": round(cpt, 3), "server": rows(served)}
     served = [r for r in served if not r.error]     # prompts the server refused are EPT123's (its limit)
     reads, fails = reach(served)
@@ -146,11 +143,15 @@ def reads_at_distance(ctx: EndpointContext):
         evidence["reference"] = rows(reference)
         ref_reads, ref_fails = reach(reference)
         if fails is not None and (ref_fails is None or ref_fails > fails):
+            matched = next(r.matched for r in served if r.distance == fails)
             yield Problem(f"the server stops reading at {fails} tokens back where its checkpoint reads to "
-                          f"{ref_reads}: {served[[r.distance for r in served].index(fails)].matched} of "
-                          f"{EXPECTED_WORDS} planted words continued (reference: all read to {ref_reads})",
-                          evidence={**evidence, "reads_to": reads, "fails_at": fails})
+                          f"{ref_reads}: {matched} of {EXPECTED_WORDS} planted words continued (the server reads to "
+                          f"{reads})", evidence={**evidence, "reads_to": reads, "fails_at": fails})
         return
+    if served and not served[0].reads:
+        raise Skip(f"the server does not continue the planted words even {served[0].distance} tokens back and no "
+                   f"--model says whether its checkpoint does (EPT06x judge whether it reads at all): "
+                   f"{served[0].text[:80]!r}")
     if fails is not None:
         yield Problem(f"the server reads planted words {reads} tokens back, not {fails} (fewer than {MIN_MATCHED} of "
                       f"{EXPECTED_WORDS} continued)", evidence={**evidence, "reads_to": reads, "fails_at": fails})
