@@ -2,7 +2,8 @@
 SmolLM2-135M-Instruct's Q4_1 GGUF: the healthy server reads the planted words at every distance (clean, with
 and without --model); one started with --rope-freq-base 1000 (SmolLM2's is 100000) is shown losing them
 through its raw API (from 64 tokens back on: with --model the checkpoint reads them all, so the distance is
-named); a proxy that cuts the middle out of long prompts is caught by the prompt counts; a server with a smaller context (-c 512) than asked is reported with its real limit.
+named); a proxy that cuts the middle out of long prompts is caught by the prompt counts; a server with a
+smaller context (-c 512) than asked is reported with its real limit.
 
 Read to 1024 tokens (4096 only in benchmarks/context_cost.py). Servers are session-scoped (started once, stopped
 with their process group by the fixture's finalizer). Cost: one probe without --model took 184 s at 2048 tokens
