@@ -1,6 +1,6 @@
 """The CTX run's machinery on tiny factory models (a second or two each): the chunked prefill through the paged
 cache gives the log-probs one prefill gives (sliding windows included), --quick skips, --context caps at the
-declared length, and an untrained model is measured, not judged."""
+declared length, and a model too small to judge is measured, not judged."""
 from __future__ import annotations
 
 import math
@@ -8,6 +8,7 @@ import math
 import pytest
 
 from checks.long_context.runs import chunk_tokens, chunked_logprobs
+from llmdoctor.cli import DEMO_MODEL
 from llmdoctor.runner import run_checks
 from probes.competence import token_logprobs
 from reference_engine.engine import Engine
@@ -32,15 +33,15 @@ def test_chunk_keeps_logits_small():
     assert chunk_tokens(262144, True) == 512 and chunk_tokens(10, False) == 1024
 
 
-def test_quick_skips_and_context_is_capped(factory_model_dir):
-    path = factory_model_dir("llama", max_position_embeddings=768)
-    quick = run_checks(path, select=["CTX"], quick=True)
+def test_quick_skips_and_context_is_capped():
+    """The demo model (512 positions, 0.9M parameters, a real tokenizer): a second or two."""
+    quick = run_checks(DEMO_MODEL, select=["CTX"], quick=True)
     assert {c.status for c in quick.checks} == {"skipped"}
     assert "--quick skips" in quick.checks[0].reason
-    report = run_checks(path, select=["CTX"], context=4096)
+    report = run_checks(DEMO_MODEL, select=["CTX"], context=4096)
     no_crashes(report)
     info = next(f for f in report.findings if f.check == "CTX003")
-    assert info.evidence["tokens"] <= 768 and "capped at the declared 768" in info.message
-    # an untrained 0.1M-parameter model: whatever it reads, never a warning or an error
+    assert info.evidence["tokens"] <= 512 and "capped at the declared 512" in info.message
+    # a 0.9M-parameter model: whatever it reads, never a warning or an error
     assert all(f.severity.value == "info" for f in report.findings)
     assert all(math.isfinite(c["copy_ratio"]) for c in info.evidence["copies"])
