@@ -39,21 +39,26 @@ def main() -> None:
     models = {"SmolLM2-135M": assets.smollm2_dir(), "Gemma 3 270M": assets.gemma3_270m_dir()}
     print("| command | model | wall s | peak RSS MiB (largest so far) | exit |")
     print("|---|---|---|---|---|")
-    for name, path in models.items():
-        for label, extra in ((f"check --select CTX --context {args.tokens}", ["--select", "CTX", "--context",
-                                                                            str(args.tokens)]),
-                             ("check --quick", ["--quick"])):
-            wall, peak, code = timed(["check", str(path), "--format", "json", *extra])
-            print(f"| {label} | {name} | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
-    if args.skip_server:
-        return
+    check_rows(models["SmolLM2-135M"], "SmolLM2-135M", args.tokens)
+    if not args.skip_server:
+        server_rows(assets.smollm2_gguf(), models["SmolLM2-135M"], args.tokens)
+    check_rows(models["Gemma 3 270M"], "Gemma 3 270M", args.tokens)
+
+
+def check_rows(path: Path, name: str, tokens: int) -> None:
+    for label, extra in ((f"check --select CTX --context {tokens}", ["--select", "CTX", "--context", str(tokens)]),
+                         ("check --quick", ["--quick"])):
+        wall, peak, code = timed(["check", str(path), "--format", "json", *extra])
+        print(f"| {label} | {name} | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
+
+
+def server_rows(gguf: Path, model: Path, tokens: int) -> None:
     from tests.load_servers import LlamaCppServer
-    server = LlamaCppServer(assets.smollm2_gguf(), parallel=1, ctx=args.tokens).start()
+    server = LlamaCppServer(gguf, parallel=1, ctx=tokens).start()
     try:
-        smol = str(models["SmolLM2-135M"])
-        for label, extra in ((f"probe endpoint --context {args.tokens}", []),
-                             (f"probe endpoint --context {args.tokens} --model", ["--model", smol])):
-            wall, peak, code = timed(["probe", "endpoint", server.url, "--context", str(args.tokens), "--select",
+        for label, extra in ((f"probe endpoint --context {tokens}", []),
+                             (f"probe endpoint --context {tokens} --model", ["--model", str(model)])):
+            wall, peak, code = timed(["probe", "endpoint", server.url, "--context", str(tokens), "--select",
                                       "EPT121,EPT122,EPT123", "--timeout", "600", "--format", "json", *extra])
             print(f"| {label} | llama-server SmolLM2 Q4_1 | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
     finally:
