@@ -45,3 +45,18 @@ def test_quick_skips_and_context_is_capped():
     # a 0.9M-parameter model: whatever it reads, never a warning or an error
     assert all(f.severity.value == "info" for f in report.findings)
     assert all(math.isfinite(c["copy_ratio"]) for c in info.evidence["copies"])
+
+
+def test_streamed_reading_matches_resident(monkeypatch):
+    """Under --memory-budget a streamed engine reads the same prompt chunk by chunk (one pass over the weights per
+    chunk): the same copy ratios and passage losses as resident. The demo model: a few seconds."""
+    def reach(report):
+        no_crashes(report)
+        info = next(f for f in report.findings if f.check == "CTX003").evidence
+        return [c["copy_ratio"] for c in info["copies"]] + [p["loss"] for p in info["passages"]]
+
+    resident = run_checks(DEMO_MODEL, select=["CTX"], context=512, memory_budget="64GiB")
+    monkeypatch.setenv("LLMDOCTOR_STREAMING", "1")
+    streamed = run_checks(DEMO_MODEL, select=["CTX"], context=512, memory_budget="64GiB")
+    assert streamed.plan["mode"] == "streaming" and streamed.plan["actual"]["passes"] > 0
+    assert reach(streamed) == pytest.approx(reach(resident), abs=2e-3)
