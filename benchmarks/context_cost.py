@@ -10,6 +10,7 @@ Each command runs in a fresh process (python -m llmdoctor ...), so the times are
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import subprocess
 import sys
@@ -20,13 +21,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+READINGS: list[str] = []      # CTX003 / EPT122 lines, printed under the table
+
+
 def timed(args: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS of the child in MiB, exit code)."""
+    """(wall seconds, peak RSS of the child in MiB, exit code); the run's CTX003 message is kept in READINGS."""
     started = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     done = subprocess.run([sys.executable, "-m", "llmdoctor", *args], cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    try:
+        READINGS.extend(f"{f['check']} ({args[1]}): {f['message']}" for f in json.loads(done.stdout)["findings"]
+                        if f["check"] in ("CTX001", "CTX002", "CTX003", "EPT122", "EPT123"))
+    except (ValueError, KeyError, TypeError):
+        pass
     return wall, max(peak, before) / 1024, done.returncode
 
 
@@ -43,6 +52,7 @@ def main() -> None:
     if not args.skip_server:
         server_rows(assets.smollm2_gguf(), models["SmolLM2-135M"], args.tokens)
     check_rows(models["Gemma 3 270M"], "Gemma 3 270M", args.tokens)
+    print("\n" + "\n".join(f"- {line}" for line in READINGS))
 
 
 def check_rows(path: Path, name: str, tokens: int) -> None:
