@@ -60,3 +60,19 @@ def test_streamed_reading_matches_resident(monkeypatch):
     streamed = run_checks(DEMO_MODEL, select=["CTX"], context=512, memory_budget="64GiB")
     assert streamed.plan["mode"] == "streaming" and streamed.plan["actual"]["passes"] > 0
     assert reach(streamed) == pytest.approx(reach(resident), abs=2e-3)
+
+
+def test_cli_context_option():
+    """`check --demo --context N` reads to N; a bad N is a one-line usage error (the demo model: a second)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from llmdoctor.cli import cli
+    runner = CliRunner()
+    done = runner.invoke(cli, ["check", "--demo", "--select", "CTX003", "--context", "512", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    info = next(f for f in json.loads(done.stdout)["findings"] if f["check"] == "CTX003")
+    assert 400 < info["evidence"]["tokens"] <= 512
+    bad = runner.invoke(cli, ["check", "--demo", "--context", "12"])
+    assert bad.exit_code == 2 and "--context" in bad.output
