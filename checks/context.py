@@ -47,6 +47,7 @@ class CheckContext:
         self.requested_device = device
         self.requested_dtype = dtype
         self.quick = quick                       # --quick: checks should trim their work (fewer prompts/steps)
+        self.context_tokens: int | None = None   # --context N: how far the CTX checks read (None: their default)
         self.thresholds = thresholds or {}
         self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
         self.findings: list = []                 # the run's findings so far (the runner's list): CMP's "look next"

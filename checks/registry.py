@@ -37,7 +37,7 @@ FAMILIES = {"FIL": "files", "CFG": "config", "WGT": "weights", "VOC": "vocab", "
             "GEN": "generation", "DRF": None, "GPU": "gpu", "ENV": "environment",
             "ENG": "selftest", "GGF": None, "MOE": None, "CNV": None, "DIF": "diff", "EPT": "endpoint",
             "QNT": "quantization", "LRA": "adapter",
-            "CMP": "competence"}
+            "CMP": "competence", "CTX": "context"}
 # Ids are never reused. A check that moved keeps resolving under its old id (--select/--ignore, explain):
 # retired id -> (the id that replaced it, why it moved)
 RETIRED = {

@@ -93,8 +93,11 @@ def cli():
 @click.option("--base", default=None, metavar="BASE", type=click.Path(path_type=Path),
               help="With PATH a LoRA adapter directory: its base model (default: the adapter's "
                    "base_model_name_or_path when that is a local directory or GGUF file).")
+@click.option("--context", "context", type=click.IntRange(min=256), default=None, metavar="N",
+              help="Read the model up to N tokens (CTX checks; default min(declared, 4096), skipped by --quick "
+                   "unless given; docs/context.md).")
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
-                  memory_budget, known, base):
+                  memory_budget, known, base, context):
     """Run the checks on the model directory PATH (or a LoRA adapter on --base) and print a report."""
     from llmdoctor.run.config_file import Settings, load_settings
     from llmdoctor.run.output_guard import refuse_inside_model
@@ -119,7 +122,7 @@ def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, qui
         thresholds=settings.thresholds, baseline=baseline, progress=Progress(0, enabled=None if rank == 0 else False),
         model_label="demo" if demo else str(path) if target.adapter is None else target.label,
         memory_budget=budget_option(memory_budget, settings), plan_stream=sys.stderr if rank == 0 else None,
-        adapter=target.adapter)
+        adapter=target.adapter, context=context)
     if rank == 0:                  # in a torchrun pipeline, rank 0 prints the report
         emit(report, fmt, output, known)
     sys.exit(report.exit_code())

@@ -36,6 +36,7 @@ class EndpointContext:
         self._reference = reference
         self._connection = connection
         self.max_tokens = max_tokens
+        self.context_tokens: int | None = None  # --context N: how far EPT121-EPT123 read the server
         self.top_logprobs = top_logprobs
         self.state: dict[str, Any] = {}
         self._answers: dict[str, Any] = {}

@@ -31,9 +31,11 @@ def endpoint_options(func):
 @click.option("--select", multiple=True, metavar="IDS",
               help="Run only these EPT checks (ids or prefixes, e.g. EPT07,EPT08 for the serving chain).")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these EPT checks.")
+@click.option("--context", "context", type=click.IntRange(min=256), default=None, metavar="N",
+              help="Read the server at distance up to N tokens (EPT121-EPT123; docs/context.md).")
 @report_options
 def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests, max_tokens, select, ignore, fmt,
-                   output, fail_on, known):
+                   output, fail_on, known, context):
     """Compare a live OpenAI-compatible server (URL: root or /v1) with the reference engine on MODEL (without
     --model: does the server talk sense at all, judged by the competence probes)."""
     import sys
@@ -45,7 +47,8 @@ def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests
     from probes.endpoint import EndpointError
     if model is not None:
         refuse_inside_model(output, model if model.is_dir() else model.parent, "report")
-    options = EndpointOptions(url, served_name, api_key_env, timeout_s, timeout_s * 10, max_requests, max_tokens)
+    options = EndpointOptions(url, served_name, api_key_env, timeout_s, timeout_s * 10, max_requests, max_tokens,
+                              context)
     try:
         report = run_endpoint(model, options, select=parse_selectors(select) or None,
                               ignore=parse_selectors(ignore) or None)

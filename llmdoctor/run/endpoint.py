@@ -34,6 +34,7 @@ class EndpointOptions:
     deadline_s: float = 600.0        # the whole probe
     max_requests: int = 80
     max_tokens: int = 48             # the live stop probe's limit
+    context: int | None = None       # --context N: read the server at distance (EPT121-EPT123)
 
 
 def endpoint_specs(select=None, ignore=None):
@@ -61,6 +62,7 @@ def run_endpoint(model: str | Path | None, options: EndpointOptions, *, referenc
         except EndpointError as e:
             connection = e
         ctx = EndpointContext(client.root, reference or NO_MODEL, connection, max_tokens=options.max_tokens)
+        ctx.context_tokens = options.context
         for spec in endpoint_specs(select, ignore):
             run, findings = run_one(spec, ctx)
             report.checks.append(run)

@@ -66,7 +66,8 @@ def validate_model_dir(path: str | Path) -> Path:
 def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: str | None = None,
           device: str | None = None, dtype: str | None = None, quick: bool | None = None,
           baseline: str | Path | None = None, use_config: bool = True, progress: bool = False,
-          memory_budget: int | str | None = None, base: str | Path | None = None) -> Report:
+          memory_budget: int | str | None = None, base: str | Path | None = None,
+          context: int | None = None) -> Report:
     """Python API with the CLI's semantics: config file settings, overridden by the arguments given.
     path may be a LoRA adapter directory: base is its base model (default: base_model_name_or_path when local)."""
     from llmdoctor.run.adapter_target import resolve
@@ -87,18 +88,20 @@ def check(path: str | Path, *, select: Any = None, ignore: Any = None, fail_on: 
                       thresholds=settings.thresholds if settings else {}, baseline=baseline,
                       progress=Progress(0, enabled=None if progress else False),
                       model_label=str(path) if target.adapter is None else target.label,
-                      memory_budget=pick(memory_budget, "memory_budget", None), adapter=target.adapter)
+                      memory_budget=pick(memory_budget, "memory_budget", None), adapter=target.adapter,
+                      context=context)
 
 
 def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
                fail_on: str = "error", device: str = "auto", dtype: str = "auto", quick: bool = False,
                thresholds: dict | None = None, baseline: str | Path | None = None,
                progress: Progress | None = None, model_label: str | None = None,
-               memory_budget: int | str | None = None, plan_stream=None, adapter: str | Path | None = None) -> Report:
+               memory_budget: int | str | None = None, plan_stream=None, adapter: str | Path | None = None,
+               context: int | None = None) -> Report:
     """memory_budget: bytes or '4GiB' (None: available memory minus headroom); the plan is made before any
     engine is loaded and raises plan.PlanError (exit 2) when not even one layer fits; plan_stream gets it.
     adapter: a LoRA adapter directory run on model_dir (its base): the LRA checks, then every model check on
-    the adapted model."""
+    the adapted model. context: --context N, how far the CTX checks read (docs/context.md)."""
     fail_on_rank(fail_on)  # reject a bad level before doing any work
     root = validate_model_dir(model_dir)
     validate_device(device)
@@ -112,6 +115,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                        memory_budget=None if memory_budget is None else parse_size(memory_budget),
                        workload=check_workload(quick, device), adapter_dir=adapter)
     ctx.selected = {spec.id for spec in chosen}
+    ctx.context_tokens = context                     # --context N: how far the CTX checks read
     ctx.shared = shared_pass.declared(chosen)        # the engine runs they share ride on few passes (shared_pass)
     progress = progress or Progress(0, enabled=False)
     ctx.shared_runs = lambda ctx: prepare_shared(ctx, progress, plan_stream)

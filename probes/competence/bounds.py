@@ -53,3 +53,17 @@ def judge_copy(ratio: float) -> Verdict:
     """The copy ratio against MAX_COPY_RATIO (nan/inf fails)."""
     ok = math.isfinite(ratio) and ratio < MAX_COPY_RATIO
     return Verdict(ok, MAX_COPY_RATIO, f"copy ratio {ratio:.2f} (bound {MAX_COPY_RATIO:.2f})")
+
+
+# Long context (issue 40, probes/competence/distance.py): a copy pair at any distance is held to MAX_COPY_RATIO
+# (judge_copy) as the side-by-side one is; a passage far out is held to MAX_PASSAGE_RATIO of its loss near
+# position 0 (healthy models: 0.9-1.3, docs/context.md; a rope read past its positions: 2-3x).
+MAX_PASSAGE_RATIO = 1.6        # far loss / near loss of the same passage
+
+
+def judge_passage(far: float, near: float) -> Verdict:
+    """A passage's loss far out against its loss near position 0 (nan/inf fails)."""
+    ratio = far / near if math.isfinite(far) and math.isfinite(near) and near > 0 else math.inf
+    return Verdict(ratio < MAX_PASSAGE_RATIO, MAX_PASSAGE_RATIO,
+                   f"loss {far:.2f} nats vs {near:.2f} near position 0 (ratio {ratio:.2f}, bound "
+                   f"{MAX_PASSAGE_RATIO:.2f})")

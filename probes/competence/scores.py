@@ -48,14 +48,16 @@ class CopyScore:
         return {"first_copy_loss": self.first, "second_copy_loss": self.second, "copy_ratio": self.ratio}
 
 
-def copy_score(logprobs: Sequence[float], start: int, length: int) -> CopyScore:
+def copy_score(logprobs: Sequence[float], start: int, length: int, second: int | None = None) -> CopyScore:
     """The copy test's score from the next-token log-probs of a prompt whose tokens [start, start + length)
-    and [start + length, start + 2 length) are the same sequence (logprobs[i] scores token i + 1). The first
-    token of each copy is left out: nothing before it says what it is."""
+    and [second, second + length) are the same sequence (second defaults to start + length: the copies side
+    by side; distance.py puts filler between them). logprobs[i] scores token i + 1. The first token of each
+    copy is left out: nothing before it says what it is."""
+    at = start + length if second is None else second
     first = mean_loss(logprobs[start:start + length - 1])                 # tokens start+1 .. start+length-1
-    second = mean_loss(logprobs[start + length:start + 2 * length - 1])   # tokens start+length+1 ..
+    again = mean_loss(logprobs[at:at + length - 1])                       # tokens at+1 .. at+length-1
     if math.isfinite(first) and first > 0:
-        ratio = second / first
+        ratio = again / first
     else:
-        ratio = math.inf if not math.isfinite(second) or second > 0 else 1.0
-    return CopyScore(first, second, ratio)
+        ratio = math.inf if not math.isfinite(again) or again > 0 else 1.0
+    return CopyScore(first, again, ratio)

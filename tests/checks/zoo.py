@@ -374,6 +374,16 @@ FAULTS: list[Fault] = [
     Fault("zero_rms_norm_eps", edit_json("config.json", rms_norm_eps=0.0), "CFG005", "error"),
     Fault("no_positions", edit_json("config.json", max_position_embeddings=0), "CFG005", "error"),
     Fault("zero_rope_theta", edit_json("config.json", rope_theta=0.0), "CFG001", "error"),
+    # long context (issue 40; checks/long_context/, real-model faults in tests/checks/long_context/)
+    Fault("yarn_without_original_length", edit_json("config.json", rope_scaling={"rope_type": "yarn", "factor": 4.0}),
+          "CFG060", "warning"),
+    Fault("rope_scaling_dropped", edit_json("config.json", max_position_embeddings=1024,
+                                            original_max_position_embeddings=128), "CFG061", "warning",
+          "unslothai/unsloth#6197"),
+    Fault("layer_types_wrong_length", edit_json("config.json", layer_types=["full_attention"] * 3), "CFG062", "error"),
+    Fault("window_on_every_layer", edit_json("config.json", sliding_window=64,
+                                             layer_types=["sliding_attention"] * 2), "CFG063", "warning",
+          "vllm#21863"),
     # weights
     Fault("missing_lm_head_untied", drop(LM_HEAD), "WGT001", "error", "tie_word_embeddings=false without lm_head"),
     Fault("missing_layer_tensor", drop("model.layers.1.mlp.up_proj.weight"), "WGT001", "error"),

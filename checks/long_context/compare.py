@@ -1,0 +1,89 @@
+"""GGF020 and DIF060: the long-context settings of two descriptions of one model, side by side (declared.py):
+a GGUF's metadata against the config.json beside it, and two models under `llmdoctor diff`."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from checks.long_context.declared import Settings, settings
+from checks.registry import Problem, Skip, check
+
+# what DIF001 already compares on the parsed config (rope_theta, rope_scaling, max_position_embeddings,
+# sliding_window) is left to it under diff; the GGUF comparison reports everything
+DIF001_FIELDS = ("max_position_embeddings", "rope_theta", "rope_type", "rope_factor", "sliding_window")
+
+
+def fields(s: Settings) -> dict:
+    """The long-context settings a reader acts on, flat."""
+    full, local = s.rope.get("full_attention", {}), s.rope.get("sliding_attention", {})
+    return {"max_position_embeddings": s.declared, "rope_theta": full.get("rope_theta"),
+            "rope_type": full.get("rope_type"), "rope_factor": full.get("factor"),
+            "original_max_position_embeddings": s.original, "sliding_window": s.window,
+            "local_rope_theta": local.get("rope_theta"), "attention_chunk_size": s.chunk,
+            "layer_types": _pattern(s.layer_types)}
+
+
+def _pattern(types) -> str | None:
+    """layer_types in short: one letter per layer (f full, s sliding, other kinds by their first letter)."""
+    if not types:
+        return None
+    return "".join(str(t)[:1] if t != "full_attention" else "f" for t in types)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=2 ** -23)      # GGUF stores floats as float32
+    return a == b
+
+
+def differences(a: dict, b: dict, skip=()) -> dict:
+    """{field: [a, b]} for fields both sides state and that differ (a field one side leaves out is not compared:
+    a GGUF has no layer_types of its own)."""
+    return {k: [a[k], b[k]] for k in a if k not in skip and a[k] is not None and b.get(k) is not None
+            and not _same(a[k], b[k])}
+
+
+@check("GGF020", category="config", severity="warning", needs=("gguf",),
+       hint="Re-convert from the config.json beside the file, or fix the key with gguf's gguf_set_metadata.py "
+            "({arch}.context_length, rope.freq_base, rope.scaling.*, attention.sliding_window).")
+def gguf_context_matches_config(ctx):
+    """The GGUF's long-context metadata agrees with the config.json beside it.
+
+    A GGUF carries its own context length, rope base and scaling and sliding window ({arch}.* keys); llama.cpp
+    reads those, not the config. A converter that missed the rope scaling or the window, or a file re-tagged by
+    hand, serves a model that reads short prompts and loses long ones (the LongRoPE, rope factor and window
+    incidents of issue 40). When the file's folder holds the config.json it was converted from, every field
+    both state is compared.
+    """
+    path = Path(ctx.gguf.path)
+    beside = path.parent / "config.json"
+    if not beside.is_file():
+        raise Skip("no config.json beside the GGUF file to compare with")
+    try:
+        raw = json.loads(beside.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise Skip(f"config.json beside the GGUF cannot be read ({e})") from None
+    if not isinstance(raw, dict):
+        raise Skip("config.json beside the GGUF is not an object")
+    diff = differences(fields(settings(ctx.raw_config)), fields(settings(raw)))
+    for name, (gguf, config) in diff.items():
+        yield Problem(f"{name}: the GGUF says {gguf!r}, config.json beside it {config!r}",
+                      evidence={"field": name, "gguf": gguf, "config": config})
+
+
+@check("DIF060", category="diff", severity="warning", needs=("pair",),
+       hint="Carry the reference's layer pattern, local rope base, original length and chunk size over to the "
+            "candidate, or confirm the change is meant (then `check --context N` says how far it reads).")
+def context_settings_differ(ctx):
+    """The long-context settings DIF001 does not compare differ: the layer pattern, the local rope base, the
+    original length, the attention chunk.
+
+    Two models that agree on every size may still read far out differently: a layer_types list with the
+    window on other layers, Gemma 3's local rope base, original_max_position_embeddings (where yarn, llama3
+    and LongRoPE start to stretch) or a chunked attention's chunk. Each changed field is one warning.
+    """
+    ref, cand = (fields(settings(side.raw_config)) for side in ctx.sides)
+    for name, (a, b) in differences(ref, cand, skip=DIF001_FIELDS).items():
+        yield Problem(f"{name} differs: reference {a!r}, candidate {b!r}", evidence={"field": name,
+                                                                                  "reference": a, "candidate": b})

@@ -1,0 +1,77 @@
+"""CFG060-CFG064: the long-context settings of config.json (or of a GGUF's metadata), read once (declared.py)."""
+from __future__ import annotations
+
+from checks.long_context.declared import (layer_problems, scaling_problems, settings, unscaled_claim,
+                                          window_problems)
+from checks.registry import Problem, check
+from findings import Location
+
+
+def _at(key: str) -> Location:
+    return Location(file="config.json", logical=key)
+
+
+def _settings(ctx):
+    return settings(ctx.raw_config)
+
+
+@check("CFG060", category="config", severity="warning", needs=("config",),
+       hint="Copy the rope scaling block (type, factor, original_max_position_embeddings, factor lists) from "
+            "the original checkpoint's config.json.")
+def rope_scaling_consistent(ctx):
+    """The rope scaling block agrees with the rest of the config (beyond CFG003's required fields).
+
+    yarn needs the length it was trained at (original_max_position_embeddings, in the block or at the top):
+    without it an engine takes max_position_embeddings as that length. longrope's factor lists need one
+    factor per rotary pair (rotary_dim / 2: head_dim times partial_rotary_factor, Phi-4-mini: 48, not 64).
+    A stretch of original x factor short of max_position_embeddings, or an original length past it, says the
+    block and the declared length came from different models.
+    """
+    for message, key in scaling_problems(_settings(ctx)):
+        yield Problem(message, location=_at(key))
+
+
+@check("CFG061", category="config", severity="warning", needs=("config",),
+       hint="Restore the rope scaling the model was trained with, or set max_position_embeddings to the length "
+            "its rope was set up for.")
+def positions_without_scaling(ctx):
+    """The config does not claim many times the positions its rope was set up for without any scaling.
+
+    A config with no rope scaling whose max_position_embeddings is twice or more its own
+    original_max_position_embeddings, or twice or more the longest wavelength of its rotary frequencies,
+    promises positions the model never saw: an export that dropped the rope_scaling block talks gibberish
+    past the trained length (unsloth#6197), and every short test still passes. `check --context N` (CTX002)
+    measures where it stops reading.
+    """
+    claim = unscaled_claim(_settings(ctx))
+    if claim is not None:
+        yield Problem(claim[0], location=_at(claim[1]))
+
+
+@check("CFG062", category="config", severity="error", needs=("config",),
+       hint="Give layer_types one entry per layer (num_hidden_layers), each a layer kind, and a sliding_window "
+            "when any layer is sliding_attention.")
+def layer_types_consistent(ctx):
+    """layer_types has one layer kind per layer, and a window where it names sliding layers.
+
+    transformers and the engines read each layer's attention (full, sliding, chunked, linear ...) from
+    layer_types; a list of the wrong length shifts or drops kinds (a converter that trimmed layers and kept
+    the list), and sliding_attention layers without a sliding_window attend to everything.
+    """
+    for message, key in layer_problems(_settings(ctx)):
+        yield Problem(message, location=_at(key))
+
+
+@check("CFG063", category="config", severity="warning", needs=("config",),
+       hint="Restore the layer pattern (layer_types / sliding_window_pattern) and the per-kind rope bases of "
+            "the original config.")
+def window_pattern_consistent(ctx):
+    """The sliding window is not on every layer of a model that lists kinds, and local rope bases are not
+    above the global ones.
+
+    A config that lists layer kinds and makes all of them sliding (Gemma 3n served with the window on every
+    layer, vllm#21863) reads nothing past the window; a local (sliding) rope base above the global one is
+    Gemma 3's two bases swapped. Both read short prompts well and fail far out (CTX001 measures where).
+    """
+    for message, key in window_problems(_settings(ctx)):
+        yield Problem(message, location=_at(key))

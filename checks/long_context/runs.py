@@ -1,0 +1,86 @@
+"""The CTX engine run: the distance prompt (probes/competence/distance.py) prefilled in chunks through the
+paged KV cache, so no step holds more than CHUNK_LOGITS_BYTES of logits nor a [chunk, context] attention block
+larger than chunk x context per head: memory grows linearly with the context, never with its square. Each chunk
+is one engine step after the cached ones (a streaming engine: one pass over the weights per chunk, so chunks
+are larger there). Only the per-token log-probabilities are kept."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from checks.registry import Skip
+from probes.competence import token_logprobs
+from probes.competence.distance import DistancePrompt, DistanceScore, distance_prompt, distance_score
+
+KEY = "context"
+DEFAULT_TOKENS = 4096               # full `check`: min(declared, 4096) (docs/context.md states the cost)
+CHUNK_LOGITS_BYTES = 128 * 2 ** 20  # float32 logits per chunk: 682 tokens at a 49k vocabulary, 128 at 262k
+MIN_CHUNK, MAX_CHUNK, STREAMING_CHUNK = 64, 1024, 512
+
+
+@dataclass
+class ContextRun:
+    tokens: int                     # positions asked for (after the cap at the declared maximum)
+    asked: int | None               # --context N as given (None: the default)
+    declared: int                   # max_position_embeddings
+    prompt: DistancePrompt
+    score: DistanceScore
+    chunk: int                      # tokens per prefill step
+    seconds: float
+
+
+def asked_tokens(ctx) -> tuple[int, int | None, int]:
+    """(tokens to read to, --context as given, declared): --context N, else min(declared, DEFAULT_TOKENS); Skip
+    under --quick without --context (the full run costs a prefill of up to 4096 tokens)."""
+    config = ctx.engine.config
+    declared = int(config.max_position_embeddings)
+    asked = getattr(ctx, "context_tokens", None)
+    if asked is None and ctx.quick:
+        raise Skip("--quick skips the long-context reading (run `check --context N` or a full check to read "
+                   f"up to min(declared, {DEFAULT_TOKENS}) tokens)")
+    tokens = min(asked if asked is not None else DEFAULT_TOKENS, declared)
+    return tokens, asked, declared
+
+
+def chunk_tokens(vocab: int, streaming: bool) -> int:
+    """Tokens per prefill step: logits within CHUNK_LOGITS_BYTES (larger when streaming: fewer passes)."""
+    chunk = max(MIN_CHUNK, min(MAX_CHUNK, CHUNK_LOGITS_BYTES // (4 * max(vocab, 1))))
+    return max(chunk, STREAMING_CHUNK) if streaming else chunk
+
+
+def chunked_logprobs(engine, ids, chunk: int) -> list[float]:
+    """log P(ids[i + 1] | ids[:i + 1]) for every i, read in steps of `chunk` new tokens after the cached ones."""
+    out: list[float] = []
+    with engine.scratch() as (seq,):
+        for at in range(0, len(ids), chunk):
+            part = list(ids[at:at + chunk])
+            logits = engine.prefill([seq], [part], all_logits=True)          # [len(part), vocab]
+            out += token_logprobs(logits, ids[at:at + len(part) + 1])
+            del logits
+    return out
+
+
+def context_run(ctx) -> ContextRun:
+    """The run (once per check run)."""
+    if KEY in ctx.state:
+        return ctx.state[KEY]
+    tokens, asked, declared = asked_tokens(ctx)
+    engine = ctx.engine
+    try:
+        prompt = distance_prompt(ctx.tokenizer, engine.config.vocab_size, tokens)
+    except Exception as e:          # a tokenizer that cannot encode plain text is GLD001's and TOK's finding
+        raise Skip(f"the built-in text cannot be encoded ({type(e).__name__}: {e})") from None
+    if prompt is None:
+        raise Skip(f"no distance prompt fits {tokens} tokens with this tokenizer (too short a context, too few "
+                   "ordinary word pieces or no applicable built-in text)")
+    room = engine.cache.allocator.num_free * engine.cache.block_size
+    if room < len(prompt.ids):
+        raise Skip(f"the KV cache has room for {room} tokens, the prompt needs {len(prompt.ids)}")
+    chunk = chunk_tokens(engine.config.vocab_size, bool(getattr(engine, "streaming", False)))
+    started = time.perf_counter()
+    far = chunked_logprobs(engine, prompt.ids, chunk)
+    near = chunked_logprobs(engine, prompt.near, chunk)
+    run = ContextRun(tokens, asked, declared, prompt, distance_score(prompt, far, near), chunk,
+                     time.perf_counter() - started)
+    ctx.state[KEY] = run
+    return run

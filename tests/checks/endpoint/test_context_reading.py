@@ -1,0 +1,170 @@
+"""`probe endpoint URL --context N` (EPT121-EPT123, issue 40 ask 3) against llama.cpp's own llama-server on
+SmolLM2-135M-Instruct's Q4_1 GGUF: the healthy server reads the planted words at every distance (clean, with
+and without --model); one started with --rope-freq-base 1000 (SmolLM2's is 100000) is shown losing them
+through its raw API (from 64 tokens back on: with --model the checkpoint reads them all, so the distance is
+named); a proxy that cuts the middle out of long prompts is caught by the prompt counts; a server with a
+smaller context (-c 512) than asked is reported with its real limit.
+
+Read to 1024 tokens (4096 only in benchmarks/context_cost.py). Servers are session-scoped (started once, stopped
+with their process group by the fixture's finalizer). Cost: one probe without --model took 184 s at 2048 tokens
+on the 2-core box under a load of ~12 (6 prompts to a one-thread server); at 1024 expect a quarter of that when
+idle, the --model runs adding the reference engine's greedy answers."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from checks.endpoint.reference import Reference
+from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from probes.endpoint.context_probe import EXPECTED_WORDS, MIN_MATCHED, chars_per_token, read_back, retrievals
+from tests.assets import or_fail
+from tests.load_servers import LlamaCppServer
+
+pytestmark = [pytest.mark.assets, pytest.mark.slow]
+TOKENS = 1024
+IDS = ["EPT121", "EPT122", "EPT123"]
+
+
+class GroupServer(LlamaCppServer):
+    """llama-server in a process group of its own, killed whole on stop."""
+
+    def launch(self, cmd, env):
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+class MiddleCut:
+    """A proxy that drops the middle third of any prompt over 2000 characters (what a truncating gateway does)."""
+
+    def __init__(self, upstream: str):
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                r = httpx.get(owner.upstream + self.path, timeout=60)
+                self.reply(r.status_code, r.content)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                prompt = body.get("prompt")
+                if isinstance(prompt, str) and len(prompt) > 2000:
+                    third = len(prompt) // 3
+                    body["prompt"] = prompt[:third] + prompt[2 * third:]
+                r = httpx.post(owner.upstream + self.path, json=body, timeout=600)
+                self.reply(r.status_code, r.content)
+
+            def reply(self, status, content):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+
+        self.upstream = upstream
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def context_servers(smollm2_gguf):
+    """servers(name) -> a started server (healthy, rope_base, small_ctx, middle_cut), each started once."""
+    started: dict = {}
+    args = {"healthy": ((), 1024), "rope_base": (("--rope-freq-base", "1000"), 1024), "small_ctx": ((), 512)}
+
+    def get(name):
+        if name not in started:
+            if name == "middle_cut":
+                started[name] = MiddleCut(get("healthy").url)
+            else:
+                extra, ctx = args[name]
+                started[name] = or_fail(GroupServer(smollm2_gguf, *extra, parallel=1, ctx=ctx).start)
+        return started[name]
+    yield get
+    for server in reversed(list(started.values())):
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def reference(smollm2_dir):
+    return Reference.load(smollm2_dir)
+
+
+def probe(url, reference=None, tokens=TOKENS):
+    report = run_endpoint(reference.path if reference else None,
+                          EndpointOptions(url, timeout_s=600, deadline_s=3600, context=tokens),
+                          reference=reference, select=IDS)
+    crashed = [c for c in report.checks if c.status == "crashed"]
+    assert not crashed, crashed
+    return report
+
+
+def problems(report):
+    return {f.check: f for f in report.findings if f.severity.value in ("warning", "error")}
+
+
+def raw_reading(url) -> list[int]:
+    """Words read back at each distance through the raw API (the outside view of the fault)."""
+    from probes.endpoint import Budget, EndpointClient, connect
+    client = EndpointClient(url, None, Budget(max_requests=20, deadline_s=3600, timeout_s=600))
+    try:
+        surface = connect(client, None).surface
+        return [read_back(r.expected, surface.completion(r.prompt, max_tokens=12).text)
+                for r in retrievals(TOKENS, chars_per_token(surface))]
+    finally:
+        client.close()
+
+
+def test_healthy_server_reads_every_distance(context_servers, reference):
+    url = context_servers("healthy").url
+    for ref in (None, reference):
+        report = probe(url, ref)
+        assert not problems(report), [f.message for f in report.findings]
+        claims = next(f for f in report.findings if f.check == "EPT121")
+        assert claims.evidence["max_context"] == 1024
+        assert "EPT122" in [c.id for c in report.checks if c.status == "passed"]
+
+
+def test_wrong_rope_base_is_caught_with_the_distance(context_servers, reference):
+    url = context_servers("rope_base").url
+    words = raw_reading(url)
+    assert min(words[1:]) < MIN_MATCHED, words      # the raw API: the planted words are lost far out
+    found = problems(probe(url, reference))
+    assert "EPT122" in found and found["EPT122"].severity.value == "error"
+    assert found["EPT122"].evidence["fails_at"] in [r["distance"] for r in found["EPT122"].evidence["server"]]
+    assert f"stops reading at {found['EPT122'].evidence['fails_at']} tokens" in found["EPT122"].message
+
+
+def test_a_proxy_cutting_the_middle_is_caught(context_servers):
+    found = problems(probe(context_servers("middle_cut").url))
+    assert "EPT123" in found and "cut on the way" in found["EPT123"].message, found
+
+
+def test_a_smaller_context_is_reported_with_its_limit(context_servers):
+    found = problems(probe(context_servers("small_ctx").url))
+    assert "EPT123" in found, found
+    assert found["EPT123"].evidence.get("limit") == 512, found["EPT123"].message
+    assert EXPECTED_WORDS >= MIN_MATCHED
