@@ -121,17 +121,22 @@ main()
 
 
 RUNNING: set["ServerProcess"] = set()     # started and not yet stopped: what a session must not leave behind
+LAUNCHED: list[tuple[subprocess.Popen, str]] = []   # every process launched, whatever became of its object
 
 
 def stop_all() -> None:
-    """Stop every server still running (the session's end, atexit, an interrupt)."""
+    """Stop every server still running (the session's end, atexit, an interrupt), and the process group of any
+    process launched that is still alive."""
     for server in list(RUNNING):
         server.stop()
+    for proc, _ in LAUNCHED:
+        if proc.poll() is None:
+            _stop_group(proc)
 
 
 def leftovers() -> list[str]:
-    """The servers still running, one line each (pid, name, port)."""
-    return [f"pid {s.proc.pid} {s.name} on port {s.port} ({s.gguf})" for s in RUNNING if s.alive()]
+    """The launched server processes still running, one line each (pid, name, port)."""
+    return [f"pid {proc.pid} {what}" for proc, what in LAUNCHED if proc.poll() is None]
 
 
 atexit.register(stop_all)
@@ -152,9 +157,12 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
 
     def launch(self, cmd: list[str], env: dict) -> None:
+        if self.alive():     # a second process on the same port would die, and the first would be lost
+            raise RuntimeError(f"{self.name} on port {self.port} is already running (pid {self.proc.pid})")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         RUNNING.add(self)
+        LAUNCHED.append((self.proc, f"{self.name} on port {self.port} ({self.gguf})"))
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -183,24 +191,30 @@ class ServerProcess:
         """SIGTERM to the server's process group, SIGKILL after 20 s; the group is killed even when the server
         itself already exited (a child it left)."""
         RUNNING.discard(self)
-        if self.proc is None:
-            return
-        _signal_group(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(self.proc.pid, signal.SIGKILL)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.proc is not None:
+            _stop_group(self.proc)
 
     def __enter__(self):
-        return self.start()
+        # `with or_fail(Server(...).start) as s` enters a server already started: starting it again (as this did)
+        # launched a second process on the same port, which died, and the first was never stopped
+        return self if self.alive() else self.start()
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process group `proc` leads, SIGKILL to what is left after 20 s."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -69,6 +69,36 @@ def test_stop_kills_the_server_and_what_it_started():
     assert gone(*pids) and server not in RUNNING and leftovers() == []
 
 
+def test_entering_a_started_server_does_not_start_a_second_one():
+    """`with or_fail(Server(...).start) as s` (test_chain_live.py): entering a started server keeps its process;
+    it once launched a second on the same port, and the first, never stopped, outlived the suite."""
+    server = StandIn(Path("unused.gguf")).start()
+    first = server.proc.pid
+    with server as entered:
+        assert entered is server and server.proc.pid == first
+    assert gone(first, server.child_pid()) and leftovers() == []
+    try:
+        server.start()
+        server.launch([sys.executable, "-c", "pass"], dict(os.environ))
+        raise AssertionError("a second launch of a running server must be refused")
+    except RuntimeError as e:
+        assert "already running" in str(e)
+    finally:
+        server.stop()
+
+
+def test_a_process_whose_object_lost_it_is_still_found_and_stopped():
+    """Whatever became of a server object (its process replaced, the object dropped), every process launched is
+    listed by leftovers() and stopped by stop_all()."""
+    from tests.endpoint_assets import stop_all
+    server = StandIn(Path("unused.gguf")).start()
+    lost = server.proc
+    server.proc = None                    # what the double start did: the object no longer holds its process
+    assert any(f"pid {lost.pid} " in line for line in leftovers())
+    stop_all()
+    assert gone(lost.pid, server.child_pid()) and leftovers() == []
+
+
 def test_the_pool_starts_each_configuration_once_and_stops_them_all():
     pool = ServerPool()
     a = pool.get(StandIn, Path("a.gguf"))
