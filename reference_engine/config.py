@@ -150,7 +150,7 @@ def text_decoder_of(raw: dict, arch: str) -> str | None:
         return None
     text = raw.get("text_config")
     model_type = text.get("model_type") if isinstance(text, dict) else raw.get("model_type")
-    return MODEL_TYPES.get(model_type)
+    return MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
 
 
 def with_aliases(raw: dict) -> dict:
@@ -198,7 +198,8 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     arch = text_decoder_of(raw, wrapper) or wrapper
     wrapper = wrapper if arch != wrapper else None
     raw = with_aliases(raw)
-    raw = {**CLASS_DEFAULTS.get(raw.get("model_type") or model_type_of(arch), {}), **raw}
+    named = raw.get("model_type")
+    raw = {**CLASS_DEFAULTS.get(named if isinstance(named, str) else model_type_of(arch), {}), **raw}
     check_config_sizes(raw, path)   # every declared size bounded before anything is sized from it
     hidden = _require_int(raw, "hidden_size", path)
     heads = _require_int(raw, "num_attention_heads", path)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.competence.locate import failure_evidence
-from checks.competence.standing import standing
+from checks.shared.standing import standing
 from checks.registry import Problem, Skip, check
 from checks.shared.probe_runs import GREEDY, probe_traces
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checks.competence.locate import failure_evidence
 from checks.competence.runs import COMPETENCE, competence_run
-from checks.competence.standing import standing
+from checks.shared.standing import standing
 from checks.registry import Problem, Skip, check
 from probes.competence import copy_score, judge_copy
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from checks.endpoint.context import EndpointContext, asks_server
-from checks.long_context.runs import chunk_tokens
+from checks.shared.chunked_prefill import chunk_tokens
 from checks.registry import Problem, Skip, check
 from probes.endpoint.client import EndpointError
 from probes.endpoint.context_probe import (EXPECTED_WORDS, MIN_MATCHED, Reading, chars_per_token, read_back,

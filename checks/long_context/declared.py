@@ -97,8 +97,10 @@ def scaling_problems(s: Settings) -> list[tuple[str, str]]:
                 if isinstance(values, list) and len(values) != s.rotary_half:
                     out.append((f"longrope {name} has {len(values)} factors, the rotary width needs "
                                 f"{s.rotary_half} (rotary_dim / 2 with partial_rotary_factor)", f"{where}.{name}"))
+        # twice past the stretch: the block and the length came from different models (a few percent apart is
+        # a rounded config, as tiny test models and some exports write them)
         if kind_type in ("yarn", "llama3", "linear") and factor and original and s.declared and \
-                s.declared > original * factor * 1.01:
+                s.declared > original * factor * 2:
             out.append((f"{kind_type} rope scaling stretches {original} positions by {factor:g} to "
                         f"{original * factor:.0f}, but max_position_embeddings declares {s.declared}",
                         "max_position_embeddings"))

@@ -1,7 +1,7 @@
 """CTX001-CTX003: the model read at distance (runs.py), judged with the competence bounds."""
 from __future__ import annotations
 
-from checks.competence.standing import standing
+from checks.shared.standing import standing
 from checks.long_context.boundaries import boundaries, nearest
 from checks.long_context.runs import context_run
 from checks.registry import Problem, check

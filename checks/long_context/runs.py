@@ -9,13 +9,12 @@ import time
 from dataclasses import dataclass
 
 from checks.registry import Skip
-from probes.competence import token_logprobs
+from checks.shared.chunked_prefill import chunk_tokens, chunked_logprobs
+
 from probes.competence.distance import DistancePrompt, DistanceScore, distance_prompt, distance_score
 
 KEY = "context"
 DEFAULT_TOKENS = 4096               # full `check`: min(declared, 4096) (docs/context.md states the cost)
-CHUNK_LOGITS_BYTES = 128 * 2 ** 20  # float32 logits per chunk: 682 tokens at a 49k vocabulary, 128 at 262k
-MIN_CHUNK, MAX_CHUNK, STREAMING_CHUNK = 64, 1024, 512
 
 
 @dataclass
@@ -40,24 +39,6 @@ def asked_tokens(ctx) -> tuple[int, int | None, int]:
                    f"up to min(declared, {DEFAULT_TOKENS}) tokens)")
     tokens = min(asked if asked is not None else DEFAULT_TOKENS, declared)
     return tokens, asked, declared
-
-
-def chunk_tokens(vocab: int, streaming: bool) -> int:
-    """Tokens per prefill step: logits within CHUNK_LOGITS_BYTES (larger when streaming: fewer passes)."""
-    chunk = max(MIN_CHUNK, min(MAX_CHUNK, CHUNK_LOGITS_BYTES // (4 * max(vocab, 1))))
-    return max(chunk, STREAMING_CHUNK) if streaming else chunk
-
-
-def chunked_logprobs(engine, ids, chunk: int) -> list[float]:
-    """log P(ids[i + 1] | ids[:i + 1]) for every i, read in steps of `chunk` new tokens after the cached ones."""
-    out: list[float] = []
-    with engine.scratch() as (seq,):
-        for at in range(0, len(ids), chunk):
-            part = list(ids[at:at + chunk])
-            logits = engine.prefill([seq], [part], all_logits=True)          # [len(part), vocab]
-            out += token_logprobs(logits, ids[at:at + len(part) + 1])
-            del logits
-    return out
 
 
 def context_run(ctx) -> ContextRun:

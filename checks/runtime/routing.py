@@ -97,7 +97,6 @@ def routing(ctx) -> Routing:
     """Routing statistics of the probe prompts (empty for a dense model)."""
     if "routing" in ctx.state:
         return ctx.state["routing"]
-    from reference_engine.core.moe import route
     engine, moe, out = ctx.engine, moe_settings(ctx.engine), Routing()
     if moe is not None:
         def capture(layer: int, module: str, logits: torch.Tensor):

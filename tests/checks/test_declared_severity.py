@@ -92,7 +92,14 @@ def test_the_scan_sees_literals_variables_and_helpers():
     checks.load_all()
     assert levels("KVC003") == {"warning", "error"}          # a literal per part
     assert levels("NUM001") >= {"warning", "error", "info"}  # a variable set by an if/else
-    assert "info" in levels("GEN001")                        # a helper's return value, unpacked
+    unpacked = textwrap.dedent('''
+        def helper():
+            return "info", {}
+        def check(ctx):
+            severity, evidence = helper()                      # a helper's return value, unpacked
+            yield Problem("x", severity=severity)
+    ''')
+    assert emitted_severities("check", ast.parse(unpacked)) == {"info"}
     assert levels("GLD001") >= {"warning"}                   # a module helper that builds Problems
     source = textwrap.dedent('''
         def helper():

@@ -3,7 +3,7 @@ findings as the next step), late loops and varied text do not; the untrained pat
 from __future__ import annotations
 
 from checks.competence.collapse import collapse_start, greedy_collapse
-from checks.competence.standing import Standing
+from checks.shared.standing import Standing
 from checks.shared.probe_runs import GreedyTrace
 from checks.shared.prompts import ProbeInput
 from findings import Finding

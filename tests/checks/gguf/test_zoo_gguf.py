@@ -28,7 +28,9 @@ def test_gguf_fault_fires_its_check(fault, tmp_path):
 def test_zoo_covers_every_ggf_check():
     ids = {s.id for s in checks.load_all() if s.family == "GGF"}
     assert len(FAULTS) >= 15 and len({f.name for f in FAULTS}) == len(FAULTS)
-    assert ids - {f.check_id for f in FAULTS} == set()
+    # GGF020 (GGUF metadata vs the config.json beside it) needs a config beside the file: built and caught in
+    # tests/checks/long_context/test_compare.py
+    assert ids - {f.check_id for f in FAULTS} - {"GGF020"} == set()
 
 
 @pytest.mark.parametrize("preset", ["llama", "qwen2", "qwen3"])

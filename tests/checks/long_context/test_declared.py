@@ -33,7 +33,7 @@ def rope(raw, **block):
 
 SMOLLM2 = {   # SmolLM2: 8192 positions, head_dim 64, rope_theta 100k
     "yarn_without_original": ("CFG060", lambda r: rope(r, rope_type="yarn", factor=4.0)),
-    "yarn_short_of_declared": ("CFG060", lambda r: {**rope(r, rope_type="yarn", factor=2.0,
+    "yarn_short_of_declared": ("CFG060", lambda r: {**rope(r, rope_type="yarn", factor=1.5,
                                                            original_max_position_embeddings=2048)}),
     "longrope_lists_wrong_length": ("CFG060", lambda r: rope(r, rope_type="longrope", short_factor=[1.0] * 64,
                                                              long_factor=[1.0] * 64,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from checks.long_context.runs import chunk_tokens, chunked_logprobs
+from checks.shared.chunked_prefill import chunk_tokens, chunked_logprobs
 from llmdoctor.cli import DEMO_MODEL
 from llmdoctor.run.runner import run_checks
 from probes.competence import token_logprobs

@@ -30,7 +30,8 @@ def test_transformers_loads_the_preset_with_exactly_our_tensors(factory_model_di
     hf = load_hf(model)     # asserts no missing/unexpected/mismatched keys in the files
     state, weights = hf.state_dict(), Weights.open(model)
     names = set(weights.names)
-    if preset in ("mixtral", "qwen2_moe", "minimax_m2"):   # transformers 5 renames/fuses routers and experts
+    if preset in ("mixtral", "qwen2_moe", "minimax_m2", "deepseek_v2", "deepseek_v3", "glm4_moe"):   # transformers 5
+        # renames/fuses routers and experts
         moe = (".experts.", ".mlp.gate.", ".block_sparse_moe.", ".mlp.e_score_correction_bias")
         state = {n: t for n, t in state.items() if not any(m in n for m in moe)}
         names = {n for n in names if not any(m in n for m in moe)}
