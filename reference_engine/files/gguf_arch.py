@@ -122,13 +122,22 @@ def _llama4_config(raw: dict) -> dict:
     return out
 
 def _gpt_oss_config(raw: dict) -> dict:
-    """What llama.cpp hard-codes for gpt-oss (src/llama-model.cpp, LLM_ARCH_OPENAI_MOE; the converter writes
-    none of it), set to the released models' config.json values: the clamped SwiGLU's limit 7.0 and alpha 1.702,
-    the window on even layers and full attention on odd ones (set_swa_pattern(2)), YaRN without truncation of
-    the correction range (`truncate` false) with the beta_fast / beta_slow the converter does write."""
+    """What llama.cpp hard-codes for gpt-oss (the converter writes none of it), set to the released models'
+    config.json values: the clamped SwiGLU's limit 7.0 and alpha 1.702 (llama-graph.cpp, LLM_FFN_SWIGLU_OAI_MOE);
+    the window on even layers, full attention on odd ones (models/openai-moe.cpp: load_swa_pattern(2), which a
+    attention.sliding_window_pattern key, a bool per layer or a period, overrides: read the same way); YaRN with
+    the beta_fast / beta_slow the converter writes and `truncate` false (the released config: transformers keeps
+    the correction range unrounded, where ggml_rope_yarn_corr_dims floors/ceils it; the GGUF reads as the model
+    it came from)."""
     n, beta_fast, beta_slow = raw.get("num_hidden_layers", 0), raw.pop("beta_fast", None), raw.pop("beta_slow", None)
+    pattern = raw.pop("sliding_window_pattern", 2)
+    if isinstance(pattern, list) and len(pattern) == n:
+        sliding = [bool(p) for p in pattern]
+    else:                                   # llama_hparams::set_swa_pattern(n_pattern): il % n < n - 1
+        period = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 0 else 2
+        sliding = [period == 0 or i % period < period - 1 for i in range(n)]
     out = {"swiglu_limit": 7.0, "swiglu_alpha": 1.702,
-           "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]}
+           "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding]}
     scaling = raw.get("rope_scaling")
     if isinstance(scaling, dict) and scaling.get("rope_type") == "yarn":
         out["rope_scaling"] = {**scaling, "truncate": False,
@@ -196,7 +205,8 @@ ARCHS: dict[str, GGUFArch] = {
                                      "mlp.experts.gate_up_proj_bias": ("ffn_gate_exps.bias", "ffn_up_exps.bias")},
                         config_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
                                      "rope.scaling.yarn_beta_fast": "beta_fast",
-                                     "rope.scaling.yarn_beta_slow": "beta_slow"},
+                                     "rope.scaling.yarn_beta_slow": "beta_slow",
+                                     "attention.sliding_window_pattern": "sliding_window_pattern"},
                         derive=_gpt_oss_config),
     "olmo2": GGUFArch("Olmo2ForCausalLM", "olmo2",
                       layer_names={"post_attention_norm": "post_attention_layernorm",

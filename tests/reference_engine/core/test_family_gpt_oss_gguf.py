@@ -150,3 +150,28 @@ def test_streaming_from_the_mxfp4_gguf(converted):
     tokens = ids(60, seed=1)
     streamed = Engine.from_pretrained(path, streaming=True).logits(tokens)
     assert torch.equal(streamed, CoreEngine.from_pretrained(hf_dir).logits(tokens))
+
+
+def test_a_sliding_window_pattern_key_overrides_the_hard_coded_one():
+    """llama.cpp reads attention.sliding_window_pattern when a GGUF has it (a bool per layer, or a period n:
+    layer i slides when i % n < n - 1) and falls back to a period of 2; the config follows the same rule."""
+    from reference_engine.files.gguf_arch import ARCHS
+    derive = ARCHS["gpt-oss"].derive
+    kinds = {True: "sliding_attention", False: "full_attention"}
+    assert derive({"num_hidden_layers": 4})["layer_types"] == [kinds[s] for s in (True, False, True, False)]
+    assert derive({"num_hidden_layers": 6, "sliding_window_pattern": 3})["layer_types"] == \
+        [kinds[s] for s in (True, True, False) * 2]
+    assert derive({"num_hidden_layers": 3, "sliding_window_pattern": [False, True, True]})["layer_types"] == \
+        [kinds[s] for s in (False, True, True)]
+
+
+@pytest.mark.assets
+def test_the_mxfp4_gguf_passes_the_gguf_checks(converted):
+    """The converter labels the file MOSTLY_MXFP4_MOE and quantizes only the stacked experts: GGF009 counts
+    those (it looked at 2-D block weights only and warned on every MXFP4 gpt-oss GGUF), GGF008 reads every
+    MXFP4 value finite."""
+    from llmdoctor.run.runner import run_checks
+    _, path = converted("mxfp4")
+    report = run_checks(path, select=["GGF"], device="cpu")
+    assert not [f for f in report.findings if f.severity.value != "info"], report.findings
+    assert {"GGF008", "GGF009"} <= {r.id for r in report.checks if r.status == "passed"}
