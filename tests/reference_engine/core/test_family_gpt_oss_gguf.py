@@ -1,7 +1,7 @@
 """gpt-oss from GGUF: a tiny transformers-built gpt-oss (float32 weights) and its MXFP4 copy (experts as
 `*_blocks` + `*_scales`, as the released checkpoints ship), each converted by llama.cpp's own
 convert_hf_to_gguf.py (--outtype f32; SmolLM2's tokenizer rides along, the converter needs a pre-tokenizer it
-knows), give the engine the same logits as their safetensors directories.
+knows), give the engine the same logits and greedy continuations as their safetensors directories (and transformers').
 
 What the pinned converter writes: arch "gpt-oss"; the fused interleaved gate_up split into ffn_gate_exps and
 ffn_up_exps (columns ::2 and 1::2, transposed to [experts, inter, hidden]) with their biases split the same
@@ -35,6 +35,7 @@ from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
 from tests.reference_engine.core import gpt_oss_models
+from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
 EXPERT_GAIN = 3.0       # gate/up pre-activations of std ~7: well past llama.cpp's fixed limit 7.0 for many tokens
@@ -82,8 +83,13 @@ def test_gguf_logits_equal_the_safetensors_model(converted, kind):
     diff = (ours - ref).abs().max().item()
     print(f"\ngpt-oss {kind} GGUF vs safetensors: max |logit diff| {diff:.2e}")
     assert diff <= TOL
+    prompt = tokens[:40]                     # prefill then decode steps through the paged cache, past the window
+    steps = greedy(from_gguf, prompt, 16)
+    assert steps == greedy(from_hf, prompt, 16)
     if kind == "f32":       # and transformers' eager path on the same weights
-        assert (ours - hf_logits(gpt_oss_models.load_hf(hf_dir), tokens)).abs().max().item() <= TOL
+        model = gpt_oss_models.load_hf(hf_dir)
+        assert (ours - hf_logits(model, tokens)).abs().max().item() <= TOL
+        assert steps == hf_greedy(model, prompt, 16)
 
 
 @pytest.mark.assets
