@@ -204,3 +204,18 @@ def test_the_mxfp4_gguf_passes_the_gguf_checks(converted):
     report = run_checks(path, select=["GGF"], device="cpu")
     assert not [f for f in report.findings if f.severity.value != "info"], report.findings
     assert {"GGF008", "GGF009"} <= {r.id for r in report.checks if r.status == "passed"}
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("drop", ["blk.1.ffn_up_exps.bias", "blk.2.ffn_gate_exps.weight"])
+def test_a_missing_half_of_gate_up_is_a_clear_error(converted, drop):
+    """gate and up are only meaningful together: a file without one of them names the fused tensor and the
+    parts found (a ModelDirError, one line), instead of a model with half its gate_up columns."""
+    from reference_engine.errors import ModelDirError
+    from reference_engine.files.gguf_file import GGUFFile
+    from reference_engine.files.gguf_weights import gguf_arch
+    _, path = converted("f32")
+    gguf = GGUFFile.open(path)
+    del gguf.tensors[drop]                  # the file as read, less one tensor
+    with pytest.raises(ModelDirError, match="gate_up_proj.*missing or disagree"):
+        GGUFWeights(gguf, gguf_arch(gguf))
