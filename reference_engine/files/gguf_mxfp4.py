@@ -24,18 +24,25 @@ GROUP = 32                        # values per block
 SCALE_BIAS = 127                  # E8M0 exponent bias
 KVALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)   # e2m1 code -> value * 2
 BLOCK_BYTES = 1 + GROUP // 2      # the scale byte, then 16 bytes of codes
+CHUNK_VALUES = 1 << 22            # values dequantized per step
 
 
 def dequantize_mxfp4(raw: torch.Tensor, cols: int) -> torch.Tensor:
-    """raw uint8 [rows, cols / 32 * 17] -> float32 [rows, cols]."""
+    """raw uint8 [rows, cols / 32 * 17] -> float32 [rows, cols], CHUNK_VALUES at a time (the int64 codes of a
+    chunk are twice its float32 output: a whole 120B expert tensor at once would be ~8 GB of them)."""
     if cols % GROUP or raw.shape[-1] != cols // GROUP * BLOCK_BYTES:
         raise ValueError(f"MXFP4 rows of {raw.shape[-1]} bytes do not hold {cols} values in blocks of {GROUP}")
-    blocks = raw.reshape(raw.shape[0], cols // GROUP, BLOCK_BYTES)        # [rows, groups, 17]
-    scale, codes = blocks[..., 0], blocks[..., 1:]                         # [rows, groups], [rows, groups, 16]
-    codes = torch.cat([codes & 0x0F, codes >> 4], dim=-1).long()          # [rows, groups, 32]: values 0..15, 16..31
-    doubled = torch.tensor(KVALUES, dtype=torch.float32)[codes]            # e2m1 values doubled
-    exponent = scale.to(torch.int32) - SCALE_BIAS - 1                      # [rows, groups]: half the scale
-    return torch.ldexp(doubled, exponent[..., None].float()).reshape(raw.shape[0], cols)
+    rows = raw.shape[0]
+    out = torch.empty(rows, cols, dtype=torch.float32)
+    lut = torch.tensor(KVALUES, dtype=torch.float32)                       # e2m1 values doubled
+    step = max(1, CHUNK_VALUES // cols)
+    for a in range(0, rows, step):
+        blocks = raw[a:a + step].reshape(-1, cols // GROUP, BLOCK_BYTES)   # [n, groups, 17]
+        scale, codes = blocks[..., 0], blocks[..., 1:]                     # [n, groups], [n, groups, 16]
+        codes = torch.cat([codes & 0x0F, codes >> 4], dim=-1).long()      # [n, groups, 32]: values 0..15, 16..31
+        exponent = scale.to(torch.int32) - SCALE_BIAS - 1                  # [n, groups]: half the scale
+        out[a:a + step] = torch.ldexp(lut[codes], exponent[..., None].float()).reshape(-1, cols)
+    return out
 
 
 # ggml type name -> torch kernel (raw uint8 [rows, row bytes], row length) used before gguf's numpy kernels

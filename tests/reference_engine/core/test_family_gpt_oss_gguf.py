@@ -28,6 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from reference_engine.core import CoreEngine
 from reference_engine.files.gguf_config import load_gguf_config
+from reference_engine.files import gguf_mxfp4
 from reference_engine.files.gguf_mxfp4 import dequantize_mxfp4
 from reference_engine.files.gguf_weights import GGUFWeights
 from reference_engine.files.quant.mxfp4 import dequantize as hf_mxfp4
@@ -133,7 +134,7 @@ def test_q8_0_requantization_keeps_the_mxfp4_experts(converted):
 
 
 @pytest.mark.assets
-def test_mxfp4_dequantization_equals_gguf_py(converted, tmp_path):
+def test_mxfp4_dequantization_equals_gguf_py(converted, tmp_path, monkeypatch):
     """Our torch kernel against the sdist's gguf-py (quants.MXFP4.dequantize_blocks, the converter's own
     package): random blocks with every scale byte 0..255 (denormal 2 ** -128 and e = 255 included) and every
     code, and the converted file's expert tensors."""
@@ -152,11 +153,13 @@ def test_mxfp4_dequantization_equals_gguf_py(converted, tmp_path):
     sdist = _asset(assets_gguf.llamacpp_sdist)
     env = {**os.environ, "PYTHONPATH": str(sdist / "gguf-py")}
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, env=env, timeout=120)
-    for name, data, cols in (("random", raw, 4 * 32), ("file", from_file, tensor.dims[0])):
-        ref = torch.from_numpy(np.load(tmp_path / f"{name}.out.npy")).float()
-        ours = dequantize_mxfp4(torch.from_numpy(data), cols)
-        assert ours.shape == ref.shape and torch.equal(ours.isnan(), ref.isnan())
-        assert torch.equal(torch.nan_to_num(ours), torch.nan_to_num(ref)), name
+    for chunk in (gguf_mxfp4.CHUNK_VALUES, 1000):              # one step, and rows a few at a time
+        monkeypatch.setattr(gguf_mxfp4, "CHUNK_VALUES", chunk)
+        for name, data, cols in (("random", raw, 4 * 32), ("file", from_file, tensor.dims[0])):
+            ref = torch.from_numpy(np.load(tmp_path / f"{name}.out.npy")).float()
+            ours = dequantize_mxfp4(torch.from_numpy(data), cols)
+            assert ours.shape == ref.shape and torch.equal(ours.isnan(), ref.isnan())
+            assert torch.equal(torch.nan_to_num(ours), torch.nan_to_num(ref)), name
 
 
 @pytest.mark.assets
