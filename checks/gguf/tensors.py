@@ -124,7 +124,8 @@ def gguf_file_type_matches(ctx):
 
     general.file_type is what Ollama, LM Studio and Hugging Face show as the quantization ("Q4_K_M"). A
     file whose block weight matrices contain no tensor of that type was relabelled or half-requantized:
-    its size, speed and quality are not what its name says.
+    its size, speed and quality are not what its name says. Stacked expert weights ([experts, rows, cols],
+    `blk.N.ffn_*_exps.weight`) count as block weights: MOSTLY_MXFP4_MOE (gpt-oss) quantizes only those.
     """
     gguf = _gguf_or_skip(ctx)
     from gguf import LlamaFileType
@@ -144,7 +145,7 @@ def gguf_file_type_matches(ctx):
     if main not in known:
         main = main.rsplit("_", 1)[0]
     weights = Counter(t.type_name for t in gguf.tensors.values()
-                      if t.name.startswith("blk.") and t.name.endswith(".weight") and len(t.dims) == 2)
+                      if t.name.startswith("blk.") and t.name.endswith(".weight") and len(t.dims) in (2, 3))
     if weights and main not in weights:
         yield Problem(f"general.file_type says {name} but no block weight is {main} "
                       f"(found {', '.join(f'{k} x{v}' for k, v in weights.most_common(3))})",

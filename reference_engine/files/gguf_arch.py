@@ -57,6 +57,10 @@ class GGUFArch:
     # Hugging Face tensor inside the layer -> llama.cpp stems whose [.., rows, cols] tensors, each transposed to
     # [.., cols, rows], are concatenated along the last dim (Llama 4's fused [experts, hidden, 2 * inter])
     transposed: dict = field(default_factory=dict)
+    # Hugging Face tensor inside the layer -> whole llama.cpp names inside blk.N whose parts (a ".weight" part
+    # [.., rows, cols] transposed to [.., cols, rows] first, a ".bias" as stored) are interleaved along the last
+    # dim: column j of part i lands at j * len(parts) + i (gpt-oss's fused gate_up: gate even, up odd)
+    interleaved: dict = field(default_factory=dict)
 
 
 def _lfm2_layers(key: str, values: list) -> dict:
@@ -116,6 +120,32 @@ def _llama4_config(raw: dict) -> dict:
     if window == 0:
         out.update(attention_chunk_size=None, no_rope_layers=[1] * raw.get("num_hidden_layers", 0))
     return out
+
+def _gpt_oss_config(raw: dict) -> dict:
+    """What llama.cpp hard-codes for gpt-oss (the converter writes none of it), set to the released models'
+    config.json values: the clamped SwiGLU's limit 7.0 and alpha 1.702 (llama-graph.cpp, LLM_FFN_SWIGLU_OAI_MOE);
+    the window on even layers, full attention on odd ones (models/openai-moe.cpp: load_swa_pattern(2), which a
+    attention.sliding_window_pattern key, a bool per layer or a period, overrides: read the same way); YaRN with
+    the beta_fast / beta_slow the converter writes and `truncate` false (the released config: transformers keeps
+    the correction range unrounded, where ggml_rope_yarn_corr_dims floors/ceils it; the GGUF reads as the model
+    it came from)."""
+    n, beta_fast, beta_slow = raw.get("num_hidden_layers", 0), raw.pop("beta_fast", None), raw.pop("beta_slow", None)
+    pattern = raw.pop("sliding_window_pattern", 2)
+    if isinstance(pattern, list) and len(pattern) == n:
+        sliding = [bool(p) for p in pattern]
+    else:                                   # llama_hparams::set_swa_pattern(n_pattern): il % n < n - 1
+        period = pattern if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern >= 0 else 2
+        sliding = [period == 0 or i % period < period - 1 for i in range(n)]
+    out = {"swiglu_limit": 7.0, "swiglu_alpha": 1.702,
+           "layer_types": ["sliding_attention" if s else "full_attention" for s in sliding]}
+    scaling = raw.get("rope_scaling")
+    if isinstance(scaling, dict) and scaling.get("rope_type") == "yarn":
+        out["rope_scaling"] = {**scaling, "truncate": False,
+                               **({"beta_fast": beta_fast} if beta_fast is not None else {}),
+                               **({"beta_slow": beta_slow} if beta_slow is not None else {})}
+    return out
+
+
 ARCHS: dict[str, GGUFArch] = {
     "llama": GGUFArch("LlamaForCausalLM", "llama", permute_qk=True),
     "mistral": GGUFArch("MistralForCausalLM", "mistral", permute_qk=True),
@@ -164,6 +194,20 @@ ARCHS: dict[str, GGUFArch] = {
     # smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's
     # default without no_rope_layers. llama4 and minimax-m2 (stacked expert tensors) are not mapped yet.
     "smollm3": GGUFArch("SmolLM3ForCausalLM", "smollm3", permute_qk=True),
+    # gpt-oss: experts stacked and split, gate/up de-interleaved (weights and biases): interleaved back into
+    # transformers' fused gate_up; MXFP4 experts are ggml's block_mxfp4 (files/gguf_mxfp4.py)
+    "gpt-oss": GGUFArch("GptOssForCausalLM", "gpt_oss",
+                        layer_names={"post_attention_norm": "post_attention_layernorm", "ffn_gate_inp": "mlp.router"},
+                        tensor_names={"attn_sinks.weight": "self_attn.sinks",
+                                      "ffn_down_exps.bias": "mlp.experts.down_proj_bias"},
+                        transposed={"mlp.experts.down_proj": ("ffn_down_exps",)},
+                        interleaved={"mlp.experts.gate_up_proj": ("ffn_gate_exps.weight", "ffn_up_exps.weight"),
+                                     "mlp.experts.gate_up_proj_bias": ("ffn_gate_exps.bias", "ffn_up_exps.bias")},
+                        config_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
+                                     "rope.scaling.yarn_beta_fast": "beta_fast",
+                                     "rope.scaling.yarn_beta_slow": "beta_slow",
+                                     "attention.sliding_window_pattern": "sliding_window_pattern"},
+                        derive=_gpt_oss_config),
     "olmo2": GGUFArch("Olmo2ForCausalLM", "olmo2",
                       layer_names={"post_attention_norm": "post_attention_layernorm",
                                    "post_ffw_norm": "post_feedforward_layernorm"},
@@ -196,7 +240,13 @@ def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
 
 
 def transposed_part(gguf_name: str, arch: GGUFArch) -> tuple[int, str] | None:
-    """(layer, Hugging Face name inside it) when the tensor is one part of a `transposed` Hugging Face tensor."""
+    """(layer, Hugging Face name inside it) when the tensor is one part of a `transposed` or `interleaved`
+    Hugging Face tensor."""
+    block = gguf_name.split(".", 2)
+    if len(block) == 3 and block[0] == "blk" and block[1].isdigit():
+        hf = next((h for h, names in arch.interleaved.items() if block[2] in names), None)
+        if hf is not None:
+            return int(block[1]), hf
     parts = gguf_name.split(".")
     if len(parts) != 4 or parts[0] != "blk" or not parts[1].isdigit() or parts[3] != "weight":
         return None

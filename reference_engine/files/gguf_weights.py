@@ -19,6 +19,7 @@ from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import (ARCHS, EXTRA_TENSORS, GGUFArch, expert_pattern, hf_tensor_name, is_norm,
                                               transposed_part)
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
+from reference_engine.files.gguf_mxfp4 import TORCH_KERNELS
 from reference_engine.files.reads import SAFETENSORS_DTYPES
 from reference_engine.files.weights import TensorInfo, TensorTable
 
@@ -49,9 +50,11 @@ def dequantize(gguf: GGUFFile, tensor: GGUFTensor) -> torch.Tensor:
     if kind in TORCH_TYPES:
         out = raw.view(TORCH_TYPES[kind]).reshape(tensor.shape)
         return out.float() if out.is_floating_point() else out.clone()
+    rows = raw.reshape(-1, tensor.nbytes // max(1, tensor.numel // tensor.dims[0]))   # [rows, row bytes]
+    if kind in TORCH_KERNELS:                                                          # ours, in torch (MXFP4)
+        return TORCH_KERNELS[kind](rows, tensor.dims[0]).reshape(tensor.shape)
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize as gguf_dequantize
-    rows = raw.reshape(-1, tensor.nbytes // max(1, tensor.numel // tensor.dims[0]))   # [rows, row bytes]
     try:
         values = gguf_dequantize(rows.numpy(), GGMLQuantizationType(tensor.ggml_type))  # [rows, row length]
     except NotImplementedError:
@@ -65,6 +68,15 @@ def unpermute(weight: torch.Tensor, n_head: int) -> torch.Tensor:
     shape = weight.shape
     half = shape[0] // n_head // 2
     return weight.reshape(n_head, half, 2, *shape[1:]).transpose(1, 2).reshape(shape)
+
+
+def _part_shape(t: GGUFTensor) -> tuple:
+    """A part's shape once composed: a weight [.., rows, cols] transposed, a bias as stored."""
+    return (*t.shape[:-2], t.shape[-1], t.shape[-2]) if t.name.endswith(".weight") else tuple(t.shape)
+
+
+def _as_part(values: torch.Tensor, t: GGUFTensor) -> torch.Tensor:
+    return values.transpose(-1, -2) if t.name.endswith(".weight") else values
 
 
 class GGUFWeights(TensorTable):
@@ -115,20 +127,26 @@ class GGUFWeights(TensorTable):
 
     def _add_transposed(self) -> None:
         """Hugging Face tensors built from several llama.cpp ones (arch.transposed): [.., rows_i, cols] parts
-        -> [.., cols, sum rows_i] (Llama 4: gate and up experts [E, inter, hidden] -> gate_up [E, hidden, 2 inter])."""
+        -> [.., cols, sum rows_i] (Llama 4: gate and up experts [E, inter, hidden] -> gate_up [E, hidden, 2 inter]);
+        (arch.interleaved) parts -> [.., n * last], part i in every n-th column (gpt-oss: gate [E, inter, hidden]
+        and up -> gate_up [E, hidden, 2 inter], gate columns even; their biases [E, inter] -> [E, 2 inter])."""
         found: dict[str, dict[str, GGUFTensor]] = {}
         for t in self.gguf.tensors.values():
             where = transposed_part(t.name, self.arch)
             if where is not None:
-                found.setdefault(f"model.layers.{where[0]}.{where[1]}", {})[t.name.split(".")[2]] = t
+                key = t.name.split(".", 2)[2] if where[1] in self.arch.interleaved else t.name.split(".")[2]
+                found.setdefault(f"model.layers.{where[0]}.{where[1]}", {})[key] = t
         for name, parts in found.items():
-            stems = self.arch.transposed[name.split(".", 3)[3]]
-            if set(parts) != set(stems) or len({p.shape[:-2] + p.shape[-1:] for p in parts.values()}) != 1:
+            inner = name.split(".", 3)[3]
+            stems = self.arch.interleaved.get(inner) or self.arch.transposed[inner]
+            shapes = {_part_shape(p) for p in parts.values()}
+            if set(parts) != set(stems) or len({s[:-1] for s in shapes}) != 1 or \
+                    (inner in self.arch.interleaved and len(shapes) != 1):
                 raise ModelDirError(self.gguf.path, f"tensors {sorted(parts)} of {name!r} are missing or disagree "
                                                     f"in shape")
             ordered = [parts[s] for s in stems]
-            first = ordered[0].shape
-            shape = (*first[:-2], first[-1], sum(p.shape[-2] for p in ordered))
+            first = _part_shape(ordered[0])
+            shape = (*first[:-1], sum(_part_shape(p)[-1] for p in ordered))
             self._composed[name] = ordered
             self._infos[name] = GGUFTensorInfo(name, "F32", shape, self.gguf.path, ordered[0].offset,
                                                sum(p.nbytes for p in ordered), ggml_type=ordered[0].type_name,
@@ -165,9 +183,11 @@ class GGUFWeights(TensorTable):
 
     def _compose(self, name: str) -> torch.Tensor:
         try:
-            parts = [dequantize(self.gguf, t).transpose(-1, -2) for t in self._composed[name]]
+            parts = [_as_part(dequantize(self.gguf, t), t) for t in self._composed[name]]
         except (ValueError, RuntimeError) as e:
             raise ModelDirError(self.gguf.path, f"tensor {name!r}: cannot dequantize: {e}") from None
+        if name.split(".", 3)[3] in self.arch.interleaved:
+            return torch.stack(parts, dim=-1).flatten(-2).contiguous()     # [.., cols, n]: part i at j * n + i
         return torch.cat(parts, dim=-1).contiguous()
 
     def hf_layout(self, name: str, out: torch.Tensor) -> torch.Tensor:

@@ -21,6 +21,7 @@ from reference_engine.readers.layer_reader import ChunkedWeights
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import is_norm
 from reference_engine.files.gguf_file import GGUFTensor, ggml_types
+from reference_engine.files.gguf_mxfp4 import TORCH_KERNELS
 from reference_engine.files.reads import drop_cached, read_range
 from reference_engine.files.gguf_weights import TORCH_TYPES, GGUFWeights
 
@@ -40,6 +41,11 @@ def dequantize_rows(raw: torch.Tensor, tensor: GGUFTensor, n_rows: int, path) ->
     if kind in TORCH_TYPES:
         out = raw.view(TORCH_TYPES[kind]).reshape(n_rows, cols)
         return out.float() if out.is_floating_point() else out
+    if kind in TORCH_KERNELS:                                            # ours, in torch (MXFP4)
+        try:
+            return TORCH_KERNELS[kind](raw.reshape(n_rows, -1), cols)
+        except ValueError as e:
+            raise ModelDirError(path, f"tensor {tensor.name!r}: cannot dequantize: {e}") from None
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize as gguf_dequantize
     rows = raw.numpy().reshape(n_rows, -1)                               # [n_rows, row bytes]
