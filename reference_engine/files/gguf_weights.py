@@ -123,16 +123,25 @@ class GGUFWeights(TensorTable):
                 found.setdefault(f"model.layers.{where[0]}.{where[1]}", {})[t.name.split(".")[2]] = t
         for name, parts in found.items():
             stems = self.arch.transposed[name.split(".", 3)[3]]
-            if set(parts) != set(stems) or len({p.shape[:-2] + p.shape[-1:] for p in parts.values()}) != 1:
+            ordered = [parts[s] for s in stems if s in parts]
+            shape = self._joined_shape(name, ordered) if set(parts) == set(stems) else None
+            if shape is None:
                 raise ModelDirError(self.gguf.path, f"tensors {sorted(parts)} of {name!r} are missing or disagree "
                                                     f"in shape")
-            ordered = [parts[s] for s in stems]
-            first = ordered[0].shape
-            shape = (*first[:-2], first[-1], sum(p.shape[-2] for p in ordered))
             self._composed[name] = ordered
             self._infos[name] = GGUFTensorInfo(name, "F32", shape, self.gguf.path, ordered[0].offset,
                                                sum(p.nbytes for p in ordered), ggml_type=ordered[0].type_name,
                                                gguf_name=ordered[0].name)
+
+    def _joined_shape(self, name: str, parts: list[GGUFTensor]) -> tuple | None:
+        """The Hugging Face shape of a tensor joined from parts: arch.join_shape, else [.., rows_i, cols] parts
+        transposed and concatenated along the last dim."""
+        if self.arch.join_shape is not None:
+            return self.arch.join_shape(name.split(".", 3)[3], [p.shape for p in parts])
+        if len({p.shape[:-2] + p.shape[-1:] for p in parts}) != 1:
+            return None
+        first = parts[0].shape
+        return (*first[:-2], first[-1], sum(p.shape[-2] for p in parts))
 
     def composed(self, name: str) -> bool:
         """Whether the Hugging Face tensor is built from several GGUF tensors (read it whole with get())."""
@@ -165,10 +174,12 @@ class GGUFWeights(TensorTable):
 
     def _compose(self, name: str) -> torch.Tensor:
         try:
-            parts = [dequantize(self.gguf, t).transpose(-1, -2) for t in self._composed[name]]
+            parts = [dequantize(self.gguf, t) for t in self._composed[name]]
         except (ValueError, RuntimeError) as e:
             raise ModelDirError(self.gguf.path, f"tensor {name!r}: cannot dequantize: {e}") from None
-        return torch.cat(parts, dim=-1).contiguous()
+        if self.arch.join is not None:
+            return self.arch.join(name.split(".", 3)[3], parts)
+        return torch.cat([p.transpose(-1, -2) for p in parts], dim=-1).contiguous()
 
     def hf_layout(self, name: str, out: torch.Tensor) -> torch.Tensor:
         """A dequantized tensor as Hugging Face stores it: Q/K permutation undone, norm offset removed (the
