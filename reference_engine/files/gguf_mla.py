@@ -119,3 +119,11 @@ def derive_glm4moe(raw: dict) -> dict:
 def glm4moe_tensor_fields(tensors: dict) -> dict:
     """use_qk_norm: whether the q/k norms are there (no metadata key says it)."""
     return {"use_qk_norm": "blk.0.attn_q_norm.weight" in tensors}
+
+
+def deepseek2_tensor_fields(tensors: dict) -> dict:
+    """attention_bias (q_a / kv_a / o biases) and V2's mlp_bias (dense and shared-expert MLP biases): no
+    metadata key says them."""
+    mlp = any(n.startswith("blk.") and n.split(".")[2] in ("ffn_down", "ffn_down_shexp") and n.endswith(".bias")
+              for n in tensors)
+    return {"attention_bias": "blk.0.attn_kv_a_mqa.bias" in tensors, "mlp_bias": mlp}

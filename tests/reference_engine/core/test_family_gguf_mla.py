@@ -1,13 +1,14 @@
-"""DeepSeek-V3 (q LoRA, YaRN, groups), DeepSeek-V2-Lite (plain q_proj, greedy softmax router) and GLM-4.5 (q/k
-norms, biases, partial rotary, groups) from GGUF: tiny transformers-built models (tests/reference_engine/core/
-mla_models.py) converted by llama.cpp's own convert_hf_to_gguf.py (--outtype f32) give the engine the same logits
-as their safetensors directories and transformers', and stream under a memory budget to the same logits.
+"""DeepSeek-V3 (q LoRA, YaRN, groups), DeepSeek-V2-Lite (plain q_proj, greedy softmax router), a V2 with
+group-limited routing and attention + MLP biases, and GLM-4.5 (q/k norms, biases, partial rotary, groups) from
+GGUF: tiny transformers-built models (tests/reference_engine/core/mla_models.py) converted by llama.cpp's own
+convert_hf_to_gguf.py (--outtype f32) give the engine the same logits as their safetensors directories and
+transformers', and stream under a memory budget to the same logits.
 
 The models carry what the GGUF can say (files/gguf_mla.py): mscale == mscale_all_dim (only 0.1 * mscale_all_dim
 is stored; llama.cpp's arithmetic is transformers' exactly then), `scoring_func: sigmoid` as DeepSeek-V3's
 config.json (the converter's expert_gating_func; without it llama.cpp reads softmax, i.e. V2). The converter needs
 a pre-tokenizer it knows: SmolLM2's tokenizer rides along, for GLM with the four added tokens its _set_vocab_glm
-looks up. Each conversion takes 15-50 s on 2 cores (three here: the module runs ~2-3 minutes on a busy machine;
+looks up. Each conversion takes 15-50 s on 2 cores (four here: the module runs ~2-4 minutes on a busy machine;
 the first test of each model is over 10 s)."""
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ GLM_TOKENS = ("[gMASK]", "<|user|>", "<|endoftext|>", "<|observation|>")
 MODELS = {"dsv3_qlora_yarn_groups": {"scoring_func": "sigmoid",
                                      "rope_parameters": {**YARN, "mscale": 0.7, "mscale_all_dim": 0.7}},
           "dsv2_lite_greedy": {"rope_parameters": {**YARN, "mscale": 0.9, "mscale_all_dim": 0.9}},
+          "dsv2_group_limited_bias": {},       # V2 groups, attention and MLP biases (told by the tensors)
           "glm45_qknorm_groups_bias": {}}
 
 
