@@ -174,7 +174,8 @@ ARCHS: dict[str, GGUFArch] = {
                           derive=gguf_mla.derive_deepseek2, tensor_fields=gguf_mla.deepseek2_tensor_fields,
                           partial_rotary=True),
     "glm4moe": GGUFArch(gguf_mla.GLM, "glm4_moe", experts=gguf_mla.EXPERTS, tensor_names=gguf_mla.ROUTER_BIAS,
-                        layer_names={**gguf_mla.MOE_NAMES, "post_attention_norm": "post_attention_layernorm"},
+                        layer_names={**gguf_mla.MOE_NAMES, **gguf_mla.NEXTN_NAMES,
+                                     "post_attention_norm": "post_attention_layernorm"},
                         config_keys=gguf_mla.MOE_KEYS, derive=gguf_mla.derive_glm4moe,
                         tensor_fields=gguf_mla.glm4moe_tensor_fields, partial_rotary=True),
     # smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's

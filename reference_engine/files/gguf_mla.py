@@ -40,6 +40,10 @@ ROUTER_BIAS = {"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}
 MLA_NAMES = {**MOE_NAMES, "attn_q_a": "self_attn.q_a_proj", "attn_q_a_norm": "self_attn.q_a_layernorm",
              "attn_q_b": "self_attn.q_b_proj", "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
              "attn_kv_a_norm": "self_attn.kv_a_layernorm", "attn_kv_b": "self_attn.kv_b_proj"}
+# GLM-4.5's MTP block (a layer after num_hidden_layers, tolerated and not run: core/model_weights.mtp_tensors)
+NEXTN_NAMES = {"nextn.eh_proj": "eh_proj", "nextn.embed_tokens": "embed_tokens", "nextn.enorm": "enorm",
+               "nextn.hnorm": "hnorm", "nextn.shared_head_head": "shared_head.head",
+               "nextn.shared_head_norm": "shared_head.norm"}
 KV_B = "self_attn.kv_b_proj.weight"
 KV_B_PARTS = {KV_B: ("attn_k_b", "attn_v_b")}
 
