@@ -13,10 +13,12 @@ writes, and what is lost:
   (cos/sin factor mscale(mscale) / mscale(mscale_all_dim) = 1; every DeepSeek-V2/V3 and Kimi K2 checkpoint ships
   them equal), so the config says mscale = mscale_all_dim; without the key, attention_factor 1 (no scaling at all,
   as llama.cpp). A checkpoint with mscale != mscale_all_dim cannot be told from its GGUF.
-- Router: expert_gating_func sigmoid is V3's noaux_tc (exp_probs_b = e_score_correction_bias); none or softmax is
-  V2 (llama.cpp defaults to softmax), group_limited_greedy when expert_group_count > 1 (llama.cpp ranks groups by
-  their two best experts, transformers' V2 by the best one) else greedy. norm_topk_prob and routed_scaling_factor
-  are written only when set: absent means False / 1.0. moe_layer_freq is not stored (1 assumed, as llama.cpp).
+- Router: expert_gating_func sigmoid, or `exp_probs_b` tensors (= e_score_correction_bias, which only V3 has: a
+  config without `scoring_func`, as transformers' DeepseekV3Config writes, converts without the gating key and
+  llama.cpp would softmax it), is V3's noaux_tc; otherwise V2 (llama.cpp's default, softmax),
+  group_limited_greedy when expert_group_count > 1 (llama.cpp ranks groups by their two best experts,
+  transformers' V2 by the best one) else greedy. norm_topk_prob and routed_scaling_factor are written only when
+  set: absent means False / 1.0. moe_layer_freq is not stored (1 assumed, as llama.cpp).
 - RoPE layout: llama.cpp's deepseek2 rotates interleaved pairs and the converter does not permute, so the GGUF
   is `rope_interleave` True (a rotate-half checkpoint, Kimi K2 with rope_interleave false, reads as interleaved).
 - MTP (nextn) layers: deepseek2 drops them; glm4moe writes them as extra blocks after num_hidden_layers
@@ -100,7 +102,7 @@ def _yarn(raw: dict) -> dict:
 def derive_deepseek2(raw: dict) -> dict:
     rope = raw.pop("rope_dimension_count", None)
     qk = raw.pop("qk_head_dim", None) or raw.get("head_dim")        # older GGUFs: key_length is nope + rope
-    v3 = raw.pop("expert_gating_func", None) == SIGMOID
+    v3 = (raw.pop("expert_gating_func", None) == SIGMOID) | bool(raw.pop("router_bias", False))
     out = {**_moe_fields(raw), **_yarn(raw), "architectures": [V3 if v3 else V2],
            "model_type": "deepseek_v3" if v3 else "deepseek_v2", "rope_interleave": True,
            "num_key_value_heads": raw.get("num_attention_heads"), "q_lora_rank": raw.get("q_lora_rank")}
@@ -130,4 +132,5 @@ def deepseek2_tensor_fields(tensors: dict) -> dict:
     metadata key says them."""
     mlp = any(n.startswith("blk.") and n.split(".")[2] in ("ffn_down", "ffn_down_shexp") and n.endswith(".bias")
               for n in tensors)
-    return {"attention_bias": "blk.0.attn_kv_a_mqa.bias" in tensors, "mlp_bias": mlp}
+    router_bias = any(n.endswith(".exp_probs_b.bias") for n in tensors)
+    return {"attention_bias": "blk.0.attn_kv_a_mqa.bias" in tensors, "mlp_bias": mlp, "router_bias": router_bias}

@@ -5,11 +5,11 @@ convert_hf_to_gguf.py (--outtype f32) give the engine the same logits as their s
 transformers', and stream under a memory budget to the same logits.
 
 The models carry what the GGUF can say (files/gguf_mla.py): mscale == mscale_all_dim (only 0.1 * mscale_all_dim
-is stored; llama.cpp's arithmetic is transformers' exactly then), `scoring_func: sigmoid` as DeepSeek-V3's
-config.json (the converter's expert_gating_func; without it llama.cpp reads softmax, i.e. V2). The converter needs
-a pre-tokenizer it knows: SmolLM2's tokenizer rides along, for GLM with the four added tokens its _set_vocab_glm
-looks up. Each conversion takes 15-50 s on 2 cores (four here: the module runs ~2-4 minutes on a busy machine;
-the first test of each model is over 10 s)."""
+is stored; llama.cpp's arithmetic is transformers' exactly then). The V3 config has no `scoring_func` (as
+transformers' DeepseekV3Config writes it): no expert_gating_func key, its exp_probs_b tensors say V3. The
+converter needs a pre-tokenizer it knows: SmolLM2's tokenizer rides along, for GLM with the four added tokens its
+_set_vocab_glm looks up. Each conversion takes 15-50 s on 2 cores (four here: the module runs 1-3 minutes on a
+busy machine; the first test of each model is over 10 s)."""
 from __future__ import annotations
 
 import json
@@ -33,8 +33,7 @@ from tests.reference_engine.core.mla_models import YARN, build
 TOL = 1e-4
 GLM_TOKENS = ("[gMASK]", "<|user|>", "<|endoftext|>", "<|observation|>")
 # variant -> overrides: what the GGUF can carry (module docstring)
-MODELS = {"dsv3_qlora_yarn_groups": {"scoring_func": "sigmoid",
-                                     "rope_parameters": {**YARN, "mscale": 0.7, "mscale_all_dim": 0.7}},
+MODELS = {"dsv3_qlora_yarn_groups": {"rope_parameters": {**YARN, "mscale": 0.7, "mscale_all_dim": 0.7}},
           "dsv2_lite_greedy": {"rope_parameters": {**YARN, "mscale": 0.9, "mscale_all_dim": 0.9}},
           "dsv2_group_limited_bias": {},       # V2 groups, attention and MLP biases (told by the tensors)
           "glm45_qknorm_groups_bias": {}}

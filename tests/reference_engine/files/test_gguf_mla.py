@@ -41,6 +41,10 @@ def test_sigmoid_gating_is_v3_and_no_gating_is_v2_as_llama_cpp_defaults():
     v2 = gguf_mla.derive_deepseek2(raw())
     assert v2["architectures"] == [gguf_mla.V2] and v2["topk_method"] == "greedy"
     assert gguf_mla.derive_deepseek2(raw(n_group=4, topk_group=2))["topk_method"] == "group_limited_greedy"
+    # a V3 config without scoring_func converts with no gating key: its router bias tensors still say V3
+    fields = gguf_mla.deepseek2_tensor_fields({"blk.1.exp_probs_b.bias": None, "blk.1.attn_q_a.weight": None})
+    assert gguf_mla.derive_deepseek2(raw(**fields))["architectures"] == [gguf_mla.V3]
+    assert gguf_mla.derive_deepseek2(raw(**gguf_mla.deepseek2_tensor_fields({})))["architectures"] == [gguf_mla.V2]
     # written only when set: absent is llama.cpp's scale 1 / no renormalisation, and one group
     assert (v2["norm_topk_prob"], v2["routed_scaling_factor"], v2["n_group"], v2["q_lora_rank"]) == \
         (False, 1.0, 1, None)
