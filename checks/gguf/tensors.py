@@ -7,6 +7,7 @@ from collections import Counter
 
 from checks.gguf.metadata import _gguf_or_skip
 from checks.registry import Problem, Skip, check
+from reference_engine.files.gguf_arch import ARCHS
 
 LLAMA3_THETA = 500000.0
 LLAMA3_TRAINED_CONTEXT = 8192
@@ -158,8 +159,10 @@ def gguf_context_vs_rope(ctx):
     """context_length, rope dimensions and rope scaling agree.
 
     rope.dimension_count smaller than the head dimension makes llama.cpp rotate only part of each head (a
-    partial-rotary model; Llama/Qwen are not). With linear/YaRN scaling, a context_length beyond
-    original_context_length x factor is a length the model was never extended to. A missing context_length
+    partial-rotary model; Llama/Qwen are not; architectures whose rope width is by design another, MLA's
+    decoupled rope dims or GLM-4.5's partial rotary, are let be: gguf_arch.GGUFArch.partial_rotary). With
+    linear/YaRN scaling, a context_length beyond original_context_length x factor is a length the model was
+    never extended to. A missing context_length
     leaves runtimes to guess.
     """
     gguf = _gguf_or_skip(ctx)
@@ -167,7 +170,8 @@ def gguf_context_vs_rope(ctx):
     context = _arch_key(gguf, "context_length")
     if not isinstance(context, int):
         yield Problem("no {arch}.context_length: runtimes guess the context window", evidence={})
-    if isinstance(dims, int) and head_dim and dims != head_dim:
+    arch = ARCHS.get(gguf.get("general.architecture"))
+    if isinstance(dims, int) and head_dim and dims != head_dim and not (arch and arch.partial_rotary):
         yield Problem(f"rope.dimension_count = {dims} but the head dimension is {head_dim}: llama.cpp rotates "
                       f"only {dims} of {head_dim} dims per head", evidence={"rope_dims": dims, "head_dim": head_dim})
     kind, factor = _arch_key(gguf, "rope.scaling.type"), _arch_key(gguf, "rope.scaling.factor")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from reference_engine.files import gguf_linear_attn
+from reference_engine.files import gguf_linear_attn, gguf_mla
 
 # llama.cpp name (without "blk.N." and ".weight"/".bias") -> Hugging Face name inside model.layers.N
 LAYER_NAMES = {
@@ -61,6 +61,12 @@ class GGUFArch:
     # [.., rows, cols] transposed to [.., cols, rows] first, a ".bias" as stored) are interleaved along the last
     # dim: column j of part i lands at j * len(parts) + i (gpt-oss's fused gate_up: gate even, up odd)
     interleaved: dict = field(default_factory=dict)
+    # another rule for those parts: join(hf name, parts) -> tensor, join_shape(hf name, part shapes) -> HF shape
+    # or None when they disagree (DeepSeek's kv_b from k_b and v_b)
+    join: Callable | None = None
+    join_shape: Callable | None = None
+    tensor_fields: Callable[[dict], dict] | None = None   # config.json fields told by the tensors present
+    partial_rotary: bool = False      # rope.dimension_count below the head dim by design (GGF010 lets it be)
 
 
 def _lfm2_layers(key: str, values: list) -> dict:
@@ -191,6 +197,17 @@ ARCHS: dict[str, GGUFArch] = {
                                    "interleave_moe_layer_step": "interleave_moe_layer_step",
                                    "expert_feed_forward_length": "expert_intermediate_size"},
                        derive=_llama4_config),
+    # deepseek2 (DeepSeek-V2/V3, Kimi K2) and glm4moe (GLM-4.5): files/gguf_mla.py says what the converter keeps
+    "deepseek2": GGUFArch(gguf_mla.V2, "deepseek_v2", layer_names=gguf_mla.MLA_NAMES, experts=gguf_mla.EXPERTS,
+                          tensor_names=gguf_mla.ROUTER_BIAS, transposed=gguf_mla.KV_B_PARTS, join=gguf_mla.join_kv_b,
+                          join_shape=gguf_mla.join_kv_b_shape, config_keys=gguf_mla.MLA_KEYS,
+                          derive=gguf_mla.derive_deepseek2, tensor_fields=gguf_mla.deepseek2_tensor_fields,
+                          partial_rotary=True),
+    "glm4moe": GGUFArch(gguf_mla.GLM, "glm4_moe", experts=gguf_mla.EXPERTS, tensor_names=gguf_mla.ROUTER_BIAS,
+                        layer_names={**gguf_mla.MOE_NAMES, **gguf_mla.NEXTN_NAMES,
+                                     "post_attention_norm": "post_attention_layernorm"},
+                        config_keys=gguf_mla.MOE_KEYS, derive=gguf_mla.derive_glm4moe,
+                        tensor_fields=gguf_mla.glm4moe_tensor_fields, partial_rotary=True),
     # smollm3: NoPE layers are not in the metadata; llama.cpp hard-codes one in 4, the engine's
     # default without no_rope_layers. llama4 and minimax-m2 (stacked expert tensors) are not mapped yet.
     "smollm3": GGUFArch("SmolLM3ForCausalLM", "smollm3", permute_qk=True),

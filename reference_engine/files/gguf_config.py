@@ -52,6 +52,8 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
         scaling = {**(scaling or {"rope_type": "default"}), "freq_factors": factors}
     if scaling:
         raw["rope_scaling"] = scaling
+    if arch.tensor_fields is not None:
+        raw.update(arch.tensor_fields(gguf.tensors))
     if arch.derive is not None:
         raw.update(arch.derive(raw))
     if raw.get("sliding_window") and arch.model_type == "mistral":

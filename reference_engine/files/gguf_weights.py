@@ -139,18 +139,26 @@ class GGUFWeights(TensorTable):
         for name, parts in found.items():
             inner = name.split(".", 3)[3]
             stems = self.arch.interleaved.get(inner) or self.arch.transposed[inner]
-            shapes = {_part_shape(p) for p in parts.values()}
-            if set(parts) != set(stems) or len({s[:-1] for s in shapes}) != 1 or \
-                    (inner in self.arch.interleaved and len(shapes) != 1):
+            ordered = [parts[s] for s in stems if s in parts]
+            shape = self._joined_shape(name, ordered) if set(parts) == set(stems) else None
+            if shape is None:
                 raise ModelDirError(self.gguf.path, f"tensors {sorted(parts)} of {name!r} are missing or disagree "
                                                     f"in shape")
-            ordered = [parts[s] for s in stems]
-            first = _part_shape(ordered[0])
-            shape = (*first[:-1], sum(_part_shape(p)[-1] for p in ordered))
             self._composed[name] = ordered
             self._infos[name] = GGUFTensorInfo(name, "F32", shape, self.gguf.path, ordered[0].offset,
                                                sum(p.nbytes for p in ordered), ggml_type=ordered[0].type_name,
                                                gguf_name=ordered[0].name)
+
+    def _joined_shape(self, name: str, parts: list[GGUFTensor]) -> tuple | None:
+        """The Hugging Face shape of a tensor joined from parts: arch.join_shape, else the parts (weights
+        [.., rows_i, cols] transposed, biases as stored) concatenated, or interleaved, along the last dim."""
+        inner = name.split(".", 3)[3]
+        if self.arch.join_shape is not None and inner not in self.arch.interleaved:
+            return self.arch.join_shape(inner, [p.shape for p in parts])
+        shapes = [_part_shape(p) for p in parts]
+        if len({s[:-1] for s in shapes}) != 1 or (inner in self.arch.interleaved and len(set(shapes)) != 1):
+            return None
+        return (*shapes[0][:-1], sum(s[-1] for s in shapes))
 
     def composed(self, name: str) -> bool:
         """Whether the Hugging Face tensor is built from several GGUF tensors (read it whole with get())."""
@@ -183,10 +191,14 @@ class GGUFWeights(TensorTable):
 
     def _compose(self, name: str) -> torch.Tensor:
         try:
-            parts = [_as_part(dequantize(self.gguf, t), t) for t in self._composed[name]]
+            values = [dequantize(self.gguf, t) for t in self._composed[name]]
         except (ValueError, RuntimeError) as e:
             raise ModelDirError(self.gguf.path, f"tensor {name!r}: cannot dequantize: {e}") from None
-        if name.split(".", 3)[3] in self.arch.interleaved:
+        inner = name.split(".", 3)[3]
+        if self.arch.join is not None and inner not in self.arch.interleaved:
+            return self.arch.join(inner, values)
+        parts = [_as_part(v, t) for v, t in zip(values, self._composed[name])]
+        if inner in self.arch.interleaved:
             return torch.stack(parts, dim=-1).flatten(-2).contiguous()     # [.., cols, n]: part i at j * n + i
         return torch.cat(parts, dim=-1).contiguous()
 
