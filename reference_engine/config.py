@@ -26,7 +26,8 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
                "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
                "lfm2": "Lfm2ForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM",
-               "gpt_oss": "GptOssForCausalLM"}
+               "gpt_oss": "GptOssForCausalLM", "smollm3": "SmolLM3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+               "olmo3": "Olmo3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM", "llama4_text": "Llama4ForCausalLM"}
 # Fields a config class fills in when config.json omits them, by model_type: what transformers then runs with.
 # transformers writes a multimodal wrapper's text_config as a diff against its class (to_diff_dict): real Gemma 3
 # 4B/12B/27B configs name only a few fields, so a sparse text_config means rope_theta 1e6, not our generic 10000.

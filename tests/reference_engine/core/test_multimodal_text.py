@@ -145,3 +145,24 @@ def test_streamed_text_decoder_equals_the_resident_one(tmp_path):
     resident = CoreEngine.from_pretrained(tmp_path).logits(IDS)
     streamed = StreamingCore.from_pretrained(tmp_path).logits(IDS)
     torch.testing.assert_close(streamed, resident, atol=1e-5, rtol=1e-5)
+
+
+def test_llama4_text_decoder_of_the_multimodal_checkpoint(tmp_path):
+    """Llama4ForConditionalGeneration: the text decoder (chunked attention, NoPE layers, MoE) runs from the
+    wrapper's files and equals transformers' multimodal class on text."""
+    from tests.reference_engine.core.issue38_models import BASE, VARIANTS
+    text = {**BASE, **VARIANTS["llama4_chunked_nope_moe"][2], "vocab_size": 300}
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14, vision_output_dim=32, projector_input_dim=32, projector_output_dim=32)
+    cfg = transformers.Llama4Config(text_config=text, vision_config=vision)
+    torch.manual_seed(0)
+    model = transformers.Llama4ForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and "language_model" in name:
+                p.uniform_(0.5, 1.5)
+    model.save_pretrained(tmp_path, safe_serialization=True)
+    ids = [i % text["vocab_size"] for i in IDS * 2]
+    engine = CoreEngine.from_pretrained(tmp_path)
+    assert engine.config.wrapper == "Llama4ForConditionalGeneration"
+    torch.testing.assert_close(engine.logits(ids), oracle_logits(model, ids), atol=1e-4, rtol=1e-4)
