@@ -127,6 +127,7 @@ def test_multi_token_prediction_layers_are_skipped_as_transformers_does(tmp_path
     raw = json.loads((out / "config.json").read_text())
     assert raw["num_nextn_predict_layers"] == 1
     ids = random_ids(50, seed=3)
+    # the same tensors through the same engine and shapes in one process: the very same products, bit for bit
     assert torch.equal(CoreEngine.from_pretrained(out).logits(ids), core("dsv3_qlora_yarn_groups").logits(ids))
     report = run_checks(out, select=["WGT002"])
     assert [f.message for f in report.findings if f.severity.value != "info"] == []
@@ -137,5 +138,6 @@ def test_streaming_core_runs_mla_with_the_resident_logits():
     from reference_engine.streaming.streaming_core import StreamingCore
     ids = random_ids(40, seed=4)
     path = model_dir("dsv3_qlora_yarn_groups")
-    assert torch.equal(StreamingCore.from_pretrained(path, num_blocks=16).logits(ids),
-                       CoreEngine.from_pretrained(path, num_blocks=16).logits(ids))
+    # the streaming core reads the head in row blocks: BLAS may pick another kernel for that shape on another CPU
+    torch.testing.assert_close(StreamingCore.from_pretrained(path, num_blocks=16).logits(ids),
+                               CoreEngine.from_pretrained(path, num_blocks=16).logits(ids), atol=1e-5, rtol=1e-5)

@@ -104,4 +104,5 @@ def test_streaming_core_reads_the_expert_tensors_too(converted, variant):
     hf_dir, path = converted(variant)
     ids = torch.randint(3, 49000, (60,), generator=torch.Generator().manual_seed(1)).tolist()
     streamed = Engine.from_pretrained(path, streaming=True).logits(ids)
-    assert torch.equal(streamed, CoreEngine.from_pretrained(hf_dir).logits(ids))
+    # streaming reads the head in row blocks: BLAS may pick another kernel for that shape on another CPU
+    torch.testing.assert_close(streamed, CoreEngine.from_pretrained(hf_dir).logits(ids), atol=1e-5, rtol=1e-5)

@@ -181,7 +181,8 @@ def test_streaming_from_the_mxfp4_gguf(converted):
     hf_dir, path = converted("mxfp4")
     tokens = ids(60, seed=1)
     streamed = Engine.from_pretrained(path, streaming=True).logits(tokens)
-    assert torch.equal(streamed, CoreEngine.from_pretrained(hf_dir).logits(tokens))
+    # streaming reads the head in row blocks: BLAS may pick another kernel for that shape on another CPU
+    torch.testing.assert_close(streamed, CoreEngine.from_pretrained(hf_dir).logits(tokens), atol=1e-5, rtol=1e-5)
 
 
 def test_a_sliding_window_pattern_key_overrides_the_hard_coded_one():
