@@ -90,7 +90,7 @@ def test_the_split_kv_b_and_the_stacked_experts_come_back_as_stored(converted):
     hf_dir, path = converted("dsv3_qlora_yarn_groups")
     theirs, ours = load_file(hf_dir / "model.safetensors"), GGUFWeights.open(path)
     assert set(ours.names) == set(theirs) and not ours.unmapped
-    for name, tensor in theirs.items():
+    for name, tensor in theirs.items():   # F32 values read back, transposed and concatenated: no arithmetic
         assert torch.equal(ours.get(name), tensor), name
     raw = load_gguf_config(path).raw
     assert raw["rope_scaling"]["mscale"] == pytest.approx(0.7) == raw["rope_scaling"]["mscale_all_dim"]
