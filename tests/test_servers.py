@@ -61,22 +61,30 @@ def gone(*pids: int, within_s: float = 10) -> bool:
     return False
 
 
+def new_leftovers(before: list[str]) -> list[str]:
+    """Servers launched since `before` and still running: a session's shared servers (the pool) may be up while
+    these tests run, and are not theirs to judge."""
+    return [line for line in leftovers() if line not in before]
+
+
 def test_stop_kills_the_server_and_what_it_started():
+    before = leftovers()
     server = StandIn(Path("unused.gguf")).start()
     pids = (server.proc.pid, server.child_pid())
     assert all(running(p) for p in pids) and server in RUNNING
     server.stop()
-    assert gone(*pids) and server not in RUNNING and leftovers() == []
+    assert gone(*pids) and server not in RUNNING and new_leftovers(before) == []
 
 
 def test_entering_a_started_server_does_not_start_a_second_one():
     """`with or_fail(Server(...).start) as s` (test_chain_live.py): entering a started server keeps its process;
     it once launched a second on the same port, and the first, never stopped, outlived the suite."""
+    before = leftovers()
     server = StandIn(Path("unused.gguf")).start()
     first = server.proc.pid
     with server as entered:
         assert entered is server and server.proc.pid == first
-    assert gone(first, server.child_pid()) and leftovers() == []
+    assert gone(first, server.child_pid()) and new_leftovers(before) == []
     try:
         server.start()
         server.launch([sys.executable, "-c", "pass"], dict(os.environ))
@@ -87,25 +95,40 @@ def test_entering_a_started_server_does_not_start_a_second_one():
         server.stop()
 
 
+LOST = """
+import sys
+from pathlib import Path
+from tests.endpoint_assets import leftovers, stop_all
+from tests.test_servers import StandIn
+server = StandIn(Path("unused.gguf")).start()
+lost = server.proc
+server.proc = None                    # what the double start did: the object no longer holds its process
+listed = any(f"pid {lost.pid} " in line for line in leftovers())
+stop_all()
+print(lost.pid, server.child_pid(), listed, leftovers() == [])
+"""
+
+
 def test_a_process_whose_object_lost_it_is_still_found_and_stopped():
     """Whatever became of a server object (its process replaced, the object dropped), every process launched is
-    listed by leftovers() and stopped by stop_all()."""
-    from tests.endpoint_assets import stop_all
-    server = StandIn(Path("unused.gguf")).start()
-    lost = server.proc
-    server.proc = None                    # what the double start did: the object no longer holds its process
-    assert any(f"pid {lost.pid} " in line for line in leftovers())
-    stop_all()
-    assert gone(lost.pid, server.child_pid()) and leftovers() == []
+    listed by leftovers() and stopped by stop_all(). In a process of its own: stop_all() here would also stop the
+    session's shared servers."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", LOST], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lost, child, listed, none_left = done.stdout.split()
+    assert listed == "True" and none_left == "True" and gone(int(lost), int(child))
 
 
 def test_the_pool_starts_each_configuration_once_and_stops_them_all():
+    before = leftovers()
     pool = ServerPool()
     a = pool.get(StandIn, Path("a.gguf"))
     assert pool.get(StandIn, Path("a.gguf")) is a and pool.get(StandIn, Path("b.gguf")) is not a
     pids = [s.proc.pid for s in pool.servers.values()] + [s.child_pid() for s in pool.servers.values()]
     pool.stop_all()
-    assert gone(*pids) and leftovers() == []
+    assert gone(*pids) and new_leftovers(before) == []
 
 
 INNER = """
