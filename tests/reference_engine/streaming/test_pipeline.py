@@ -24,8 +24,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(world: int, model: Path, out: Path, mode: str = "ok", timeout: float = 240) -> list[int]:
-    """Start `world` ranks as separate processes; wait for all (rank 0 at most `timeout` s); exit codes."""
+def launch(world: int, model: Path | str, out: Path, mode: str = "ok", timeout: float = 240) -> list[int]:
+    """Start `world` ranks as separate processes; wait for all (rank 0 at most `timeout` s); exit codes. `model`
+    may be several directories joined by os.pathsep: the ranks run them in turn (outputs in out/0, out/1, ...)."""
     port = free_port()
     code = ("import sys; from tests.reference_engine.streaming.pipeline_worker import run_rank; "
             "run_rank(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])")

@@ -1,26 +1,53 @@
-"""A hybrid (Qwen3-Next: Gated DeltaNet layers with their recurrent states beside attention layers) through the
-torch.distributed pipeline: 2 ranks give one process's logits, prefill and decode step, and those equal the
-resident engine's. (~50 s on a loaded 2-core machine: three processes start.)"""
+"""One tiny model of each newer family through the torch.distributed pipeline (gloo, CPU, what torchrun starts):
+Qwen3-Next (Gated DeltaNet states beside attention), gpt-oss (sinks, windows, clamped SwiGLU experts),
+DeepSeek-V3 (MLA latents, group-limited routing), Granite 4 (Mamba2 states) and LFM2 (short-conv states).
+2 ranks give one process's logits, prefill and decode step, and those equal the resident engine's. All five
+models run in one launch of 1 and one of 2 ranks (three processes: 8-16 s measured on the shared 2-core machine,
+the processes' start-up and the models' build; each family's test after the first takes ~0.05 s)."""
 from __future__ import annotations
 
+import json
+import os
+
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from reference_engine.core.engine import CoreEngine
-from tests.reference_engine.core.qwen3_next_models import model_dir
+from tests.reference_engine.core import gpt_oss_models, hybrid_models, mla_models, qwen3_next_models
 from tests.reference_engine.streaming.test_pipeline import launch
 
+FAMILIES = {
+    "qwen3_next": lambda: qwen3_next_models.model_dir("next_moe_interval"),
+    "gpt_oss": lambda: gpt_oss_models.gpt_oss_dir(),
+    "deepseek_v3_mla": lambda: mla_models.model_dir("dsv3_qlora_yarn_groups"),
+    "granite4_mamba2": lambda: hybrid_models.hybrid_dir("granite4_moe_rope"),
+    "lfm2_short_conv": lambda: hybrid_models.hybrid_dir("lfm2_conv3_attn1"),
+}
 
-def test_hybrid_pipeline_matches_one_process_and_the_resident_engine(tmp_path):
-    model = model_dir("next_moe_interval")
-    one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir(), two.mkdir()
-    assert launch(1, model, one) == [0] and launch(2, model, two) == [0, 0]
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """family -> (model dir, one-process outputs dir, two-rank outputs dir); one launch per world size."""
+    models = [build() for build in FAMILIES.values()]
+    one, two = tmp_path_factory.mktemp("one"), tmp_path_factory.mktemp("two")
+    joined = os.pathsep.join(str(m) for m in models)
+    assert launch(1, joined, one) == [0] and launch(2, joined, two) == [0, 0]
+    return {name: (m, one / str(k), two / str(k)) for k, (name, m) in enumerate(zip(FAMILIES, models))}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pipeline_matches_one_process_and_the_resident_engine(family, runs):
+    model, one, two = runs[family]
+    assert not list(two.glob("error*.txt")), (two / "error0.txt").read_text()
     want = load_file(one / "rank0.safetensors")
     for rank in (0, 1):
         got = load_file(two / f"rank{rank}.safetensors")
         for name, tensor in want.items():
-            assert (got[name] - tensor).abs().max().item() < 1e-5, (rank, name)
+            assert (got[name] - tensor).abs().max().item() < 1e-5, (family, rank, name)
+        info, meta = (json.loads((d / f"rank{r}.json").read_text()) for d, r in ((two, rank), (one, 0)))
+        assert [r[:2] for r in info["records"]] == [r[:2] for r in meta["records"]]   # every layer's captures
+        assert 0 < info["bytes"] < meta["bytes"]          # each rank read only its own layers (+ embed/head)
     resident = CoreEngine.from_pretrained(model, num_blocks=64)
     assert (resident.logits(list(range(3, 30))) - want["full"]).abs().max().item() < 1e-5
     assert torch.isfinite(want["step"]).all()
