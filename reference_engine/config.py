@@ -192,6 +192,25 @@ def rope_settings(raw: dict, path: Path) -> tuple[float, dict | None]:
     return float(theta), scaling
 
 
+def partial_rotary_factor(raw: dict, head_dim: int | None, block: dict | None = None) -> float:
+    """Share of each head's dimensions that rotate: the rope block's partial_rotary_factor, else the config's,
+    else MiniMax-M2's `rotary_dim` / head_dim, else the config class's default (Qwen3-Next 0.25, GLM-4.5 0.5),
+    else 1. The one reading of the rotary width: the engine's rope table and the CFG/GGF checks share it."""
+    for source in (block or {}, raw, CLASS_DEFAULTS.get(raw.get("model_type"), {})):
+        value = source.get("partial_rotary_factor")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        legacy = source.get("rotary_dim") if source is raw else None
+        if isinstance(legacy, int) and not isinstance(legacy, bool) and legacy > 0 and head_dim:
+            return legacy / head_dim
+    return 1.0
+
+
+def rotary_width(raw: dict, head_dim: int, block: dict | None = None) -> int:
+    """rotary_dim: the dimensions of each head that rotate (Phi-4-mini: 96 of 128; the rest pass through)."""
+    return int(head_dim * partial_rotary_factor(raw, head_dim, block))
+
+
 def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     """Build a ModelConfig from a config.json dict; raise ModelDirError naming the bad field."""
     path = Path(path)

@@ -9,7 +9,7 @@ import re
 from checks.context import ResourceError
 from checks.registry import Problem, Skip, check
 from findings import Location
-from reference_engine.config import parse_config, read_json
+from reference_engine.config import parse_config, read_json, rotary_width
 from reference_engine.core.families import SUPPORTED_ARCHITECTURES, is_supported
 from reference_engine.errors import ModelDirError, UnsupportedError
 
@@ -158,12 +158,12 @@ def _rope_values(rope_type: str, block: dict, ctx, ev: dict, key: str):
             and block["high_freq_factor"] <= block["low_freq_factor"]:
         yield Problem("RoPE llama3 high_freq_factor must be greater than low_freq_factor", evidence=ev,
                       location=_key(f"{key}.high_freq_factor"))
-    if rope_type == "longrope":
-        half = ctx.config.head_dim // 2
+    if rope_type == "longrope":   # one factor per rotary pair: rotary_dim / 2 (Phi-4-mini: 48 of head_dim 128)
+        half = rotary_width(ctx.raw_config, ctx.config.head_dim, block) // 2
         for name in ("short_factor", "long_factor"):
             values = block[name]
             if not isinstance(values, list) or len(values) != half or not all(_number(v) for v in values):
-                yield Problem(f"RoPE longrope {name} must be {half} numbers (head_dim / 2)", evidence=ev,
+                yield Problem(f"RoPE longrope {name} must be {half} numbers (rotary_dim / 2)", evidence=ev,
                               location=_key(f"{key}.{name}"))
 
 

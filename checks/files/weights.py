@@ -11,6 +11,7 @@ from checks.shared.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tenso
                                           optional_tensors, role_of, tensor_table_known)
 from checks.shared.tensor_scan import weight_scan
 from reference_engine.core.model_weights import mtp_tensors
+from reference_engine.errors import ModelDirError
 
 FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "float64"}
 FLOAT16_MAX = 65504.0
@@ -195,14 +196,37 @@ def all_zero_tensors(ctx):
     An all-zero projection removes its layer's contribution; an all-zero RMSNorm weight zeroes the
     whole residual branch; an all-zero embedding or lm_head makes every token identical. They appear
     when a sharded save drops a tensor's data, a merge script writes placeholders, or a LoRA merge
-    subtracts the base weights.
+    subtracts the base weights. Zero-centred norms (Gemma, Qwen3-Next: `(1 + w) * norm(x)`) store the gain
+    as an offset from 1: all zeros there is a gain of one (a model saved at its initialisation), and the
+    fault is the offset -1 everywhere, a gain of zero.
 
     Remedy: restore the tensor from the source checkpoint.
     """
-    scan = weight_scan(ctx)
-    for s in scan.tensors.values():
-        if s.numel and s.amax == 0.0 and not s.nonfinite and not s.name.endswith((".bias", "_bias")):
+    offsets = offset_norm_names(ctx)
+    for s in weight_scan(ctx).tensors.values():
+        if not s.numel or s.nonfinite or s.name.endswith((".bias", "_bias")):
+            continue
+        if s.name not in offsets and s.amax == 0.0:
             yield Problem(f"{s.name} is all zeros ({s.numel} values)", evidence={"tensor": s.name, "numel": s.numel})
+        elif s.name in offsets and s.amax == 1.0 and s.sumsq == s.numel and no_gain(ctx.weights.get(s.name)):
+            yield Problem(f"{s.name} is -1 everywhere: this family's norm multiplies by (1 + w), a gain of zero "
+                          f"({s.numel} values)", evidence={"tensor": s.name, "numel": s.numel, "offset_norm": True})
+
+
+def no_gain(offset) -> bool:
+    """An offset norm of -1 everywhere: (1 + w) is zero (the scan's amax 1 and mean square 1 say |w| = 1)."""
+    return bool((offset == -1).all())
+
+
+def offset_norm_names(ctx) -> frozenset[str]:
+    """The norm tensors stored as offsets from 1 (families.offset_norms); none when the config cannot be read
+    (CFG001 says why) or no family runs it."""
+    from checks.context import ResourceError
+    from reference_engine.core.families import offset_norms
+    try:
+        return offset_norms(ctx.config)
+    except (ResourceError, ModelDirError):
+        return frozenset()
 
 
 @check("WGT007", category="weights", severity="warning", needs=("weights",),

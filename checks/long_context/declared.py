@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from reference_engine.config import rotary_width
+
 KINDS = ("full_attention", "sliding_attention")
 SCALED = ("linear", "dynamic", "yarn", "longrope", "llama3")
 MIN_ROTARY_HALF = 16      # narrower rotary widths (toy models) turn fast by design: no wavelength claim judged
@@ -58,11 +60,10 @@ def settings(raw: dict) -> Settings:
     key, rope = _blocks(raw)
     heads, hidden = _int(raw.get("num_attention_heads")), _int(raw.get("hidden_size"))
     head_dim = _int(raw.get("head_dim")) or (hidden // heads if heads and hidden else None)
-    partial = _num(rope["full_attention"].get("partial_rotary_factor", raw.get("partial_rotary_factor"))) or 1.0
     full = rope["full_attention"]
     use_window = raw.get("use_sliding_window", True) is not False
     return Settings(declared=_int(raw.get("max_position_embeddings")), rope=rope, rope_key=key,
-                    rotary_half=int(head_dim * partial) // 2 if head_dim else None,
+                    rotary_half=rotary_width(raw, head_dim, rope["full_attention"]) // 2 if head_dim else None,
                     layer_types=raw.get("layer_types") if isinstance(raw.get("layer_types"), list) else None,
                     layers=_int(raw.get("num_hidden_layers")),
                     window=_int(raw.get("sliding_window")) if use_window else None,

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from reference_engine.config import ModelConfig
+from reference_engine.config import ModelConfig, partial_rotary_factor, rotary_width
 from reference_engine.core.families.base import LAYER_KINDS   # re-exported: rope.LAYER_KINDS
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.limits import check_rope_table
@@ -49,10 +49,7 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
         params["rope_type"] = "default"                # sections, which is plain RoPE (images are not run)
     if params.get("rope_theta") is None:
         params["rope_theta"] = raw.get("rope_theta", config.rope_theta)
-    if params.get("partial_rotary_factor") is None:
-        legacy = raw.get("rotary_dim")             # MiniMax-M2 spells partial rotary as rotating dims per head
-        fallback = legacy / config.head_dim if isinstance(legacy, int) and legacy > 0 else 1.0
-        params["partial_rotary_factor"] = raw.get("partial_rotary_factor", fallback)
+    params["partial_rotary_factor"] = partial_rotary_factor(raw, config.head_dim, params)
     if params["rope_type"] in ("llama3", "yarn", "longrope"):
         params.setdefault("original_max_position_embeddings",
                           raw.get("original_max_position_embeddings", config.max_position_embeddings))
@@ -61,7 +58,7 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
 
 def rotary_dim(config: ModelConfig, params: dict) -> int:
     """Dimensions of each head that rotate (Phi-4-mini: partial_rotary_factor 0.75; the rest pass through)."""
-    return int(config.head_dim * params.get("partial_rotary_factor", 1.0))
+    return rotary_width(config.raw or {}, config.head_dim, params)
 
 
 def _base_inv_freq(base: float, dim: int) -> torch.Tensor:

@@ -83,3 +83,23 @@ def state_bytes(config: ModelConfig, layers: range | None = None) -> int:
 __all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings",
            "Settings", "bind", "cache_layout", "is_supported", "kv_bytes_per_token", "layer_plan", "mixers",
            "settings", "state_bytes", "windows"]
+
+
+# the plan roles model.norm applies the family's RMSNorm to (besides the final norm)
+NORM_ROLES = ("input_norm", "post_norm", "pre_ff_norm", "post_ff_norm", "q_norm", "k_norm")
+
+
+def offset_norms(config: ModelConfig) -> frozenset[str]:
+    """The tensors the family's RMSNorm reads as offsets from 1, `(1 + w) * norm(x)` (Gemma, Qwen3-Next): zeros
+    there are a gain of one (what transformers initialises them to). Empty for other families and for an
+    architecture no family runs."""
+    try:
+        if settings(config).norm != "rms_plus_one":
+            return frozenset()
+        names = {settings(config).final_norm}
+        for n in range(config.num_hidden_layers):
+            plan = layer_plan(config, n)
+            names.update(name for role in NORM_ROLES for name, _ in plan.get(role, ()))
+    except (UnsupportedError, ModelDirError):
+        return frozenset()
+    return frozenset(names)
