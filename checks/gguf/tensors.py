@@ -37,17 +37,19 @@ def gguf_rope_scaling_present(ctx):
     """Long-context rope scaling survived the conversion (rope_freqs for Llama-3.1-style scaling).
 
     Llama 3.1+ extends Llama 3's 8k context with per-frequency rope factors; GGUF stores them as the
-    rope_freqs.weight tensor (head_dim/2 values), not as metadata. A file converted without it (llama.cpp
-    #8650) runs with unscaled rope: fine on short prompts, degraded past 8k tokens. A Llama-3-style model
-    (rope theta 500000) that claims more than 8k context with neither rope_freqs nor rope.scaling.* is
-    flagged, and so is a rope_freqs tensor of the wrong length.
+    rope_freqs.weight tensor (one per rotary pair: rope.dimension_count / 2), not as metadata. A file converted
+    without it (llama.cpp #8650) runs with unscaled rope: fine on short prompts, degraded past 8k tokens. A
+    Llama-3-style model (rope theta 500000) that claims more than 8k context with neither rope_freqs nor
+    rope.scaling.* is flagged, and so is a rope_freqs tensor of the wrong length.
     """
     gguf = _gguf_or_skip(ctx)
     freqs = gguf.tensors.get("rope_freqs.weight")
     head_dim = _head_dim(gguf)
-    if freqs is not None and head_dim and freqs.numel != head_dim // 2:
-        yield Problem(f"rope_freqs.weight has {freqs.numel} values; head_dim {head_dim} needs {head_dim // 2}",
-                      evidence={"rope_freqs": freqs.numel, "head_dim": head_dim})
+    rotary = _arch_key(gguf, "rope.dimension_count")          # llama.cpp's n_rot: the rotary width
+    rotary = rotary if isinstance(rotary, int) and rotary > 0 else head_dim
+    if freqs is not None and rotary and freqs.numel != rotary // 2:
+        yield Problem(f"rope_freqs.weight has {freqs.numel} values; a rotary width of {rotary} needs {rotary // 2}",
+                      evidence={"rope_freqs": freqs.numel, "head_dim": head_dim, "rotary_dim": rotary})
     theta, context = _arch_key(gguf, "rope.freq_base"), _arch_key(gguf, "context_length")
     scaled = isinstance(_arch_key(gguf, "rope.scaling.type"), str) and _arch_key(gguf, "rope.scaling.type") != "none"
     if (gguf.get("general.architecture") == "llama" and theta == LLAMA3_THETA and isinstance(context, int)

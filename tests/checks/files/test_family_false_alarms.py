@@ -1,6 +1,7 @@
 """Two false alarms on healthy models of the newer families, and the faults those checks must still catch:
 - the longrope factor lists (CFG003, CFG060) hold one factor per rotary pair, rotary_dim / 2 with
   partial_rotary_factor applied (Phi-4-mini: 48 of head_dim 128), read by the one helper the rope table uses;
+  a GGUF's rope_freqs (GGF007) likewise, rope.dimension_count / 2;
 - zero-centred norms (Gemma, Qwen3-Next: `(1 + w) * norm(x)`) are all zeros in a model saved at its
   initialisation, a gain of one (WGT006 silent); -1 everywhere there, or a zeroed plain weight, still fires."""
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import functools
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -37,6 +39,17 @@ def test_longrope_lists_are_rotary_dim_over_two(factory_model_dir, tmp_path, fac
     assert found == ([("CFG003", "error"), ("CFG003", "error"), ("CFG060", "warning"), ("CFG060", "warning")]
                      if fires else []), [f.message for f in report.findings]
     assert all("6" in f.message for f in report.findings)          # the width it names is the rotary one
+
+
+@pytest.mark.parametrize("rotary, freqs, fires", [(12, 6, False), (12, 8, True), (None, 8, False)])
+def test_gguf_rope_freqs_are_rotary_dim_over_two(tmp_path, rotary, freqs, fires):
+    """GGF007 reads the rotary width from rope.dimension_count (llama.cpp's n_rot), head_dim without it."""
+    from tests.checks.zoo_gguf import DROP, F32, write_variant
+    meta = {"llama.rope.dimension_count": DROP if rotary is None else rotary}
+    path = write_variant(tmp_path, "m.gguf", metadata=meta,
+                         tensors={"rope_freqs.weight": (np.ones(freqs, np.float32), F32)})
+    report = run_checks(path, select=["GGF007"])
+    assert [f.check for f in report.findings] == (["GGF007"] if fires else []), [f.message for f in report.findings]
 
 
 @functools.cache
