@@ -24,6 +24,9 @@ import torch
 # model.decoder_layer's capture points (MoE layers add "router" [T, experts]); codes travel in record headers
 ALL_MODULES = ("input_norm", "attn", "post_norm", "router", "mlp", "hidden")
 MODULE_CODES = {m: i for i, m in enumerate(ALL_MODULES)}
+# a record's dtype travels too: it need not be its lane's (DeepSeek's router logits are float32 in a bf16 lane)
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+DTYPE_CODES = {d: i for i, d in enumerate(DTYPES)}
 
 
 class PipelineError(RuntimeError):
@@ -96,7 +99,7 @@ class Pipeline:
     # ---- transport: per lane its hidden state, then (with a capture) its records with a small header -----
     def _exchange(self, op, peer: int, lanes, records, sending: bool) -> None:
         """op(tensor, peer) on every tensor of the payload, in the same order on both sides; a receiving side
-        gets each lane's hidden state and records (header: layer, module code, last dim) filled in."""
+        gets each lane's hidden state and records (header: layer, module code, last dim, dtype code) filled in."""
         for k, lane in enumerate(lanes):
             h = lane.h.contiguous()
             op(h, peer)
@@ -107,12 +110,12 @@ class Pipeline:
             count = torch.tensor([len(mine)], dtype=torch.int64, device=h.device)
             op(count, peer)
             n = int(count.item())
-            header = torch.tensor([[i, MODULE_CODES[m], x.shape[-1]] for i, m, x in mine] or [[0, 0, 0]] * n,
-                                  dtype=torch.int64, device=h.device).reshape(n, 3)
+            header = torch.tensor([[i, MODULE_CODES[m], x.shape[-1], DTYPE_CODES[x.dtype]] for i, m, x in mine]
+                                  or [[0, 0, 0, 0]] * n, dtype=torch.int64, device=h.device).reshape(n, 4)
             op(header, peer)
             out = []
-            for j, (i, code, dim) in enumerate(header.tolist()):
-                x = mine[j][2].contiguous() if sending else h.new_empty(h.shape[0], dim)
+            for j, (i, code, dim, dtype) in enumerate(header.tolist()):
+                x = mine[j][2].contiguous() if sending else h.new_empty(h.shape[0], dim, dtype=DTYPES[dtype])
                 op(x, peer)
                 out.append((i, ALL_MODULES[code], x))
             records[k] = out

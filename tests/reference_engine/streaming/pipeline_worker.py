@@ -40,15 +40,17 @@ def run_model(core, me: int, out_dir: str) -> bool:
     """The pipeline's calls on one model; their outputs (or the PipelineError) written to out_dir."""
     from reference_engine.streaming.pipeline import PipelineError
     from reference_engine.streaming.sweep import LogitsRequest, logits_many
-    records = []
+    records, low = [], []           # the float32 lane's captures; the bfloat16 lane's (a MoE router may stay fp32)
 
-    def capture(layer, module, x):
-        records.append((layer, module, float(x.float().abs().max())))
+    def recorder(sink: list):
+        def capture(layer, module, x):
+            sink.append((layer, module, float(x.float().abs().max())))
+        return capture
 
     try:
         ids = list(range(3, 30))
-        full = core.logits(ids, capture=capture)
-        many = logits_many(core, [LogitsRequest(ids[:9]), LogitsRequest(ids, dtype=torch.bfloat16)])
+        full = core.logits(ids, capture=recorder(records))
+        many = logits_many(core, [LogitsRequest(ids[:9]), LogitsRequest(ids, recorder(low), torch.bfloat16)])
         with core.scratch() as (seq,):
             first = core.prefill([seq], [ids[:12]])
             step = core.decode([seq], [int(first.argmax())])
@@ -59,5 +61,5 @@ def run_model(core, me: int, out_dir: str) -> bool:
     save_file({"full": full, "many0": many[0], "many1": many[1], "first": first, "step": step},
               os.path.join(out_dir, f"rank{me}.safetensors"))
     with open(os.path.join(out_dir, f"rank{me}.json"), "w") as f:
-        json.dump({"records": records, "passes": core.passes, "bytes": core.reader.bytes_read}, f)
+        json.dump({"records": records, "low": low, "passes": core.passes, "bytes": core.reader.bytes_read}, f)
     return True
