@@ -196,7 +196,8 @@ def partial_rotary_factor(raw: dict, head_dim: int | None, block: dict | None = 
     """Share of each head's dimensions that rotate: the rope block's partial_rotary_factor, else the config's,
     else MiniMax-M2's `rotary_dim` / head_dim, else the config class's default (Qwen3-Next 0.25, GLM-4.5 0.5),
     else 1. The one reading of the rotary width: the engine's rope table and the CFG/GGF checks share it."""
-    for source in (block or {}, raw, CLASS_DEFAULTS.get(raw.get("model_type"), {})):
+    named = raw.get("model_type")
+    for source in (block or {}, raw, CLASS_DEFAULTS.get(named, {}) if isinstance(named, str) else {}):
         value = source.get("partial_rotary_factor")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)

@@ -80,11 +80,6 @@ def state_bytes(config: ModelConfig, layers: range | None = None) -> int:
     return state_bytes_per_sequence(layout if layers is None else layout[layers.start:layers.stop])
 
 
-__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings",
-           "Settings", "bind", "cache_layout", "is_supported", "kv_bytes_per_token", "layer_plan", "mixers",
-           "settings", "state_bytes", "windows"]
-
-
 # the plan roles model.norm applies the family's RMSNorm to (besides the final norm)
 NORM_ROLES = ("input_norm", "post_norm", "pre_ff_norm", "post_ff_norm", "q_norm", "k_norm")
 
@@ -103,3 +98,9 @@ def offset_norms(config: ModelConfig) -> frozenset[str]:
     except (UnsupportedError, ModelDirError):
         return frozenset()
     return frozenset(names)
+
+
+__all__ = ["FAMILIES", "SUPPORTED_ARCHITECTURES", "Bound", "Family", "LayerPlan", "MLASettings", "MoESettings",
+           "Settings", "bind", "cache_layout", "is_supported", "kv_bytes_per_token", "layer_plan", "mixers",
+           "offset_norms", "settings", "state_bytes", "windows"]
+
