@@ -18,6 +18,7 @@ from tests.checks.zoo import edit_tensors
 from tests.reference_engine.core import hybrid_models, qwen3_next_models
 
 LAYER = 2
+GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 2
 
 
 def shifted(name: str, by: float):
@@ -35,7 +36,7 @@ def scaled(name: str, factor: float):
 p = f"model.layers.{LAYER}."
 # family -> (build(out) -> healthy checkable model dir, fault planted in layer LAYER's mixer)
 CASES = {
-    "gpt_oss_sinks": (lambda out: build_model_dir(out, "gpt_oss", num_hidden_layers=4),
+    "gpt_oss_sinks": (lambda out: build_model_dir(out, "gpt_oss", num_hidden_layers=4, layer_types=GPT_OSS_LAYERS),
                       shifted(p + "self_attn.sinks", 2.0)),
     "deepseek_v3_mla_kv_b": (lambda out: build_model_dir(out, "deepseek_v3", num_hidden_layers=4),
                              scaled(p + "self_attn.kv_b_proj.weight", 1.5)),
