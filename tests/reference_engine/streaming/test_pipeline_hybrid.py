@@ -3,8 +3,8 @@ Qwen3-Next (Gated DeltaNet states beside attention), gpt-oss (sinks, windows, cl
 DeepSeek-V3 (MLA latents, group-limited routing), Granite 4 (Mamba2 states) and LFM2 (short-conv states).
 2 ranks give one process's logits, prefill and decode step, and those equal the resident engine's; the
 bfloat16 lane's captures travel in their own dtype (DeepSeek's router logits stay float32: a gloo size
-mismatch before). All five models run in one launch of 1 and one of 2 ranks (three processes: 8-30 s measured
-on the shared 2-core machine, the processes' start-up and the models' build; each family's test after the
+mismatch before). All five models run in one launch of 1 and one of 2 ranks (three processes: 8-31 s measured
+on the shared 2-core machine from idle to load 9, the start-up and the models' build; each family's test after the
 first takes ~0.05 s)."""
 from __future__ import annotations
 
