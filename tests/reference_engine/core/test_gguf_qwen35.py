@@ -2,7 +2,7 @@
 pinned sdist, F32, --no-mtp) give the same logits as their safetensors directory, and transformers' within 1e-4:
 the converter's A = -exp(A_log), 1 + w norms, [C, K] conv and (with more value than key heads) tiled value
 heads are all undone (reference_engine/files/gguf_linear_attn.py). Qwen3-Next and Qwen3.5-MoE GGUF files
-store their experts stacked and Qwen3-Next's q/k/v/z split in two tensors: not read yet (UnsupportedError)."""
+(stacked experts, Qwen3-Next's q/k/v/z split in two tensors): test_gguf_qwen3_next.py."""
 from __future__ import annotations
 
 import pytest
