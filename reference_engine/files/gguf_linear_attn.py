@@ -52,16 +52,17 @@ MOE_KEYS = {"expert_count": "num_experts", "expert_used_count": "num_experts_per
 
 
 def derive_config(raw: dict) -> dict:
-    """linear_value_head_dim, layer_types (from the recurrent-layer flags) and partial_rotary_factor."""
+    """linear_value_head_dim, layer_types (from the recurrent-layer flags) and partial_rotary_factor; the raw
+    keys they come from (no config.json field of their own) are taken out."""
     out: dict = {}
-    inner, v_heads = raw.get("linear_value_dim"), raw.get("linear_num_value_heads")
+    inner, v_heads = raw.pop("linear_value_dim", None), raw.get("linear_num_value_heads")
     if isinstance(inner, int) and isinstance(v_heads, int) and v_heads > 0:
         out["linear_value_head_dim"] = inner // v_heads
-    flags = raw.get("recurrent_layers")
+    flags = raw.pop("recurrent_layers", None)
     if isinstance(flags, list):      # llama.cpp reads the interval only without the flags (the converter writes
         raw.pop("full_attention_interval", None)       # it anyway, 4 when config.json has none): not the model's
         out["layer_types"] = ["linear_attention" if f else "full_attention" for f in flags]
-    rot, head_dim = raw.get("rope_dimension_count"), raw.get("head_dim")
+    rot, head_dim = raw.pop("rope_dimension_count", None), raw.get("head_dim")
     if isinstance(rot, int) and isinstance(head_dim, int) and head_dim > 0:
         out["partial_rotary_factor"] = rot / head_dim
     return out

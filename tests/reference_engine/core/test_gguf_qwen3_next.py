@@ -8,7 +8,7 @@ the 1 + w norms, the [C, K] conv, stacked experts, the shared expert and its gat
 
 Cost: two conversions (tests/reference_engine/core/qwen3_next_models.gguf_pair, shared with
 tests/checks/test_qwen3_next_checks.py), ~10 s and ~15 s on 2 cores; the first test of each architecture
-pays its conversion (~20-30 s on a loaded machine)."""
+pays its conversion (~20-35 s on a loaded machine); the Q8_0 test converts once more (~15-25 s)."""
 from __future__ import annotations
 
 import pytest
@@ -85,3 +85,18 @@ def test_streaming_joins_qwen3_next_qkvz():
     streamed = Engine.from_pretrained(path, streaming=True).logits(tokens)
     # streaming reads the head in row blocks: BLAS may pick another kernel for that shape on another CPU
     torch.testing.assert_close(streamed, CoreEngine.from_pretrained(hf_dir).logits(tokens), atol=1e-5, rtol=1e-5)
+
+
+def test_q8_0_qwen3_next_reads_within_the_quantization_bound(tmp_path):
+    """--outtype q8_0: the joined in_proj_qkvz is dequantized part by part, every tensor within Q8_0's bound of
+    the float one (half a step of a per-32 scale amax / 127 stored as float16: <= 0.0045 x the tensor's max |w|;
+    measured 0.0041). Logits are not bounded here (a random MoE's top-k flips under a perturbation this size).
+    ~15-25 s: one more conversion."""
+    from tests import assets_gguf
+    from tests.conftest import _asset
+    hf_dir, _ = pair("qwen3next")
+    path = _asset(assets_gguf.convert_hf_dir, hf_dir, tmp_path / "q8_0.gguf", "q8_0", None, ("--no-mtp",))
+    weights, stored = GGUFWeights.open(path), load_file(hf_dir / "model.safetensors")
+    assert weights.info("model.layers.0.linear_attn.in_proj_qkvz.weight").ggml_type == "Q8_0"
+    for name in weights.names:
+        assert (weights.get(name) - stored[name]).abs().max() <= 0.0045 * stored[name].abs().max(), name
