@@ -92,9 +92,14 @@ def join_qkvz_shape(hf_name: str, shapes: list[tuple]) -> tuple | None:
 
 def join_qkvz(hf_name: str, parts: list[torch.Tensor], meta) -> torch.Tensor:
     """Flat q | k | v rows and z rows -> Qwen3-Next's in_proj_qkvz, grouped per key head: [q_h, k_h, the
-    value heads of h's v, their z] for h = 0..k_heads-1 (the inverse of Qwen3NextModel.modify_tensors)."""
+    value heads of h's v, their z] for h = 0..k_heads-1 (the inverse of Qwen3NextModel.modify_tensors);
+    ValueError when the rows do not split by the metadata's key heads."""
     qkv, z = parts                                            # [2 K dk + V dv, hidden], [V dv, hidden]
     k_heads, k_dim, hidden = meta("ssm.group_count"), meta("ssm.state_size"), qkv.shape[-1]
+    if not (isinstance(k_heads, int) and isinstance(k_dim, int) and k_heads > 0 and k_dim > 0) or \
+            qkv.shape[0] != 2 * k_heads * k_dim + z.shape[0] or z.shape[0] % k_heads:
+        raise ValueError(f"attn_qkv ({qkv.shape[0]} rows) and attn_gate ({z.shape[0]}) do not split into "
+                         f"ssm.group_count {k_heads!r} key heads of ssm.state_size {k_dim!r}")
     q, k, v = qkv.split([k_heads * k_dim, k_heads * k_dim, z.shape[0]])
     grouped = [t.reshape(k_heads, -1, hidden) for t in (q, k, v, z)]     # [K, rows per key head, hidden]
     return torch.cat(grouped, dim=1).reshape(-1, hidden).contiguous()   # [K (2 dk + 2 r dv), hidden]

@@ -200,7 +200,10 @@ class GGUFWeights(TensorTable):
             raise ModelDirError(self.gguf.path, f"tensor {name!r}: cannot dequantize: {e}") from None
         inner = name.split(".", 3)[3]
         if self.arch.join is not None and inner not in self.arch.interleaved:
-            return self.arch.join(inner, values, self.meta)
+            try:
+                return self.arch.join(inner, values, self.meta)
+            except ValueError as e:                  # the parts disagree with the metadata
+                raise ModelDirError(self.gguf.path, f"tensor {name!r}: {e}") from None
         parts = [_as_part(v, t) for v, t in zip(values, self._composed[name])]
         if inner in self.arch.interleaved:
             return torch.stack(parts, dim=-1).flatten(-2).contiguous()     # [.., cols, n]: part i at j * n + i
