@@ -61,8 +61,8 @@ class GGUFArch:
     # [.., rows, cols] transposed to [.., cols, rows] first, a ".bias" as stored) are interleaved along the last
     # dim: column j of part i lands at j * len(parts) + i (gpt-oss's fused gate_up: gate even, up odd)
     interleaved: dict = field(default_factory=dict)
-    # another rule for those parts: join(hf name, parts) -> tensor, join_shape(hf name, part shapes) -> HF shape
-    # or None when they disagree (DeepSeek's kv_b from k_b and v_b)
+    # another rule for those parts: join(hf name, parts, meta) -> tensor, join_shape(hf name, part shapes) -> HF
+    # shape or None when they disagree (DeepSeek's kv_b from k_b and v_b, Qwen3-Next's in_proj_qkvz)
     join: Callable | None = None
     join_shape: Callable | None = None
     tensor_fields: Callable[[dict], dict] | None = None   # config.json fields told by the tensors present
@@ -89,9 +89,15 @@ def _gemma3_config(raw: dict) -> dict:
             "sliding_window_pattern": 6, "hidden_activation": "gelu_pytorch_tanh"}
 
 
-QWEN35 = dict(tensor_names=gguf_linear_attn.TENSOR_NAMES, config_keys=gguf_linear_attn.CONFIG_KEYS,
-              derive=gguf_linear_attn.derive_config, touches=gguf_linear_attn.touches,
-              finish=gguf_linear_attn.finish, hf_shape=gguf_linear_attn.hf_shape)
+# Qwen3-Next / Qwen3.5 (files/gguf_linear_attn.py): the DeltaNet tensors and metadata, then what differs --
+# Qwen3.5's flat projections with tiled value heads, Qwen3-Next's q/k/v/z joined from two tensors and grouped
+# b/a; the MoE ones add the stacked experts, the router, the shared expert and its gate
+LINEAR_ATTN = dict(config_keys=gguf_linear_attn.CONFIG_KEYS, derive=gguf_linear_attn.derive_config,
+                   touches=gguf_linear_attn.touches, hf_shape=gguf_linear_attn.hf_shape, partial_rotary=True)
+QWEN35 = dict(LINEAR_ATTN, tensor_names={**gguf_linear_attn.TENSOR_NAMES, **gguf_linear_attn.SPLIT_NAMES},
+              finish=gguf_linear_attn.finish)
+QWEN_MOE = dict(layer_names=gguf_linear_attn.MOE_NAMES, experts=gguf_mla.EXPERTS,
+                config_keys={**gguf_linear_attn.CONFIG_KEYS, **gguf_linear_attn.MOE_KEYS})
 
 
 def _olmo_config(raw: dict) -> dict:
@@ -163,6 +169,11 @@ ARCHS: dict[str, GGUFArch] = {
                                     "post_ffw_norm": "post_feedforward_layernorm"},
                        derive=_gemma3_config),
     "qwen35": GGUFArch("Qwen3_5ForCausalLM", "qwen3_5_text", **QWEN35),
+    "qwen35moe": GGUFArch("Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", **{**QWEN35, **QWEN_MOE}),
+    "qwen3next": GGUFArch("Qwen3NextForCausalLM", "qwen3_next", **{**LINEAR_ATTN, **QWEN_MOE},
+                          tensor_names={**gguf_linear_attn.TENSOR_NAMES, **gguf_linear_attn.GROUPED_NAMES},
+                          finish=gguf_linear_attn.finish_grouped, transposed=gguf_linear_attn.QKVZ_PARTS,
+                          join=gguf_linear_attn.join_qkvz, join_shape=gguf_linear_attn.join_qkvz_shape),
     # LFM2: feed_forward_length is the MLP width after block_auto_adjust_ff_dim; the conv taps are stored [C, K]
     "lfm2": GGUFArch("Lfm2ForCausalLM", "lfm2", config_extra={"block_auto_adjust_ff_dim": False},
                      layer_names={"attn_norm": "operator_norm", "ffn_norm": "ffn_norm", "ffn_gate": "feed_forward.w1",

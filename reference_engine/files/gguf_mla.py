@@ -68,7 +68,7 @@ def join_kv_b_shape(hf_name: str, shapes: list[tuple]) -> tuple | None:
     return (heads * (nope + v), rank) if heads == heads_v and rank == rank_v and heads > 0 else None
 
 
-def join_kv_b(hf_name: str, parts: list[torch.Tensor]) -> torch.Tensor:
+def join_kv_b(hf_name: str, parts: list[torch.Tensor], meta=None) -> torch.Tensor:
     k_b, v_b = parts                                                  # [H, r, nope], [H, v, r]
     kv = torch.cat([k_b.transpose(1, 2), v_b], dim=1)                 # [H, nope + v, r]
     return kv.reshape(-1, kv.shape[-1]).contiguous()                  # [H * (nope + v), r]

@@ -160,6 +160,10 @@ class GGUFWeights(TensorTable):
             return None
         return (*shapes[0][:-1], sum(s[-1] for s in shapes))
 
+    def meta(self, key: str):
+        """The metadata value `{architecture}.<key>` (None when absent)."""
+        return self.gguf.get(f"{self.gguf.get('general.architecture')}.{key}")
+
     def composed(self, name: str) -> bool:
         """Whether the Hugging Face tensor is built from several GGUF tensors (read it whole with get())."""
         return name in self._composed
@@ -196,7 +200,10 @@ class GGUFWeights(TensorTable):
             raise ModelDirError(self.gguf.path, f"tensor {name!r}: cannot dequantize: {e}") from None
         inner = name.split(".", 3)[3]
         if self.arch.join is not None and inner not in self.arch.interleaved:
-            return self.arch.join(inner, values)
+            try:
+                return self.arch.join(inner, values, self.meta)
+            except ValueError as e:                  # the parts disagree with the metadata
+                raise ModelDirError(self.gguf.path, f"tensor {name!r}: {e}") from None
         parts = [_as_part(v, t) for v, t in zip(values, self._composed[name])]
         if inner in self.arch.interleaved:
             return torch.stack(parts, dim=-1).flatten(-2).contiguous()     # [.., cols, n]: part i at j * n + i
@@ -215,6 +222,5 @@ class GGUFWeights(TensorTable):
         if self.arch.norm_offset and is_norm(name):
             out = out - self.arch.norm_offset
         if self.arch.touches is not None and self.arch.touches(name):
-            prefix = f"{self.gguf.get('general.architecture')}."
-            out = self.arch.finish(name, out, lambda key: self.gguf.get(prefix + key))
+            out = self.arch.finish(name, out, self.meta)
         return out.reshape(self._infos[name].shape)       # a unit dim llama.cpp squeezed out (LFM2's conv)

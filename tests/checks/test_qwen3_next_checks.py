@@ -20,3 +20,24 @@ def test_healthy_hybrid_model_is_clean(variant):
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"CFG050", "CFG051", "CFG052", "CFG053", "WGT001", "WGT003", "GLD002", "ACT001", "ENG001",
             "ENG002"} <= ran
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("arch", ["qwen3next", "qwen35moe"])
+def test_healthy_hybrid_gguf_is_clean(arch):
+    """`llmdoctor check` on the pinned converter's Qwen3-Next / Qwen3.5-MoE GGUF (qwen3_next_models.gguf_pair,
+    shared with test_gguf_qwen3_next.py): the GGF and static checks and every engine check run through the
+    DeltaNet layers and the experts read from the GGUF, no warning or error. ~5-15 s each on a loaded 2-core
+    machine, ~15-20 s more for the conversion when this runs before test_gguf_qwen3_next.py."""
+    from tests.assets import AssetError
+    from tests.reference_engine.core.qwen3_next_models import gguf_pair
+    try:
+        _, path = gguf_pair(arch)
+    except AssetError as e:
+        pytest.skip(f"GGUF conversion assets unavailable: {e}")
+    report = run_checks(path, select=["GGF", *STATIC_CATEGORIES, *ENGINE_CATEGORIES], quick=True, device="cpu")
+    no_crashes(report)
+    assert problems(report) == []
+    ran = {r.id for r in report.checks if r.status == "passed"}
+    assert {"GGF001", "GGF003", "GGF010", "GGF030", "CFG050", "CFG051", "CFG052", "CFG053", "WGT001", "MOE001",
+            "GLD002", "ACT001", "ENG001", "ENG002"} <= ran

@@ -37,6 +37,21 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {
         num_hidden_layers=4, linear_num_key_heads=1, linear_num_value_heads=3, num_experts=4,
         num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24)),
 }
+# the same, for GGUF export only (build_for_gguf), value heads as large as key heads (llama.cpp's loader
+# assumes it: GGF030): Qwen3-Next with every layer MoE (the pinned converter cannot map a dense Qwen3-Next
+# layer's mlp); Qwen3.5-MoE with 4 value heads over 2 key heads (the converter tiles them), tied (Qwen's
+# 152k-row vocabulary)
+FOR_GGUF: dict[str, tuple[str, str, dict]] = {
+    "next_moe_gguf": ("Qwen3NextConfig", "Qwen3NextForCausalLM", dict(
+        num_hidden_layers=4, intermediate_size=48, linear_num_key_heads=2, linear_num_value_heads=4,
+        num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+        full_attention_interval=2, linear_value_head_dim=8)),
+    "qwen35_moe_gguf": ("Qwen3_5MoeTextConfig", "Qwen3_5MoeForCausalLM", dict(
+        num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4, num_experts=4,
+        num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+        linear_value_head_dim=8, tie_word_embeddings=True,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"])),
+}
 
 _ROOT = Path(tempfile.mkdtemp(prefix="llmdoctor-qwen3next-"))
 atexit.register(shutil.rmtree, _ROOT, ignore_errors=True)
@@ -81,20 +96,39 @@ def build(out: Path, variant: str, seed: int = 0, tokenizer: bool = False) -> Pa
     return out
 
 
-def build_for_gguf(out: Path, variant: str, tokenizer_dir: Path) -> Path:
+def build_for_gguf(out: Path, variant: str, tokenizer_dir: Path, seed: int = 0) -> Path:
     """The model with a real tokenizer llama.cpp's converter recognises (its vocabulary size), for GGUF export."""
     import json as _json
     vocab = len(_json.loads((tokenizer_dir / "tokenizer.json").read_text())["model"]["vocab"])
-    config_cls, model_cls, overrides = VARIANTS[variant]
+    config_cls, model_cls, overrides = {**VARIANTS, **FOR_GGUF}[variant]
     import transformers
     config = getattr(transformers, config_cls)(**{**BASE, **overrides, "vocab_size": vocab, "pad_token_id": None})
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config)
     randomise(model)
     model.save_pretrained(out, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tokenizer_dir / name, out / name)
     return out
+
+
+# GGUF architecture -> (variant, tokenizer, seed): the pinned converter must recognise the tokenizer's
+# pre-tokenizer, and transformers 5 loads a qwen3_5_moe_text directory's tokenizer as Qwen3_5Tokenizer (Qwen3.5's
+# own regex over the file's vocabulary, whatever tokenizer.json says), recognised only over Qwen's own vocabulary
+# (the sdist's ggml-vocab-qwen35, as transformers converts it); Qwen3-Next's directory keeps SmolLM2's tokenizer.
+# Seed 1 for Qwen3.5-MoE: seed 0's router sends 92% of the probe tokens to one expert of layer 3 (MOE005 warns)
+GGUF_VARIANTS = {"qwen3next": ("next_moe_gguf", "smollm2", 0), "qwen35moe": ("qwen35_moe_gguf", "qwen35", 1)}
+
+
+@functools.cache
+def gguf_pair(arch: str) -> tuple[Path, Path]:
+    """(safetensors directory, its F32 GGUF by llama.cpp's pinned convert_hf_to_gguf.py --no-mtp), converted
+    once per session (~10-15 s each on 2 cores); AssetError when an asset cannot be fetched."""
+    from tests import assets, assets_gguf
+    variant, tokenizer, seed = GGUF_VARIANTS[arch]
+    tok_dir = assets.smollm2_dir() if tokenizer == "smollm2" else assets_gguf.hf_tokenizer_of_vocab_gguf(tokenizer)
+    hf_dir = build_for_gguf(_ROOT / f"{arch}-gguf" / "hf", variant, tok_dir, seed)
+    return hf_dir, assets_gguf.convert_hf_dir(hf_dir, hf_dir.parent / f"{arch}-f32.gguf", "f32", None, ("--no-mtp",))
 
 
 @functools.cache

@@ -2,7 +2,8 @@
 pinned sdist, F32, --no-mtp) give the same logits as their safetensors directory, and transformers' within 1e-4:
 the converter's A = -exp(A_log), 1 + w norms, [C, K] conv and (with more value than key heads) tiled value
 heads are all undone (reference_engine/files/gguf_linear_attn.py). Qwen3-Next and Qwen3.5-MoE GGUF files
-store their experts stacked and Qwen3-Next's q/k/v/z split in two tensors: not read yet (UnsupportedError)."""
+(stacked experts, Qwen3-Next's q/k/v/z split in two tensors): test_gguf_qwen3_next.py. This model's value
+heads (12) are larger than its key heads (8), which llama.cpp's loader cannot size: GGF030 says so."""
 from __future__ import annotations
 
 import pytest
@@ -37,4 +38,8 @@ def test_converted_gguf_equals_the_safetensors_model(tmp_path):
     from reference_engine.streaming.streaming_core import StreamingCore
     streamed = StreamingCore.from_pretrained(path).logits(ids)          # one layer at a time, read from the GGUF
     assert (streamed - a).abs().max().item() <= 1e-5
+    from llmdoctor.run.runner import run_checks        # value heads of 12 over keys of 8: llama.cpp cannot load it
+    report = run_checks(path, select=["GGF030"], device="cpu")
+    found = [f for f in report.findings if f.check == "GGF030"]
+    assert len(found) == 1 and found[0].severity.value == "warning" and "value heads of 12" in found[0].message
 
