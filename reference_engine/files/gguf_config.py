@@ -10,7 +10,7 @@ from pathlib import Path
 
 from reference_engine.config import ModelConfig, parse_config
 from reference_engine.errors import ModelDirError
-from reference_engine.files.gguf_arch import CONFIG_KEYS, TOKEN_ID_KEYS
+from reference_engine.files.gguf_arch import CONFIG_KEYS, TOKEN_ID_KEYS, layer_kinds_problem
 from reference_engine.files.gguf_file import GGUFFile
 from reference_engine.files.gguf_weights import dequantize, gguf_arch
 
@@ -18,6 +18,8 @@ from reference_engine.files.gguf_weights import dequantize, gguf_arch
 def gguf_raw_config(gguf: GGUFFile) -> dict:
     arch = gguf_arch(gguf)
     name = gguf.get("general.architecture")
+    if layer_kinds_problem(gguf, arch):         # a hybrid's layer kinds are not its tensors': no config to guess
+        raise ModelDirError(gguf.path, layer_kinds_problem(gguf, arch))
     raw: dict = {"architectures": [arch.architecture], "model_type": arch.model_type, "torch_dtype": "float32",
                  **arch.config_extra}
     for key, field in CONFIG_KEYS.items():
@@ -55,7 +57,10 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
     if arch.tensor_fields is not None:
         raw.update(arch.tensor_fields(gguf.tensors))
     if arch.derive is not None:
-        raw.update(arch.derive(raw))
+        try:
+            raw.update(arch.derive(raw))
+        except ValueError as e:            # metadata that contradicts itself (gguf_mamba2: SSM sizes)
+            raise ModelDirError(gguf.path, str(e)) from None
     if raw.get("sliding_window") and arch.model_type == "mistral":
         raw["use_sliding_window"] = True
     return raw

@@ -17,7 +17,7 @@ import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import (ARCHS, EXTRA_TENSORS, GGUFArch, expert_pattern, hf_tensor_name, is_norm,
-                                              transposed_part)
+                                              layer_kinds_problem, stem_sets, transposed_part)
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
 from reference_engine.files.gguf_mxfp4 import TORCH_KERNELS
 from reference_engine.files.reads import SAFETENSORS_DTYPES
@@ -85,6 +85,8 @@ class GGUFWeights(TensorTable):
     dequantizes = True   # readers must use get(), not the raw bytes at info.offset (they are quantized)
 
     def __init__(self, gguf: GGUFFile, arch: GGUFArch):
+        if layer_kinds_problem(gguf, arch):     # which tensors a layer needs depends on its kind
+            raise ModelDirError(gguf.path, layer_kinds_problem(gguf, arch))
         self.gguf, self.arch = gguf, arch
         self._infos: dict[str, GGUFTensorInfo] = {}
         self.extra: dict[str, GGUFTensor] = {}         # llama.cpp-only tensors (rope_freqs, ...)
@@ -110,6 +112,8 @@ class GGUFWeights(TensorTable):
         self._add_transposed()
         self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
         self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
+        if isinstance(self.kv_heads, list):       # per layer (a hybrid's: 0 on its recurrent layers)
+            self.kv_heads = max(self.kv_heads, default=None)
 
     def _add_experts(self, t: GGUFTensor, pattern: str) -> None:
         """A stacked [experts, rows, cols] tensor as one tensor per expert: expert e's rows are the e-th
@@ -138,9 +142,11 @@ class GGUFWeights(TensorTable):
                 found.setdefault(f"model.layers.{where[0]}.{where[1]}", {})[key] = t
         for name, parts in found.items():
             inner = name.split(".", 3)[3]
-            stems = self.arch.interleaved.get(inner) or self.arch.transposed[inner]
-            ordered = [parts[s] for s in stems if s in parts]
-            shape = self._joined_shape(name, ordered) if set(parts) == set(stems) else None
+            choices = [self.arch.interleaved[inner]] if inner in self.arch.interleaved else \
+                stem_sets(self.arch.transposed[inner])
+            stems = next((c for c in choices if set(parts) == set(c)), None)
+            ordered = [parts[s] for s in stems] if stems else list(parts.values())
+            shape = self._joined_shape(name, ordered) if stems else None
             if shape is None:
                 raise ModelDirError(self.gguf.path, f"tensors {sorted(parts)} of {name!r} are missing or disagree "
                                                     f"in shape")
