@@ -297,27 +297,47 @@ def expert_pattern(gguf_name: str, arch: GGUFArch) -> str | None:
     return None if pattern is None else f"model.layers.{int(parts[1])}.{pattern}"
 
 
-def layer_kinds_problem(gguf, arch: GGUFArch) -> str | None:
-    """A hybrid (arch.per_layer) whose layer kinds, told by the per-layer head_count_kv (0: recurrent), are not
-    the tensors': a layer holding attention tensors but counted recurrent, or the reverse. llama.cpp's converter
-    writes such a Granite 4 file from a config whose layer_types say "full_attention" (it knows "attention")."""
+@dataclass(frozen=True)
+class LayerKinds:
+    """A hybrid's per-layer head_count_kv (0: a recurrent layer) held to the tensors each layer holds."""
+    head_count_kv: list       # per layer; a misfiled layer's KV heads from its attn_k rows
+    misfiled: frozenset       # attention layers the metadata counts recurrent (written by the converter's
+    # recurrent path: q/k not permuted)
+    problem: str | None       # the disagreement in one line (GGF035)
+    readable: bool            # False: a layer counted attention holds no attention tensors, or no attn_k to count
+
+
+def layer_kinds(gguf, arch: GGUFArch) -> LayerKinds | None:
+    """The layer kinds of a hybrid GGUF (arch.per_layer), None for other files. The pinned converter finds
+    Granite 4's attention layers only by layer_types "attention": from transformers 5's "full_attention" it writes
+    head_count_kv 0 on every layer beside the attention tensors, which llama.cpp refuses; their tensors say what
+    they are, so they are read as attention layers (and GGF035 reports the file)."""
     name = gguf.get("general.architecture")
     kv = gguf.get(f"{name}.attention.head_count_kv")
     if arch.per_layer is None or not isinstance(kv, list):
         return None
-    held = {int(t.split(".")[1]) for t in gguf.tensors if t.startswith("blk.") and t.split(".")[1].isdigit()
-            and t.endswith((".attn_q.weight", ".attn_qkv.weight"))}
-    wrong = [i for i, v in enumerate(kv) if (v > 0) != (i in held)]
-    if not wrong:
-        return None
-    i, said = wrong[0], [j for j, v in enumerate(kv) if v > 0]
-    if i in held:
-        return (f"layer {i} holds attention tensors but {name}.attention.head_count_kv is 0 there (a recurrent "
-                f"layer): attention layers by head_count_kv {said}, by tensors {sorted(held)}; llama.cpp's converter "
-                f"writes this from a Granite 4 config whose layer_types say \"full_attention\": reconvert from one "
-                f"that says \"attention\" (CFG043)")
-    return (f"layer {i}: {name}.attention.head_count_kv {kv[i]} makes it an attention layer but it holds no "
-            f"attention tensors (attention layers by head_count_kv {said}, by tensors {sorted(held)})")
+    layer = {t: int(t.split(".")[1]) for t in gguf.tensors if t.startswith("blk.") and t.split(".")[1].isdigit()}
+    held = {i for t, i in layer.items() if t.endswith((".attn_q.weight", ".attn_qkv.weight"))}
+    k_rows = {i: gguf.tensors[t].shape[0] for t, i in layer.items() if t.endswith(".attn_k.weight")}
+    heads, hidden = gguf.get(f"{name}.attention.head_count"), gguf.get(f"{name}.embedding_length")
+    head_dim = gguf.get(f"{name}.attention.key_length") or \
+        (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else 0)
+    misfiled = frozenset(i for i in held if i < len(kv) and kv[i] == 0)
+    missing = [i for i, v in enumerate(kv) if v > 0 and i not in held]
+    fixed = [k_rows.get(i, 0) // head_dim if i in misfiled and head_dim else v for i, v in enumerate(kv)]
+    said = [i for i, v in enumerate(kv) if v > 0]
+    problem = None
+    if missing:
+        problem = (f"layer {missing[0]}: {name}.attention.head_count_kv {kv[missing[0]]} makes it an attention "
+                   f"layer but it holds no attention tensors (attention layers by head_count_kv {said}, by "
+                   f"tensors {sorted(held)})")
+    elif misfiled:
+        problem = (f"layer {min(misfiled)} holds attention tensors but {name}.attention.head_count_kv is 0 there: "
+                   f"llama.cpp takes it for a recurrent layer and refuses the file (attention layers by "
+                   f"head_count_kv {said}, by tensors {sorted(held)}); the converter writes this from a Granite 4 "
+                   f"config whose layer_types say \"full_attention\": reconvert from one that says \"attention\" "
+                   f"(CFG043)")
+    return LayerKinds(fixed, misfiled, problem, not missing and all(fixed[i] > 0 for i in misfiled))
 
 
 def is_norm(hf_name: str) -> bool:

@@ -17,7 +17,7 @@ import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import (ARCHS, EXTRA_TENSORS, GGUFArch, expert_pattern, hf_tensor_name, is_norm,
-                                              layer_kinds_problem, stem_sets, transposed_part)
+                                              layer_kinds, stem_sets, transposed_part)
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
 from reference_engine.files.gguf_mxfp4 import TORCH_KERNELS
 from reference_engine.files.reads import SAFETENSORS_DTYPES
@@ -85,9 +85,11 @@ class GGUFWeights(TensorTable):
     dequantizes = True   # readers must use get(), not the raw bytes at info.offset (they are quantized)
 
     def __init__(self, gguf: GGUFFile, arch: GGUFArch):
-        if layer_kinds_problem(gguf, arch):     # which tensors a layer needs depends on its kind
-            raise ModelDirError(gguf.path, layer_kinds_problem(gguf, arch))
+        kinds = layer_kinds(gguf, arch)         # which tensors a layer needs depends on its kind
+        if kinds is not None and not kinds.readable:
+            raise ModelDirError(gguf.path, kinds.problem)
         self.gguf, self.arch = gguf, arch
+        self.misfiled = kinds.misfiled if kinds is not None else frozenset()   # q/k stored unpermuted there
         self._infos: dict[str, GGUFTensorInfo] = {}
         self.extra: dict[str, GGUFTensor] = {}         # llama.cpp-only tensors (rope_freqs, ...)
         self.unmapped: list[str] = []                 # tensors with no known Hugging Face name
@@ -113,7 +115,7 @@ class GGUFWeights(TensorTable):
         self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
         self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
         if isinstance(self.kv_heads, list):       # per layer (a hybrid's: 0 on its recurrent layers)
-            self.kv_heads = max(self.kv_heads, default=None)
+            self.kv_heads = max(kinds.head_count_kv if kinds is not None else self.kv_heads, default=None)
 
     def _add_experts(self, t: GGUFTensor, pattern: str) -> None:
         """A stacked [experts, rows, cols] tensor as one tensor per expert: expert e's rows are the e-th
@@ -212,7 +214,8 @@ class GGUFWeights(TensorTable):
         """A dequantized tensor as Hugging Face stores it: Q/K permutation undone, norm offset removed (the
         streaming reader, readers/gguf_reader.py, dequantizes on its own and finishes here too)."""
         tensor = self.stored_tensor(name)
-        if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")) and \
+                not (self.misfiled and int(name.split(".")[2]) in self.misfiled):
             heads = self.heads if name.endswith("q_proj.weight") else self.kv_heads
             if not isinstance(heads, int) or heads < 1 or out.shape[0] % (2 * heads):
                 raise ModelDirError(self.gguf.path, f"tensor {tensor.name!r}: {out.shape[0]} rows do not split "

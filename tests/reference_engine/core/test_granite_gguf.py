@@ -6,10 +6,11 @@ ssm_norm, the split experts and shared MLP, the q/k permutation; the multipliers
 
 What the tests build for the converter: SmolLM2's tokenizer (a pre-tokenizer it knows), layer_types in the hub's
 spelling ("mamba" / "attention": transformers 5 saves "linear_attention" / "full_attention", which the converter
-takes for Mamba2 layers; that file is converted too and refused in one line, GGF035), and NoPE attention (the
-converter turns RoPE off on every hybrid: rope.scaling.finetuned false, as llama.cpp runs Granite 4).
-Three conversions (~8 s each on a loaded 2-core machine) in a module fixture; the module runs ~60 s, the
-`llmdoctor check` test alone ~25 s."""
+takes for Mamba2 layers; that file is converted too: GGF035 reports it, the engine reads it by its tensors), and
+NoPE attention (the converter turns RoPE off on every hybrid, rope.scaling.finetuned false: llama.cpp runs
+Granite 4 so, and a RoPE model would convert to another model).
+Three conversions (8-17 s each on a 2-core machine, busy or idle) in a module fixture, set up by the first test
+(~25-55 s); the tests themselves take 2-8 s each."""
 from __future__ import annotations
 
 import json
@@ -108,21 +109,44 @@ def test_gguf_chunked_prefill_and_step_decode_equal_one_prefill(converted, varia
     assert (StreamingCore.from_pretrained(converted[variant][1]).logits(ids) - full).abs().max().item() <= 1e-5
 
 
-def test_gguf_with_wrong_layer_kinds_is_refused_in_one_line(converted):
-    """transformers 5's "full_attention" spelling converts with head_count_kv 0 on every layer, the attention
-    tensors of layer 1 beside: the engine refuses it with one line, GGF035 reports it, the good file is clean."""
-    with pytest.raises(ModelDirError) as e:
-        CoreEngine.from_pretrained(converted["as_saved"])
-    assert "layer 1 holds attention tensors" in str(e.value) and "\n" not in str(e.value)
+def test_gguf_from_transformers_5_spelling_is_reported_and_read_by_its_tensors(converted):
+    """transformers 5's "full_attention" spelling converts with head_count_kv 0 on every layer, layer 1's attention
+    tensors beside (unpermuted: the converter's Mamba2 path wrote them): llama.cpp refuses that file, GGF035 says
+    so, and the engine reads layer 1 as the attention layer its tensors are: the same model as the good file."""
+    hf_dir, good = converted[MOE]
+    eng = CoreEngine.from_pretrained(converted["as_saved"])
+    assert eng.config.raw["layer_types"] == ["mamba", "attention", "mamba", "mamba"]
+    ids = torch.randint(3, 49000, (60,), generator=torch.Generator().manual_seed(2)).tolist()
+    assert (eng.logits(ids) - CoreEngine.from_pretrained(hf_dir).logits(ids)).abs().max().item() <= 1e-5
     report = run_checks(converted["as_saved"], select=["GGF035", "selftest"])
     assert [(f.check, f.severity.value) for f in report.findings] == [("GGF035", "error")]
+    assert "layer 1 holds attention tensors" in report.findings[0].message
     assert not [c for c in report.checks if c.status == "crashed"]
-    healthy = run_checks(converted[MOE][1], select=["GGF035"])
+    healthy = run_checks(good, select=["GGF035"])
     assert healthy.findings == [] and {c.status for c in healthy.checks} == {"passed"}
 
 
+def test_gguf_counting_a_layer_attention_without_its_tensors_is_refused_in_one_line(converted, tmp_path):
+    """head_count_kv 2 on Mamba2 layer 0 (its tensors are ssm_*): no model to read; one line, and GGF035."""
+    from gguf import GGUFReader
+    path = tmp_path / "kinds.gguf"
+    shutil.copy(converted[MOE][1], path)
+    reader = GGUFReader(path, "r+")
+    field = reader.fields["granitehybrid.attention.head_count_kv"]
+    for i, value in zip(field.data, [2, 2, 0, 0]):
+        field.parts[i][0] = value
+    reader.data.flush()
+    del reader
+    with pytest.raises(ModelDirError) as e:
+        CoreEngine.from_pretrained(path)
+    assert "layer 0: granitehybrid.attention.head_count_kv 2" in str(e.value) and "\n" not in str(e.value)
+    report = run_checks(path, select=["GGF035", "selftest"])
+    assert [(f.check, f.severity.value) for f in report.findings] == [("GGF035", "error")]
+    assert not [c for c in report.checks if c.status == "crashed"]
+
+
 def test_llmdoctor_check_on_the_gguf_runs_the_engine_checks_cleanly(converted):
-    """~25 s on a loaded 2-core machine: the engine checks (self-tests, golden, KV, numerics) on the MoE GGUF."""
+    """The engine checks (self-tests, golden, KV, numerics) with the GGUF, config and weight checks on the MoE GGUF."""
     report = run_checks(converted[MOE][1], quick=True, select=["GGF", "config", "weights", *ENGINE_CHECKS])
     statuses = {c.id: c.status for c in report.checks}
     assert {i: statuses[i] for i in ENGINE_CHECKS} == dict.fromkeys(ENGINE_CHECKS, "passed")
