@@ -1,5 +1,5 @@
 """GGUF checks (GGF), part 2: tensors and the {arch}.* model metadata — rope scaling, the quantization census,
-general.file_type, context length, vocabulary size vs embedding rows."""
+general.file_type, context length, vocabulary size vs embedding rows, a hybrid's layer kinds."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ from collections import Counter
 
 from checks.gguf.metadata import _gguf_or_skip
 from checks.registry import Problem, Skip, check
-from reference_engine.files.gguf_arch import ARCHS
+from reference_engine.files.gguf_arch import ARCHS, layer_kinds
 
 LLAMA3_THETA = 500000.0
 LLAMA3_TRAINED_CONTEXT = 8192
@@ -213,3 +213,26 @@ def gguf_vocab_vs_embedding(ctx):
     if isinstance(declared, int) and declared != len(tokens):
         yield Problem(f"{{arch}}.vocab_size = {declared} but the token list has {len(tokens)} entries",
                       evidence=evidence, severity="warning")
+
+
+@check("GGF035", category="config", severity="error", needs=("gguf",),
+       hint="Re-convert from a config.json whose layer_types name the attention layers as the converter expects "
+            "(Granite 4: \"mamba\" / \"attention\", not transformers 5's \"full_attention\"; CFG043).")
+def gguf_hybrid_layer_kinds(ctx):
+    """A hybrid's layer kinds (head_count_kv per layer, 0 = recurrent) are the tensors' kinds.
+
+    llama.cpp takes a layer with head_count_kv 0 for a recurrent layer (Mamba2, short conv) and asks it for
+    recurrent tensors. The pinned convert_hf_to_gguf.py finds Granite 4's attention layers only where layer_types
+    says "attention"; a config re-saved by transformers 5 ("full_attention") converts with head_count_kv 0 on
+    every layer, its attention tensors beside: llama.cpp refuses the file. The reference engine reads such
+    layers as the attention layers their tensors are (KV heads from attn_k), so the other checks still run; a
+    layer counted attention that holds no attention tensors is refused in one line.
+    """
+    gguf = _gguf_or_skip(ctx)
+    arch = ARCHS.get(gguf.get("general.architecture"))
+    if arch is None or arch.per_layer is None:
+        raise Skip("not a hybrid architecture (per-layer head_count_kv)")
+    kinds = layer_kinds(gguf, arch)
+    if kinds is not None and kinds.problem:
+        yield Problem(kinds.problem, evidence={"head_count_kv": _arch_key(gguf, "attention.head_count_kv"),
+                                               "read_as": kinds.head_count_kv if kinds.readable else None})

@@ -21,7 +21,9 @@ def declared_experts(raw: dict) -> int | None:
 
 def require_moe(ctx) -> tuple[int | None, dict]:
     raw = ctx.config.raw
-    if declared_experts(raw) is None and not any(ROUTER.search(n) for n in ctx.weights.names):
+    if not declared_experts(raw) and not any(ROUTER.search(n) for n in ctx.weights.names):
+        # a dense model, also one that declares 0 experts (Granite 4 dense: num_local_experts 0 beside
+        # transformers' default num_experts_per_tok 2)
         raise Skip("not a mixture-of-experts model")
     return declared_experts(raw), raw
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from reference_engine.files import gguf_linear_attn, gguf_mla
+from reference_engine.files import gguf_linear_attn, gguf_mamba2, gguf_mla
 
 # llama.cpp name (without "blk.N." and ".weight"/".bias") -> Hugging Face name inside model.layers.N
 LAYER_NAMES = {
@@ -55,7 +55,9 @@ class GGUFArch:
     per_layer: Callable[[str, list], dict] | None = None   # a per-layer list value (head_count_kv) -> fields
     experts: dict = field(default_factory=dict)       # stacked [experts, ...] stem -> per-expert name with {e}
     # Hugging Face tensor inside the layer -> llama.cpp stems whose [.., rows, cols] tensors, each transposed to
-    # [.., cols, rows], are concatenated along the last dim (Llama 4's fused [experts, hidden, 2 * inter])
+    # [.., cols, rows], are concatenated along the last dim (Llama 4's fused [experts, hidden, 2 * inter]); or a
+    # tuple of such tuples, alternatives: the one whose stems the layer holds (Granite's shared MLP is
+    # ffn_gate_shexp / ffn_up_shexp beside experts, ffn_gate / ffn_up without)
     transposed: dict = field(default_factory=dict)
     # Hugging Face tensor inside the layer -> whole llama.cpp names inside blk.N whose parts (a ".weight" part
     # [.., rows, cols] transposed to [.., cols, rows] first, a ".bias" as stored) are interleaved along the last
@@ -69,12 +71,15 @@ class GGUFArch:
     partial_rotary: bool = False      # rope.dimension_count below the head dim by design (GGF010 lets it be)
 
 
-def _lfm2_layers(key: str, values: list) -> dict:
-    """LFM2: head_count_kv is 0 on the conv layers (convert_hf_to_gguf's LFM2Model), so it says layer_types."""
-    if key != "attention.head_count_kv":
-        return {}
-    return {"num_key_value_heads": max(values) or 1,
-            "layer_types": ["conv" if v == 0 else "full_attention" for v in values]}
+def _layer_kinds(recurrent: str, attention: str) -> Callable[[str, list], dict]:
+    """A hybrid's per-layer head_count_kv: 0 on its recurrent layers (convert_hf_to_gguf's LFM2Model,
+    GraniteHybridModel), so it says layer_types, in the architecture's own spelling."""
+    def per_layer(key: str, values: list) -> dict:
+        if key != "attention.head_count_kv":
+            return {}
+        return {"num_key_value_heads": max(values) or 1,
+                "layer_types": [recurrent if v == 0 else attention for v in values]}
+    return per_layer
 
 
 def _lfm2_shape(hf: str, shape: tuple) -> tuple:
@@ -182,10 +187,17 @@ ARCHS: dict[str, GGUFArch] = {
                                   "attn_k_norm": "self_attn.k_layernorm", "shortconv.conv": "conv.conv",
                                   "shortconv.in_proj": "conv.in_proj", "shortconv.out_proj": "conv.out_proj"},
                      global_names={"token_embd_norm": "model.embedding_norm"},
-                     config_keys={"shortconv.l_cache": "conv_L_cache"}, per_layer=_lfm2_layers,
+                     config_keys={"shortconv.l_cache": "conv_L_cache"},
+                     per_layer=_layer_kinds("conv", "full_attention"),
                      hf_shape=_lfm2_shape),
-
-
+    # Granite 4: Mamba2 layers beside attention; files/gguf_mamba2.py says what the converter changes
+    "granitehybrid": GGUFArch("GraniteMoeHybridForCausalLM", "granitemoehybrid", permute_qk=True,
+                              layer_names=gguf_mamba2.LAYER_NAMES, tensor_names=gguf_mamba2.TENSOR_NAMES,
+                              transposed=gguf_mamba2.JOINED, join=gguf_mamba2.join, join_shape=gguf_mamba2.join_shape,
+                              config_keys=gguf_mamba2.CONFIG_KEYS, derive=gguf_mamba2.derive_config,
+                              tensor_fields=gguf_mamba2.tensor_fields, touches=gguf_mamba2.touches,
+                              finish=gguf_mamba2.finish, hf_shape=gguf_mamba2.hf_shape,
+                              per_layer=_layer_kinds(gguf_mamba2.RECURRENT, gguf_mamba2.ATTENTION)),
     # issue 38. minimax-m2: experts stored stacked, one [experts, rows, cols] tensor per role
     "minimax-m2": GGUFArch("MiniMaxM2ForCausalLM", "minimax_m2", layer_names={"ffn_gate_inp": "block_sparse_moe.gate"},
                            tensor_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},
@@ -267,6 +279,11 @@ def hf_tensor_name(gguf_name: str, arch: GGUFArch) -> str | None:
     return None if hf is None else f"model.layers.{int(parts[1])}.{hf}.{suffix}"
 
 
+def stem_sets(value: tuple) -> list[tuple]:
+    """A `transposed` value as its alternatives (one tuple of stems, or a tuple of such tuples)."""
+    return list(value) if value and isinstance(value[0], tuple) else [value]
+
+
 def transposed_part(gguf_name: str, arch: GGUFArch) -> tuple[int, str] | None:
     """(layer, Hugging Face name inside it) when the tensor is one part of a `transposed` or `interleaved`
     Hugging Face tensor."""
@@ -278,7 +295,7 @@ def transposed_part(gguf_name: str, arch: GGUFArch) -> tuple[int, str] | None:
     parts = gguf_name.split(".")
     if len(parts) != 4 or parts[0] != "blk" or not parts[1].isdigit() or parts[3] != "weight":
         return None
-    hf = next((h for h, stems in arch.transposed.items() if parts[2] in stems), None)
+    hf = next((h for h, value in arch.transposed.items() if any(parts[2] in s for s in stem_sets(value))), None)
     return None if hf is None else (int(parts[1]), hf)
 
 
@@ -289,6 +306,49 @@ def expert_pattern(gguf_name: str, arch: GGUFArch) -> str | None:
         return None
     pattern = arch.experts.get(parts[2])
     return None if pattern is None else f"model.layers.{int(parts[1])}.{pattern}"
+
+
+@dataclass(frozen=True)
+class LayerKinds:
+    """A hybrid's per-layer head_count_kv (0: a recurrent layer) held to the tensors each layer holds."""
+    head_count_kv: list       # per layer; a misfiled layer's KV heads from its attn_k rows
+    misfiled: frozenset       # attention layers the metadata counts recurrent (written by the converter's
+    # recurrent path: q/k not permuted)
+    problem: str | None       # the disagreement in one line (GGF035)
+    readable: bool            # False: a layer counted attention holds no attention tensors, or no attn_k to count
+
+
+def layer_kinds(gguf, arch: GGUFArch) -> LayerKinds | None:
+    """The layer kinds of a hybrid GGUF (arch.per_layer), None for other files. The pinned converter finds
+    Granite 4's attention layers only by layer_types "attention": from transformers 5's "full_attention" it writes
+    head_count_kv 0 on every layer beside the attention tensors, which llama.cpp refuses; their tensors say what
+    they are, so they are read as attention layers (and GGF035 reports the file)."""
+    name = gguf.get("general.architecture")
+    kv = gguf.get(f"{name}.attention.head_count_kv")
+    if arch.per_layer is None or not isinstance(kv, list):
+        return None
+    layer = {t: int(t.split(".")[1]) for t in gguf.tensors if t.startswith("blk.") and t.split(".")[1].isdigit()}
+    held = {i for t, i in layer.items() if t.endswith((".attn_q.weight", ".attn_qkv.weight"))}
+    k_rows = {i: gguf.tensors[t].shape[0] for t, i in layer.items() if t.endswith(".attn_k.weight")}
+    heads, hidden = gguf.get(f"{name}.attention.head_count"), gguf.get(f"{name}.embedding_length")
+    head_dim = gguf.get(f"{name}.attention.key_length") or \
+        (hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else 0)
+    misfiled = frozenset(i for i in held if i < len(kv) and kv[i] == 0)
+    missing = [i for i, v in enumerate(kv) if v > 0 and i not in held]
+    fixed = [k_rows.get(i, 0) // head_dim if i in misfiled and head_dim else v for i, v in enumerate(kv)]
+    said = [i for i, v in enumerate(kv) if v > 0]
+    problem = None
+    if missing:
+        problem = (f"layer {missing[0]}: {name}.attention.head_count_kv {kv[missing[0]]} makes it an attention "
+                   f"layer but it holds no attention tensors (attention layers by head_count_kv {said}, by "
+                   f"tensors {sorted(held)})")
+    elif misfiled:
+        problem = (f"layer {min(misfiled)} holds attention tensors but {name}.attention.head_count_kv is 0 there: "
+                   f"llama.cpp takes it for a recurrent layer and refuses the file (attention layers by "
+                   f"head_count_kv {said}, by tensors {sorted(held)}); the converter writes this from a Granite 4 "
+                   f"config whose layer_types say \"full_attention\": reconvert from one that says \"attention\" "
+                   f"(CFG043)")
+    return LayerKinds(fixed, misfiled, problem, not missing and all(fixed[i] > 0 for i in misfiled))
 
 
 def is_norm(hf_name: str) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from reference_engine.config import ModelConfig, parse_config
 from reference_engine.errors import ModelDirError
-from reference_engine.files.gguf_arch import CONFIG_KEYS, TOKEN_ID_KEYS
+from reference_engine.files.gguf_arch import CONFIG_KEYS, TOKEN_ID_KEYS, layer_kinds
 from reference_engine.files.gguf_file import GGUFFile
 from reference_engine.files.gguf_weights import dequantize, gguf_arch
 
@@ -18,10 +18,13 @@ from reference_engine.files.gguf_weights import dequantize, gguf_arch
 def gguf_raw_config(gguf: GGUFFile) -> dict:
     arch = gguf_arch(gguf)
     name = gguf.get("general.architecture")
+    kinds = layer_kinds(gguf, arch)             # a hybrid's: head_count_kv held to the tensors
+    if kinds is not None and not kinds.readable:
+        raise ModelDirError(gguf.path, kinds.problem)
     raw: dict = {"architectures": [arch.architecture], "model_type": arch.model_type, "torch_dtype": "float32",
                  **arch.config_extra}
     for key, field in CONFIG_KEYS.items():
-        value = gguf.get(f"{name}.{key}")
+        value = gguf.get(f"{name}.{key}") if kinds is None or key != "attention.head_count_kv" else kinds.head_count_kv
         if isinstance(value, list) and arch.per_layer is not None and arch.per_layer(key, value):
             raw.update(arch.per_layer(key, value))        # a hybrid's per-layer head counts (LFM2)
             continue
@@ -55,7 +58,10 @@ def gguf_raw_config(gguf: GGUFFile) -> dict:
     if arch.tensor_fields is not None:
         raw.update(arch.tensor_fields(gguf.tensors))
     if arch.derive is not None:
-        raw.update(arch.derive(raw))
+        try:
+            raw.update(arch.derive(raw))
+        except ValueError as e:            # metadata that contradicts itself (gguf_mamba2: SSM sizes)
+            raise ModelDirError(gguf.path, str(e)) from None
     if raw.get("sliding_window") and arch.model_type == "mistral":
         raw["use_sliding_window"] = True
     return raw

@@ -17,7 +17,7 @@ import torch
 
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.files.gguf_arch import (ARCHS, EXTRA_TENSORS, GGUFArch, expert_pattern, hf_tensor_name, is_norm,
-                                              transposed_part)
+                                              layer_kinds, stem_sets, transposed_part)
 from reference_engine.files.gguf_file import GGUFFile, GGUFTensor, find_gguf  # noqa: F401 (re-export)
 from reference_engine.files.gguf_mxfp4 import TORCH_KERNELS
 from reference_engine.files.reads import SAFETENSORS_DTYPES
@@ -85,7 +85,11 @@ class GGUFWeights(TensorTable):
     dequantizes = True   # readers must use get(), not the raw bytes at info.offset (they are quantized)
 
     def __init__(self, gguf: GGUFFile, arch: GGUFArch):
+        kinds = layer_kinds(gguf, arch)         # which tensors a layer needs depends on its kind
+        if kinds is not None and not kinds.readable:
+            raise ModelDirError(gguf.path, kinds.problem)
         self.gguf, self.arch = gguf, arch
+        self.misfiled = kinds.misfiled if kinds is not None else frozenset()   # q/k stored unpermuted there
         self._infos: dict[str, GGUFTensorInfo] = {}
         self.extra: dict[str, GGUFTensor] = {}         # llama.cpp-only tensors (rope_freqs, ...)
         self.unmapped: list[str] = []                 # tensors with no known Hugging Face name
@@ -110,6 +114,8 @@ class GGUFWeights(TensorTable):
         self._add_transposed()
         self.heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count")
         self.kv_heads = gguf.get(f"{gguf.get('general.architecture')}.attention.head_count_kv", self.heads)
+        if isinstance(self.kv_heads, list):       # per layer (a hybrid's: 0 on its recurrent layers)
+            self.kv_heads = max(kinds.head_count_kv if kinds is not None else self.kv_heads, default=None)
 
     def _add_experts(self, t: GGUFTensor, pattern: str) -> None:
         """A stacked [experts, rows, cols] tensor as one tensor per expert: expert e's rows are the e-th
@@ -138,9 +144,11 @@ class GGUFWeights(TensorTable):
                 found.setdefault(f"model.layers.{where[0]}.{where[1]}", {})[key] = t
         for name, parts in found.items():
             inner = name.split(".", 3)[3]
-            stems = self.arch.interleaved.get(inner) or self.arch.transposed[inner]
-            ordered = [parts[s] for s in stems if s in parts]
-            shape = self._joined_shape(name, ordered) if set(parts) == set(stems) else None
+            choices = [self.arch.interleaved[inner]] if inner in self.arch.interleaved else \
+                stem_sets(self.arch.transposed[inner])
+            stems = next((c for c in choices if set(parts) == set(c)), None)
+            ordered = [parts[s] for s in stems] if stems else list(parts.values())
+            shape = self._joined_shape(name, ordered) if stems else None
             if shape is None:
                 raise ModelDirError(self.gguf.path, f"tensors {sorted(parts)} of {name!r} are missing or disagree "
                                                     f"in shape")
@@ -213,7 +221,8 @@ class GGUFWeights(TensorTable):
         """A dequantized tensor as Hugging Face stores it: Q/K permutation undone, norm offset removed (the
         streaming reader, readers/gguf_reader.py, dequantizes on its own and finishes here too)."""
         tensor = self.stored_tensor(name)
-        if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if self.arch.permute_qk and name.endswith(("q_proj.weight", "k_proj.weight")) and \
+                not (self.misfiled and int(name.split(".")[2]) in self.misfiled):
             heads = self.heads if name.endswith("q_proj.weight") else self.kv_heads
             if not isinstance(heads, int) or heads < 1 or out.shape[0] % (2 * heads):
                 raise ModelDirError(self.gguf.path, f"tensor {tensor.name!r}: {out.shape[0]} rows do not split "

@@ -30,8 +30,9 @@ def test_zoo_covers_every_ggf_check():
     assert len(FAULTS) >= 15 and len({f.name for f in FAULTS}) == len(FAULTS)
     # GGF020 (GGUF metadata vs the config.json beside it) needs a config beside the file: built and caught in
     # tests/checks/long_context/test_compare.py; GGF030 (DeltaNet value head size vs llama.cpp's) a hybrid
-    # converted by the pinned converter: tests/reference_engine/core/test_gguf_qwen35.py
-    assert ids - {f.check_id for f in FAULTS} - {"GGF020", "GGF030"} == set()
+    # converted by the pinned converter: tests/reference_engine/core/test_gguf_qwen35.py; GGF035 (a hybrid's layer
+    # kinds) a Granite 4 GGUF from the converter: tests/reference_engine/core/test_granite_gguf.py
+    assert ids - {f.check_id for f in FAULTS} - {"GGF020", "GGF030", "GGF035"} == set()
 
 
 @pytest.mark.parametrize("preset", ["llama", "qwen2", "qwen3"])

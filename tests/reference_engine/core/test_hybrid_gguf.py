@@ -1,8 +1,7 @@
 """LFM2 from GGUF: a tiny LFM2 (with SmolLM2's tokenizer, which llama.cpp's converter recognises) converted by the
 pinned convert_hf_to_gguf.py to F32 gives the safetensors logits exactly (per-layer head_count_kv -> layer_types,
-shortconv taps [C, K] -> [C, 1, K], token_embd_norm -> model.embedding_norm). The pinned converter writes
-granitehybrid too; reading it is not implemented yet (the engine answers with a one-line UnsupportedError).
-~25 s on a loaded 2-core machine: the converter runs once."""
+shortconv taps [C, K] -> [C, 1, K], token_embd_norm -> model.embedding_norm). Granite 4 (granitehybrid):
+test_granite_gguf.py. ~25 s on a loaded 2-core machine: the converter runs once."""
 from __future__ import annotations
 
 import shutil
