@@ -86,8 +86,9 @@ def hf_shape(hf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], 1, *shape[1:]) if hf_name.endswith(".mamba.conv1d.weight") else tuple(shape)
 
 
-def join(hf_name: str, parts: list[torch.Tensor]) -> torch.Tensor:
-    """gate [.., I, H] and up [.., I, H] -> input_linear [.., 2 I, H] (gate rows first, as transformers splits it)."""
+def join(hf_name: str, parts: list[torch.Tensor], meta=None) -> torch.Tensor:
+    """gate [.., I, H] and up [.., I, H] -> input_linear [.., 2 I, H] (gate rows first, as transformers splits it);
+    the metadata (gguf_weights passes it to every join) is not needed here."""
     return torch.cat(parts, dim=-2).contiguous()
 
 
