@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from reference_engine.files import gguf_linear_attn, gguf_mla
+from reference_engine.files import gguf_linear_attn, gguf_mamba2, gguf_mla
 
 # llama.cpp name (without "blk.N." and ".weight"/".bias") -> Hugging Face name inside model.layers.N
 LAYER_NAMES = {
@@ -230,6 +230,14 @@ ARCHS: dict[str, GGUFArch] = {
                                    "post_ffw_norm": "post_feedforward_layernorm"},
                       derive=_olmo_config, config_keys={"attention.sliding_window_pattern": "sliding_window_pattern",
                                                        "rope.freq_base_swa": "rope_theta_swa"}),
+    # issue 39. falcon-h1: attention and Mamba2 in every layer, the muP multipliers folded into the weights by the
+    # converter (files/gguf_mamba2.py); no Q/K permutation (llama.cpp's NEOX rotary)
+    "falcon-h1": GGUFArch("FalconH1ForCausalLM", "falcon_h1", layer_names=gguf_mamba2.FALCON_H1_LAYERS,
+                          tensor_names=gguf_mamba2.FALCON_H1_NAMES,
+                          global_names={"output_norm": "model.final_layernorm"},
+                          config_keys=gguf_mamba2.FALCON_H1_KEYS, derive=gguf_mamba2.falcon_h1_config,
+                          tensor_fields=gguf_mamba2.falcon_h1_tensor_fields, touches=gguf_mamba2.touches,
+                          finish=gguf_mamba2.finish, hf_shape=gguf_mamba2.hf_shape),
 }
 
 

@@ -44,7 +44,7 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {
         intermediate_size=40, num_hidden_layers=3, head_dim=16, **FALCON_MULTIPLIERS,
         **{**MAMBA, "mamba_d_ssm": 48, "mamba_d_head": 12}, mamba_rms_norm=True, mamba_norm_before_gate=True)),
     "falcon_h1_norm_after_gate": ("FalconH1Config", "FalconH1ForCausalLM", dict(
-        intermediate_size=24, num_hidden_layers=2, **FALCON_MULTIPLIERS, **{**MAMBA, "mamba_d_ssm": 64},
+        intermediate_size=24, num_hidden_layers=2, head_dim=8, **FALCON_MULTIPLIERS, **{**MAMBA, "mamba_d_ssm": 64},
         mamba_rms_norm=True, mamba_norm_before_gate=False)),
     "falcon_h1_gate_biases_tied": ("FalconH1Config", "FalconH1ForCausalLM", dict(
         intermediate_size=24, num_hidden_layers=2, tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
