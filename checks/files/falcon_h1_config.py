@@ -1,7 +1,7 @@
-"""Falcon-H1's config (CFG044-CFG045): its muP multipliers and the switches that add or drop tensors. Each layer
-runs attention and a Mamba2 mixer side by side, every branch scaled by a multiplier from config.json
-(core/families/falcon_h1.py); the Mamba2 sizes themselves are CFG042's (hybrid_config.py). Reads config.json
-and the tensor names; no engine."""
+"""Falcon-H1's config (CFG044-CFG046): its muP multipliers, the switches that add or drop tensors, and what
+llama.cpp's converter makes of it. Each layer runs attention and a Mamba2 mixer side by side, every branch
+scaled by a multiplier from config.json (core/families/falcon_h1.py); the Mamba2 sizes themselves are CFG042's
+(hybrid_config.py). Reads config.json and the tensor names; no engine."""
 from __future__ import annotations
 
 import math
@@ -112,3 +112,51 @@ def falcon_h1_switches_match_tensors(ctx):
             yield Problem(f"{switch} is false but {len(stored)} {what} tensor(s) are stored (e.g. {stored[0]}): "
                           "loaders drop the trained values", evidence={"switch": switch, "tensors": stored[:4]},
                           location=_key(switch))
+
+
+def _multiplier(raw: dict, key: str) -> float:
+    value = raw.get(key, 1.0)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+
+
+def converter_hazards(raw: dict) -> list[tuple[str, str]]:
+    """(config key, what happens) for each thing the pinned llama.cpp (conversion/falcon_h1.py,
+    models/falcon-h1.cpp, models/mamba-base.cpp) does not carry over, each seen on a tiny converted model against
+    llama-cpp-python of the same pin (docs/families.md; the norm: tests/reference_engine/core/
+    test_family_falcon_h1_gguf.py)."""
+    out = []
+    if raw.get("mamba_rms_norm", False) and raw.get("mamba_norm_before_gate", True):
+        out.append(("mamba_norm_before_gate", "mamba_rms_norm with mamba_norm_before_gate (true when absent): the "
+                    "GGUF keeps no such flag and llama.cpp norms the Mamba2 output after the gate, another model"))
+    emb, head = _multiplier(raw, "embedding_multiplier"), _multiplier(raw, "lm_head_multiplier")
+    if raw.get("tie_word_embeddings", False) and emb != head:
+        out.append(("tie_word_embeddings", f"tied embeddings with embedding_multiplier {emb:g} != lm_head_multiplier "
+                    f"{head:g}: the converter folds embedding_multiplier into token_embd, which llama.cpp also "
+                    "uses as the output head"))
+    if raw.get("attention_bias", False):
+        out.append(("attention_bias", "attention_bias: the converter scales the q/k/v biases by "
+                    "attention_in_multiplier (k also by key_multiplier) as if they were weights, and llama.cpp's "
+                    "falcon-h1 graph drops o_proj's bias"))
+    if raw.get("mamba_proj_bias", False):
+        out.append(("mamba_proj_bias", "mamba_proj_bias: the converter fails on the 1-D in_proj bias (IndexError)"))
+    if not isinstance(raw.get("head_dim"), int):
+        out.append(("head_dim", "no head_dim in config.json: the converter fails (KeyError 'head_dim'); write "
+                    "hidden_size / num_attention_heads"))
+    return out
+
+
+@check("CFG046", category="config", severity="info", needs=("config",),
+       hint="Before converting to GGUF, or serving the GGUF with llama.cpp: compare its logits with the original "
+            "(`llmdoctor diff model/ model.gguf`); for a tied head, untie it (lm_head = the embedding) first.")
+def falcon_h1_for_llama_cpp(ctx):
+    """This Falcon-H1 config converts (with llama.cpp's pinned converter) to a GGUF that computes the same model.
+
+    llama.cpp's converter folds Falcon-H1's multipliers into the weights and its runtime implements one form of
+    the layer. Some configs fall outside it: a Mamba2 output normed before the gate (llama.cpp norms after it),
+    tied embeddings with different embedding and lm_head multipliers (the folded embedding becomes the head),
+    attention biases (scaled like weights; o_proj's bias dropped), an in_proj bias or a missing head_dim (the
+    converter fails). The checkpoint itself is fine in transformers and here: a note for whoever converts it.
+    """
+    raw = falcon_h1(ctx)
+    for key, hazard in converter_hazards(raw):
+        yield Problem(f"llama.cpp's converter: {hazard}", evidence={"key": key}, location=_key(key))

@@ -1,6 +1,7 @@
-"""CFG044-CFG045 (and CFG042's Falcon-H1 sizes) on Falcon-H1 configs: quiet on the models transformers wrote, each
+"""CFG044-CFG046 (and CFG042's Falcon-H1 sizes) on Falcon-H1 configs: quiet on the models transformers wrote, each
 firing on the edit a bad export makes (a multiplier zeroed, negative, NaN or a list of the wrong length; an output
-norm or bias switched off over stored tensors, or on with none stored; a mamba_d_ssm the heads do not divide)."""
+norm or bias switched off over stored tensors, or on with none stored; a mamba_d_ssm the heads do not divide), and
+CFG046's notes on what llama.cpp's converter would not carry over."""
 from __future__ import annotations
 
 import pytest
@@ -56,3 +57,13 @@ def test_cfg042_falcon_h1_sizes(tmp_path):
     wide = found(edited(tmp_path / "w", "falcon_h1_norm_before_gate", {"mamba_d_ssm": 64, "mamba_d_head": 16}),
                  ["CFG042"])
     assert wide[0][:2] == ("CFG042", "error") and "mamba_d_ssm = 64" in wide[0][2]
+
+
+def test_cfg046_notes_what_llama_cpp_would_not_carry_over():
+    statuses = {c.id: c.status for c in run_checks(hybrid_dir("falcon_h1_norm_after_gate"), select=["CFG046"]).checks}
+    assert statuses == {"CFG046": "passed"}                    # head_dim written, untied, no biases, norm after gate
+    (sev, message), = [(s, m) for _, s, m in found(hybrid_dir("falcon_h1_norm_before_gate"), ["CFG046"])]
+    assert sev == "info" and "llama.cpp norms the Mamba2 output after the gate" in message
+    notes = [m for _, s, m in found(hybrid_dir("falcon_h1_gate_biases_tied"), ["CFG046"]) if s == "info"]
+    assert [m.split(": ")[1].split(" ")[0] for m in notes] == ["tied", "attention_bias", "mamba_proj_bias", "no"]
+    assert "embedding_multiplier 1.7 != lm_head_multiplier 0.6" in notes[0] and "KeyError 'head_dim'" in notes[3]
