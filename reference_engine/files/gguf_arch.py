@@ -67,6 +67,9 @@ class GGUFArch:
     join_shape: Callable | None = None
     tensor_fields: Callable[[dict], dict] | None = None   # config.json fields told by the tensors present
     partial_rotary: bool = False      # rope.dimension_count below the head dim by design (GGF010 lets it be)
+    # folds(source config.json, hf name) -> what the converter multiplied that tensor by (Falcon-H1's muP
+    # multipliers), None when unchanged: `llmdoctor diff` compares the source tensor times it
+    folds: Callable[[dict, str], object] | None = None
 
 
 def _lfm2_layers(key: str, values: list) -> dict:
@@ -237,7 +240,7 @@ ARCHS: dict[str, GGUFArch] = {
                           global_names={"output_norm": "model.final_layernorm"},
                           config_keys=gguf_mamba2.FALCON_H1_KEYS, derive=gguf_mamba2.falcon_h1_config,
                           tensor_fields=gguf_mamba2.falcon_h1_tensor_fields, touches=gguf_mamba2.touches,
-                          finish=gguf_mamba2.finish, hf_shape=gguf_mamba2.hf_shape),
+                          finish=gguf_mamba2.finish, hf_shape=gguf_mamba2.hf_shape, folds=gguf_mamba2.falcon_h1_folds),
 }
 
 

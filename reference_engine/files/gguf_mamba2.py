@@ -64,3 +64,46 @@ def falcon_h1_tensor_fields(tensors: dict) -> dict:
     return {"mamba_rms_norm": "blk.0.ssm_norm.weight" in tensors, "mamba_conv_bias": "blk.0.ssm_conv1d.bias" in tensors,
             "mamba_proj_bias": "blk.0.ssm_in.bias" in tensors, "projectors_bias": "blk.0.ssm_out.bias" in tensors,
             "mlp_bias": "blk.0.ffn_gate.bias" in tensors}
+
+
+def _number(raw: dict, key: str, default: float = 1.0) -> float:
+    value = raw.get(key, default)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _numbers(raw: dict, key: str, count: int) -> list[float]:
+    value = raw.get(key)
+    if not isinstance(value, list) or len(value) != count:
+        return [1.0] * count
+    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 1.0 for v in value]
+
+
+def falcon_h1_folds(raw: dict, hf_name: str) -> float | torch.Tensor | None:
+    """What a correct conversion multiplies the Hugging Face tensor `hf_name` by, from the source config.json: the
+    muP multipliers folded into the weights (a float, or [rows, 1] for in_proj's five segments), None when the
+    tensor is kept as it is. A bias gets what its output gets: q/v biases none, k's key_multiplier (the converter
+    itself also scales them by attention_in_multiplier: the diff shows it)."""
+    attn_in, key = _number(raw, "attention_in_multiplier"), _number(raw, "key_multiplier")
+    gate, down = _numbers(raw, "mlp_multipliers", 2)
+    bias = hf_name.endswith(".bias")
+    scales = {"self_attn.q_proj": None if bias else attn_in, "self_attn.v_proj": None if bias else attn_in,
+              "self_attn.k_proj": key if bias else key * attn_in,
+              "self_attn.o_proj": _number(raw, "attention_out_multiplier"), "feed_forward.gate_proj": gate,
+              "feed_forward.down_proj": down, "mamba.out_proj": _number(raw, "ssm_out_multiplier"),
+              "lm_head": _number(raw, "lm_head_multiplier"), "embed_tokens": _number(raw, "embedding_multiplier")}
+    part = next((p for p in scales if f"{p}." in hf_name), None)
+    if part is not None:
+        return scales[part]
+    if "mamba.in_proj." not in hf_name:
+        return None
+    inner = raw.get("mamba_d_ssm", 1024)                     # FalconH1Config's defaults; null: expand x hidden
+    if inner is None and isinstance(raw.get("hidden_size"), int) and isinstance(raw.get("mamba_expand", 2), int):
+        inner = raw.get("mamba_expand", 2) * raw["hidden_size"]
+    groups, state, heads = raw.get("mamba_n_groups", 1), raw.get("mamba_d_state", 256), raw.get("mamba_n_heads", 128)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (inner, groups, state, heads)):
+        return None
+    gn = groups * state
+    rows = torch.cat([torch.full((n,), m) for n, m in zip((inner, inner, gn, gn, heads),
+                                                           _numbers(raw, "ssm_multipliers", 5))])
+    rows = rows if bias else rows * _number(raw, "ssm_in_multiplier")
+    return rows if bias else rows[:, None]

@@ -3,7 +3,9 @@ by the pinned convert_hf_to_gguf.py to F32. The converter folds every muP multip
 (ssm_a -> A_log, ssm_d, conv [C, K], the grouped norm, ffn_norm without ".weight"), the GGUF gives the safetensors
 logits. A model normed before the gate (mamba_norm_before_gate) converts to a GGUF that llama.cpp runs with the norm
 after the gate: the reading follows llama.cpp (its own logits, through llama-cpp-python of the same pin), not
-transformers, and CFG046 says so before converting. ~40 s on a 2-core machine: two conversions of 10-20 s."""
+transformers, and CFG046 says so before converting. `llmdoctor diff` of a conversion compares the source tensors
+times the folded multipliers (GGUFArch.folds). ~50-60 s on a 2-core machine: two conversions of
+10-30 s, one diff."""
 from __future__ import annotations
 
 import shutil
@@ -80,3 +82,12 @@ def test_a_norm_before_the_gate_reads_as_llama_cpp_runs_it(before_gate):
     llm.eval(ids)
     theirs = torch.tensor(np.array(llm.scores[:len(ids)]))
     assert (got - theirs).abs().max().item() <= 5e-3           # ggml's own kernels: float32, other summation orders
+
+
+def test_diff_of_the_conversion_sees_the_folded_multipliers_as_equal(after_gate):
+    from llmdoctor.run.diff_runner import run_diff
+    hf_dir, gguf = after_gate
+    report = run_diff(hf_dir, gguf, quick=True, select=["DIF020", "DIF040"])
+    assert [f for f in report.findings if f.severity.value != "info"] == []
+    (weights,) = [f for f in report.findings if f.check == "DIF020"]
+    assert weights.evidence["matched"] >= 30            # every tensor paired, in_proj's segments folded per row
