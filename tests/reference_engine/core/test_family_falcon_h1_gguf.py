@@ -4,7 +4,7 @@ by the pinned convert_hf_to_gguf.py to F32. The converter folds every muP multip
 logits. A model normed before the gate (mamba_norm_before_gate) converts to a GGUF that llama.cpp runs with the norm
 after the gate: the reading follows llama.cpp (its own logits, through llama-cpp-python of the same pin), not
 transformers, and CFG046 says so before converting. `llmdoctor diff` of a conversion compares the source tensors
-times the folded multipliers (GGUFArch.folds). ~50-60 s on a 2-core machine: two conversions of
+times the folded multipliers (GGUFArch.folds). ~25 s on an idle 2-core machine, ~60 s under load: two conversions of
 10-30 s, one diff."""
 from __future__ import annotations
 
