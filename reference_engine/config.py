@@ -27,7 +27,8 @@ MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
                "lfm2": "Lfm2ForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM",
                "gpt_oss": "GptOssForCausalLM", "smollm3": "SmolLM3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
-               "olmo3": "Olmo3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM", "llama4_text": "Llama4ForCausalLM"}
+               "olmo3": "Olmo3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM", "llama4_text": "Llama4ForCausalLM",
+               "falcon_h1": "FalconH1ForCausalLM"}
 # Fields a config class fills in when config.json omits them, by model_type: what transformers then runs with.
 # transformers writes a multimodal wrapper's text_config as a diff against its class (to_diff_dict): real Gemma 3
 # 4B/12B/27B configs name only a few fields, so a sparse text_config means rope_theta 1e6, not our generic 10000.
@@ -41,6 +42,9 @@ CLASS_DEFAULTS = {
     # Qwen3-Next (and Qwen3.5, built on it) rotate a quarter of each head
     "qwen3_next": {"partial_rotary_factor": 0.25}, "qwen3_5_text": {"partial_rotary_factor": 0.25},
     "qwen3_5_moe_text": {"partial_rotary_factor": 0.25},
+    # FalconH1Config: a Mamba2 inner size of its own (null: mamba_expand x hidden_size), the output norm off
+    "falcon_h1": {"mamba_d_ssm": 1024, "mamba_n_heads": 128, "mamba_d_state": 256, "mamba_rms_norm": False,
+                  "mamba_norm_before_gate": True},
 }
 # MLA: head_dim is the rope key's width (DeepseekV2/V3Config.__post_init__ sets it), what the RoPE table rotates;
 # the default when qk_rope_head_dim is absent

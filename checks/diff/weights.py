@@ -1,6 +1,7 @@
 """Diff section 3, weights: every tensor matched by role across naming schemes (HF names, GGUF names), compared
 one pair at a time (never two whole checkpoints in memory): NMSE (dB), max |Δ|, cosine; a ranked table and a
-per-layer plot; tensors only on one side."""
+per-layer plot; tensors only on one side. Against a GGUF whose converter folds config values into the weights
+(Falcon-H1's multipliers), the Hugging Face side is compared as the converter should have stored it."""
 from __future__ import annotations
 
 import math
@@ -24,8 +25,9 @@ def tensor_diffs(ctx) -> tuple[list[TensorDiff], list[str], list[str], list[dict
         # belong to the quantization, not to the model: not "only on one side"
         ref_only, cand_only = [n for n in ref_only if not quant_side(n)], [n for n in cand_only if not quant_side(n)]
         diffs, shapes = [], []
+        fold_a, fold_b = folds(ctx.ref, wa, wb), folds(ctx.cand, wb, wa)
         for role, name_a, name_b in pairs:
-            a, b = wa.get(name_a), wb.get(name_b)
+            a, b = fold_a(name_a, wa.get(name_a)), fold_b(name_b, wb.get(name_b))
             if tuple(a.shape) != tuple(b.shape):
                 shapes.append({"tensor": role, "reference": list(a.shape), "candidate": list(b.shape)})
                 continue
@@ -35,6 +37,21 @@ def tensor_diffs(ctx) -> tuple[list[TensorDiff], list[str], list[str], list[dict
             del a, b
         ctx.state["diff_weights"] = (diffs, ref_only, cand_only, shapes)
     return ctx.state["diff_weights"]
+
+
+def folds(side, weights, other):
+    """(name, tensor) -> tensor: a Hugging Face side's tensors as the other side's GGUF converter should have
+    stored them, when it folds config values into the weights (GGUFArch.folds: Falcon-H1's multipliers)."""
+    arch = getattr(other, "arch", None)
+    if getattr(arch, "folds", None) is None or getattr(weights, "arch", None) is not None:
+        return lambda name, t: t
+    raw = side.raw_config
+
+    def fold(name, t):
+        factor = arch.folds(raw, name)
+        return t if factor is None or tuple(t.shape[:1]) != tuple(getattr(factor, "shape", t.shape)[:1]) \
+            else t * factor
+    return fold
 
 
 def _finite(x: float):

@@ -1,8 +1,9 @@
-"""Config and tensor checks of hybrid models (CFG040-CFG043): LFM2's short convolutions and Granite 4's Mamba2
-layers beside attention. `layer_types` must say what every layer is; the Mamba2 decay parameters must have
-the sign and range the formula A = -exp(A_log), dt = softplus(x + dt_bias) needs; the conv taps and the state
-sizes the config declares must match the tensors. Reads config.json and tensor headers (plus the few small
-per-head vectors A_log, dt_bias, D); no engine."""
+"""Config and tensor checks of hybrid models (CFG040-CFG043): LFM2's short convolutions, Granite 4's and
+Falcon-H1's Mamba2 layers beside attention (Falcon-H1's own multipliers and switches: falcon_h1_config.py).
+`layer_types` must say what every layer is; the Mamba2 decay parameters must have the sign and range the
+formula A = -exp(A_log), dt = softplus(x + dt_bias) needs; the conv taps and the state sizes the config
+declares must match the tensors. Reads config.json and tensor headers (plus the few small per-head vectors
+A_log, dt_bias, D); no engine."""
 from __future__ import annotations
 
 import math
@@ -15,7 +16,7 @@ from findings import Location
 # every per-layer type transformers' hybrid and sliding configs write
 KNOWN_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
                                "conv", "mamba", "attention"})
-HYBRIDS = {"Lfm2ForCausalLM": "lfm2", "GraniteMoeHybridForCausalLM": "granite"}
+HYBRIDS = {"Lfm2ForCausalLM": "lfm2", "GraniteMoeHybridForCausalLM": "granite", "FalconH1ForCausalLM": "falcon_h1"}
 A_LOG_RANGE = (-5.0, 10.0)    # A = -exp(A_log) in [-22026, -0.0067]: outside, a head never or always forgets
 DT_RANGE = (1e-4, 10.0)       # softplus(dt_bias): the step size a zero input gets
 
@@ -125,18 +126,29 @@ def conv_expectations(ctx) -> list[tuple[str, str, tuple[int, ...]]]:
     if HYBRIDS.get(ctx.config.architecture) == "lfm2":
         k = raw.get("conv_L_cache", 3)
         return [("conv_L_cache", ".conv.conv.weight", (h, 1, k)), ("hidden_size", ".conv.in_proj.weight", (3 * h, h))]
-    heads, expand, state = raw.get("mamba_n_heads", 128), raw.get("mamba_expand", 2), raw.get("mamba_d_state", 256)
+    heads, state = raw.get("mamba_n_heads", 128), raw.get("mamba_d_state", 256)
     groups, conv = raw.get("mamba_n_groups", 1), raw.get("mamba_d_conv", 4)
-    inner = expand * h
+    inner_key, inner = mamba_inner(ctx)
     conv_dim = inner + 2 * groups * state
-    return [("mamba_d_conv", ".mamba.conv1d.weight", (conv_dim, 1, conv)),
-            ("mamba_d_state", ".mamba.in_proj.weight", (inner + conv_dim + heads, h)),
-            ("mamba_n_heads", ".mamba.A_log", (heads,)), ("mamba_expand", ".mamba.norm.weight", (inner,))]
+    # the tensors that depend on one size first, so that the finding names the key that is off
+    return [(inner_key, ".mamba.out_proj.weight", (h, inner)), (inner_key, ".mamba.norm.weight", (inner,)),
+            ("mamba_n_heads", ".mamba.A_log", (heads,)), ("mamba_d_conv", ".mamba.conv1d.weight", (conv_dim, 1, conv)),
+            ("mamba_d_state", ".mamba.in_proj.weight", (inner + conv_dim + heads, h))]
+
+
+def mamba_inner(ctx) -> tuple[str, int]:
+    """(config key, value) of the Mamba2 inner size: Falcon-H1's mamba_d_ssm (1024 when absent, mamba_expand x
+    hidden_size when null), else mamba_expand x hidden_size."""
+    raw = ctx.raw_config
+    if HYBRIDS.get(ctx.config.architecture) == "falcon_h1" and raw.get("mamba_d_ssm", 1024) is not None:
+        return "mamba_d_ssm", raw.get("mamba_d_ssm", 1024)
+    return "mamba_expand", raw.get("mamba_expand", 2) * ctx.config.hidden_size
 
 
 @check("CFG042", category="config", severity="error", needs=("config", "weights"),
        hint="Restore the conv and state sizes of config.json (conv_L_cache; mamba_d_conv, mamba_d_state, "
-            "mamba_n_heads, mamba_n_groups, mamba_expand, mamba_d_head) from the original checkpoint.")
+            "mamba_n_heads, mamba_n_groups, mamba_expand, mamba_d_head; Falcon-H1: mamba_d_ssm) from the original "
+            "checkpoint.")
 def recurrent_sizes_match_tensors(ctx):
     """The conv taps and recurrent state sizes config.json declares agree with the tensors.
 
@@ -144,22 +156,25 @@ def recurrent_sizes_match_tensors(ctx):
     Mamba2: the conv window plus heads x head_dim x d_state), and the tensors must match: a conv weight with
     3 taps under conv_L_cache 4 makes a cache keep the wrong window (llama.cpp sizes its state from the
     GGUF metadata), an in_proj whose rows do not split into z, xBC and dt makes every loader refuse or split
-    wrongly. Mamba2 also needs mamba_n_heads x mamba_d_head = mamba_expand x hidden_size and heads divisible
-    by groups. The finding names the config key and the tensor.
+    wrongly. Mamba2 also needs mamba_n_heads x mamba_d_head = mamba_expand x hidden_size (Falcon-H1:
+    mamba_d_ssm) and heads divisible by groups. The finding names the config key and the tensor.
     """
     arch = ctx.config.architecture
     if arch not in HYBRIDS:
-        raise Skip("not an LFM2 or Granite 4 hybrid")
+        raise Skip("not an LFM2, Granite 4 or Falcon-H1 hybrid")
     raw = ctx.raw_config
-    if HYBRIDS[arch] == "granite":
+    if HYBRIDS[arch] in ("granite", "falcon_h1"):
         heads, groups = raw.get("mamba_n_heads", 128), raw.get("mamba_n_groups", 1)
-        inner, head_dim = raw.get("mamba_expand", 2) * ctx.config.hidden_size, raw.get("mamba_d_head", "auto")
+        (inner_key, inner), head_dim = mamba_inner(ctx), raw.get("mamba_d_head", "auto")
         head_dim = inner // heads if head_dim == "auto" and isinstance(heads, int) and heads else head_dim
-        if not (isinstance(heads, int) and isinstance(groups, int) and heads > 0 and groups > 0
-                and heads % groups == 0 and heads * head_dim == inner):
-            yield Problem(f"mamba_n_heads {heads} x mamba_d_head {head_dim} must equal mamba_expand x hidden_size "
-                          f"({inner}) with mamba_n_heads divisible by mamba_n_groups {groups}",
-                          location=_key("mamba_n_heads"))
+        if not (isinstance(heads, int) and isinstance(groups, int) and isinstance(inner, int)
+                and isinstance(head_dim, int) and heads > 0 and groups > 0 and heads % groups == 0
+                and heads * head_dim == inner):
+            size = "mamba_d_ssm" if inner_key == "mamba_d_ssm" else "mamba_expand x hidden_size"
+            yield Problem(f"mamba_n_heads {heads} x mamba_d_head {head_dim} must equal {size} ({inner}) with "
+                          f"mamba_n_heads divisible by mamba_n_groups {groups}",
+                          evidence={"mamba_n_heads": heads, "mamba_d_head": head_dim, inner_key: inner,
+                                    "mamba_n_groups": groups}, location=_key("mamba_n_heads"))
             return
     names = ctx.weights.names
     for key, suffix, shape in conv_expectations(ctx):

@@ -12,6 +12,7 @@ one after another), and only attention looks at the batch layout (see attention.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +26,7 @@ from reference_engine.core.recurrent.gated_delta_net import gated_delta_net_bloc
 from reference_engine.core.mla import mla_block
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
 from reference_engine.core.moe import moe_mlp
+from reference_engine.core.parallel_mixer import parallel_block
 from reference_engine.core import positions
 from reference_engine.core.rope import RopeTable
 from reference_engine.core.recurrent.mamba2 import mamba2_block
@@ -147,9 +149,11 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer
 
 
 def mlp_block(x: torch.Tensor, w: LayerWeights, linear: Projection = F.linear,
-              act: Callable = F.silu) -> torch.Tensor:
+              act: Callable = F.silu, scales: tuple[float, float] | None = None) -> torch.Tensor:
     gate, up = linear(x, w.gate_up, w.gate_up_bias).chunk(2, dim=-1)     # [T, intermediate] each
-    return linear(act(gate) * up, w.down, w.down_bias)
+    if scales is None:
+        return linear(act(gate) * up, w.down, w.down_bias)
+    return linear(act(gate * scales[0]) * up, w.down, w.down_bias) * scales[1]   # Falcon-H1 mlp_multipliers
 
 
 def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, capture: CaptureHook | None,
@@ -158,14 +162,15 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
     s = families.settings(config)
     act = ACTIVATIONS[config.raw.get("hidden_act", "silu") if s.activation == "silu" else s.activation]
     if w.router is None:
-        return mlp_block(x, w, linear, act)
+        return mlp_block(x, w, linear, act, s.mlp_scales)
     return moe_mlp(x, w, s.moe, act, linear, lambda r: emit_capture(capture, i, "router", r))
 
 
 # kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
 MIXERS: dict[str, Callable] = {"attention": attention_block, "mla": mla_block,
                                "gated_delta_net": gated_delta_net_block, "short_conv": short_conv_block,
-                               "mamba2": mamba2_block}
+                               "mamba2": mamba2_block,
+                               "attention_mamba2": partial(parallel_block, attention=attention_block, ssm=mamba2_block)}
 
 
 def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, cache: PagedKVCache,

@@ -69,6 +69,9 @@ class GGUFArch:
     join_shape: Callable | None = None
     tensor_fields: Callable[[dict], dict] | None = None   # config.json fields told by the tensors present
     partial_rotary: bool = False      # rope.dimension_count below the head dim by design (GGF010 lets it be)
+    # folds(source config.json, hf name) -> what the converter multiplied that tensor by (Falcon-H1's muP
+    # multipliers), None when unchanged: `llmdoctor diff` compares the source tensor times it
+    folds: Callable[[dict, str], object] | None = None
 
 
 def _layer_kinds(recurrent: str, attention: str) -> Callable[[str, list], dict]:
@@ -192,7 +195,7 @@ ARCHS: dict[str, GGUFArch] = {
                      hf_shape=_lfm2_shape),
     # Granite 4: Mamba2 layers beside attention; files/gguf_mamba2.py says what the converter changes
     "granitehybrid": GGUFArch("GraniteMoeHybridForCausalLM", "granitemoehybrid", permute_qk=True,
-                              layer_names=gguf_mamba2.LAYER_NAMES, tensor_names=gguf_mamba2.TENSOR_NAMES,
+                              layer_names=gguf_mamba2.LAYER_NAMES, tensor_names=gguf_mamba2.MAMBA2_NAMES,
                               transposed=gguf_mamba2.JOINED, join=gguf_mamba2.join, join_shape=gguf_mamba2.join_shape,
                               config_keys=gguf_mamba2.CONFIG_KEYS, derive=gguf_mamba2.derive_config,
                               tensor_fields=gguf_mamba2.tensor_fields, touches=gguf_mamba2.touches,
@@ -253,6 +256,14 @@ ARCHS: dict[str, GGUFArch] = {
                                    "post_ffw_norm": "post_feedforward_layernorm"},
                       derive=_olmo_config, config_keys={"attention.sliding_window_pattern": "sliding_window_pattern",
                                                        "rope.freq_base_swa": "rope_theta_swa"}),
+    # issue 39. falcon-h1: attention and Mamba2 in every layer, the muP multipliers folded into the weights by the
+    # converter (files/gguf_mamba2.py); no Q/K permutation (llama.cpp's NEOX rotary)
+    "falcon-h1": GGUFArch("FalconH1ForCausalLM", "falcon_h1", layer_names=gguf_mamba2.FALCON_H1_LAYERS,
+                          tensor_names=gguf_mamba2.FALCON_H1_NAMES,
+                          global_names={"output_norm": "model.final_layernorm"},
+                          config_keys=gguf_mamba2.FALCON_H1_KEYS, derive=gguf_mamba2.falcon_h1_config,
+                          tensor_fields=gguf_mamba2.falcon_h1_tensor_fields, touches=gguf_mamba2.touches,
+                          finish=gguf_mamba2.finish, hf_shape=gguf_mamba2.hf_shape, folds=gguf_mamba2.falcon_h1_folds),
 }
 
 

@@ -16,8 +16,9 @@ COVERED_ELSEWHERE = {"VOC001", "TOK007", *(f"TOK0{n}" for n in range(20, 34))}
 # the wave-5 families' config fields, each fault built as a broken copy of a transformers-built model of that family:
 # CFG010-019 gpt-oss (tests/checks/files/test_gpt_oss_config.py), CFG020-029 MLA / GLM-4.5
 # (tests/checks/test_family_config_mla.py), CFG030-039 SmolLM3 / OLMo 3 / MiniMax-M2 / Llama 4
-# (tests/checks/files/test_family_config.py), CFG040-049 LFM2 / Granite 4 (tests/checks/files/test_hybrid_config.py),
-# CFG050-059 Gated DeltaNet (tests/checks/files/test_delta_net.py)
+# (tests/checks/files/test_family_config.py), CFG040-049 LFM2 / Granite 4 / Falcon-H1
+# (tests/checks/files/test_hybrid_config.py, test_falcon_h1_config.py), CFG050-059 Gated DeltaNet
+# (tests/checks/files/test_delta_net.py)
 COVERED_ELSEWHERE |= {f"CFG0{n}" for n in range(10, 60)}
 
 

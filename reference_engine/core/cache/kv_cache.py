@@ -14,7 +14,7 @@ from itertools import chain
 import torch
 
 from reference_engine.core.cache.block_allocator import BlockAllocator, CacheFullError
-from reference_engine.core.cache.layout import KVLayout, LayerCache, bytes_per_token, dense_layout, is_hybrid
+from reference_engine.core.cache.layout import LayerCache, bytes_per_token, dense_layout, is_hybrid, kv_part
 from reference_engine.core.cache.prefix_cache import ROOT_HASH, PrefixCache
 from reference_engine.core.cache.state_cache import StateCache
 from reference_engine.limits import release_pages
@@ -73,7 +73,8 @@ class PagedKVCache:
 
     def _pool(self, c: LayerCache, which: str, dtype, device) -> torch.Tensor:
         """[num_blocks, block_size, heads, dim] for an attention layer; an empty tensor for a recurrent one."""
-        if not isinstance(c, KVLayout):
+        c = kv_part(c)
+        if c is None:
             return torch.empty(0, dtype=dtype, device=device)
         return torch.empty((self.num_blocks, self.block_size, c.heads, c.k_dim if which == "k" else c.v_dim),
                            dtype=dtype, device=device)

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.core.cache.layout import LayerCache, StateLayout
+from reference_engine.core.cache.layout import LayerCache, state_part
 
 STATE_DTYPE = torch.float32
 
 
 class StateCache:
     def __init__(self, layout: list[LayerCache], device="cpu"):
-        self.layers = {i: c for i, c in enumerate(layout) if isinstance(c, StateLayout)}
+        self.layers = {i: state_part(c) for i, c in enumerate(layout) if state_part(c) is not None}
         self.device = device
         self.states: dict = {}      # seq_id -> {layer: {name: tensor}}
         self.pending: dict = {}     # (seq_id, layer) -> {name: tensor} staged by the current step

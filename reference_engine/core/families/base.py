@@ -79,6 +79,11 @@ class MambaDims:
     chunk: int
     dt_min: float = 0.0
     dt_max: float = float("inf")
+    # the output's norm and gate: "gated" weight * RMSNorm(y * silu(z)) (Mamba2, Granite 4); "norm_gate"
+    # weight * RMSNorm(y) * silu(z) and "gate" y * silu(z) without a norm (Falcon-H1: mamba_norm_before_gate,
+    # mamba_rms_norm false); the RMSNorm's statistics per group
+    norm: str = "gated"
+    scales: tuple[float, ...] | None = None   # Falcon-H1 ssm_multipliers: in_proj's z, x, B, C, dt times these
 
     @property
     def inner(self) -> int:
@@ -87,6 +92,16 @@ class MambaDims:
     @property
     def conv_dim(self) -> int:
         return self.inner + 2 * self.groups * self.d_state
+
+
+@dataclass(frozen=True)
+class ParallelScales:
+    """A layer running attention and a Mamba2 mixer side by side on the same normed input (Falcon-H1): each
+    branch's input and output multipliers (core/parallel_mixer.py); the two outputs are summed."""
+    attn_in: float = 1.0
+    attn_out: float = 1.0
+    ssm_in: float = 1.0
+    ssm_out: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,9 @@ class Settings:
     residual_scale: float | None = None    # Granite: each branch times residual_multiplier before the add
     logits_divisor: float | None = None    # Granite: logits / logits_scaling
     mamba: MambaDims | None = None         # the Mamba2 layers' sizes (core/recurrent/mamba2.py)
+    parallel: ParallelScales | None = None  # Falcon-H1: attention beside Mamba2 in one layer, their multipliers
+    mlp_scales: tuple[float, float] | None = None   # Falcon-H1 mlp_multipliers: gate_proj's output times the
+                                           # first before the activation, down_proj's output times the second
     local_rope_plain: bool = False         # OLMo 3 with a flat rope_scaling: the sliding layers' table is plain
                                            # RoPE on rope_theta (the scaling is the full layers' only)
 

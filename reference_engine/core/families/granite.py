@@ -33,15 +33,16 @@ def time_step_limit(config: ModelConfig) -> tuple[float, float]:
     return float(bounds[0]), float(bounds[1])
 
 
-def mamba_dims(config: ModelConfig) -> MambaDims:
+def mamba_dims(config: ModelConfig, inner: int | None = None) -> MambaDims:
+    """The Mamba2 sizes from config.json; `inner` (Falcon-H1's mamba_d_ssm) overrides mamba_expand x hidden_size."""
     heads = raw_int(config, "mamba_n_heads", 128)
-    inner = raw_int(config, "mamba_expand", 2) * config.hidden_size
+    inner = raw_int(config, "mamba_expand", 2) * config.hidden_size if inner is None else inner
     head_dim = config.raw.get("mamba_d_head", "auto")
     head_dim = inner // heads if head_dim == "auto" and heads else raw_int(config, "mamba_d_head")
     groups = raw_int(config, "mamba_n_groups", 1)
     if not heads or heads * head_dim != inner or not groups or heads % groups:
-        raise ModelDirError("config.json", f"mamba_n_heads {heads} x mamba_d_head {head_dim} must equal "
-                                           f"mamba_expand x hidden_size ({inner}), in groups of mamba_n_groups")
+        raise ModelDirError("config.json", f"mamba_n_heads {heads} x mamba_d_head {head_dim} must equal the "
+                                           f"Mamba2 inner size ({inner}), in groups of mamba_n_groups")
     low, high = time_step_limit(config)
     return MambaDims(heads, head_dim, groups, raw_int(config, "mamba_d_state", 256), raw_int(config, "mamba_d_conv", 4),
                      raw_int(config, "mamba_chunk_size", 256) or 256, low, high)
@@ -104,8 +105,8 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     return {**plan, **mamba_plan(p + "mamba.", config)}
 
 
-def mamba_plan(m: str, config: ModelConfig) -> LayerPlan:
-    dims, h = mamba_dims(config), config.hidden_size
+def mamba_plan(m: str, config: ModelConfig, dims: MambaDims | None = None) -> LayerPlan:
+    dims, h = dims or mamba_dims(config), config.hidden_size
     plan: LayerPlan = {
         "ssm_in": [(m + "in_proj.weight", (dims.inner + dims.conv_dim + dims.heads, h))],   # z, xBC, dt
         "ssm_conv": [(m + "conv1d.weight", (dims.conv_dim, 1, dims.d_conv))],

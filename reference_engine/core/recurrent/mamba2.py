@@ -8,6 +8,10 @@
     y          = SSD(x, dt, A, B, C) + D * x          # recurrent/ssd.py: chunked on prefill, step by step on decode
     out        = out_proj(rmsnorm_grouped(y * silu(z)) * norm_weight)
 
+Falcon-H1 adds, as data in MambaDims: its ssm_multipliers on in_proj's five segments (z, x, B, C, dt: `scales`),
+and another output gate (`norm`): rmsnorm_grouped(y) * norm_weight * silu(z) (mamba_norm_before_gate), or
+y * silu(z) with no norm at all (mamba_rms_norm false).
+
 State per sequence (core/cache: StateLayout): "conv" [inner + 2 G N, d_conv - 1] and "ssm" [heads, head_dim, N],
 float32. Every sequence's run comes from meta.seq_ids/counts; no token of one reaches another's state.
 """
@@ -22,18 +26,42 @@ from reference_engine.core.recurrent.causal_conv import causal_conv
 from reference_engine.core.recurrent.ssd import ssd_chunked, ssd_recurrent
 
 
+def group_rms(g: torch.Tensor, groups: int, eps: float) -> torch.Tensor:
+    """g [T, inner] float32 -> RMSNorm without weight, the statistics taken over each of `groups` slices."""
+    g = g.view(g.shape[0], groups, -1)
+    return (g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + eps)).view(g.shape[0], -1)
+
+
 def gated_rms_norm(y: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, groups: int, eps: float) -> torch.Tensor:
     """y, z [T, inner] -> weight * RMSNorm(y * silu(z)) with the statistics taken over each of `groups` slices."""
-    g = (y.float() * F.silu(z.float())).view(y.shape[0], groups, -1)
-    g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * g.view_as(y).to(y.dtype)
+    return weight * group_rms(y.float() * F.silu(z.float()), groups, eps).to(y.dtype)
+
+
+def output_gate(y: torch.Tensor, z: torch.Tensor, weight: torch.Tensor | None, d: MambaDims,
+                eps: float) -> torch.Tensor:
+    """y (the SSD output, float32), z [T, inner] -> the gated output [T, inner] as `d.norm` says."""
+    if d.norm == "gated":
+        return gated_rms_norm(y, z, weight.float(), d.groups, eps)
+    gate = F.silu(z.float())
+    if d.norm == "gate":                                               # Falcon-H1, mamba_rms_norm false
+        return y * gate
+    return weight.float() * group_rms(y, d.groups, eps) * gate        # "norm_gate": norm first, then the gate
+
+
+def segment_scales(d: MambaDims, device) -> torch.Tensor:
+    """[inner + conv_dim + heads] float32: each in_proj segment's multiplier (z, x, B, C, dt)."""
+    sizes = (d.inner, d.inner, d.groups * d.d_state, d.groups * d.d_state, d.heads)
+    return torch.cat([torch.full((n,), float(m), device=device) for n, m in zip(sizes, d.scales)])
 
 
 def mamba2_block(x: torch.Tensor, w, config, layer: int, cache, meta, cos, sin, window,
                  linear=F.linear, dims: MambaDims | None = None) -> torch.Tensor:
     """x [T, hidden] (normed) -> [T, hidden]; stages each sequence's conv window and SSM state."""
     d, e = dims or families.settings(config).mamba, w.extra
-    z, xbc, dt = linear(x, e["ssm_in"], e.get("ssm_in_bias")).split([d.inner, d.conv_dim, d.heads], dim=-1)
+    zxbcdt = linear(x, e["ssm_in"], e.get("ssm_in_bias"))                          # [T, inner + conv_dim + heads]
+    if d.scales is not None:                                                          # Falcon-H1 ssm_multipliers
+        zxbcdt = (zxbcdt.float() * segment_scales(d, x.device)).to(x.dtype)
+    z, xbc, dt = zxbcdt.split([d.inner, d.conv_dim, d.heads], dim=-1)
     A = -torch.exp(e["A_log"].float())                                               # [heads]
     ys, at = [], 0
     for seq, n in zip(meta.seq_ids, meta.counts):
@@ -52,5 +80,5 @@ def mamba2_block(x: torch.Tensor, w, config, layer: int, cache, meta, cos, sin, 
         cache.states.stage(layer, seq, {"conv": window_after, "ssm": ssm})
         at += n
     y = torch.cat(ys) if len(ys) > 1 else ys[0]                                       # [T, inner] float32
-    y = gated_rms_norm(y, z, e["ssm_norm"].float(), d.groups, config.rms_norm_eps)
+    y = output_gate(y, z, e.get("ssm_norm"), d, config.rms_norm_eps)
     return linear(y.to(x.dtype), e["ssm_out"], e.get("ssm_out_bias"))

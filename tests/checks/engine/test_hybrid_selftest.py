@@ -1,7 +1,8 @@
-"""The hybrid self-tests (ENG010-ENG013): quiet on healthy LFM2 and Granite 4 models, each firing on an engine
-sabotaged the way real hybrid bugs break one (a conv window not carried, a chunk that ignores the state it
+"""The hybrid self-tests (ENG010-ENG013): quiet on healthy LFM2, Granite 4 and Falcon-H1 models, each firing on an
+engine sabotaged the way real hybrid bugs break one (a conv window not carried, a chunk that ignores the state it
 starts from, a packed batch run as one sequence, a state slot reused without zeroing, an inverted decay), and
-skipped on an attention-only model. ~40 s on an idle 2-core machine (two tiny hybrids built by transformers)."""
+skipped on an attention-only model. Three tiny hybrids built by transformers; this file and
+test_hybrid_check_runs.py took 17 s together on the 2-core machine (up to ~40 s under load)."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +20,8 @@ from tests.reference_engine.core.hybrid_models import build_checkable
 
 SMALL = {"lfm2_conv3_attn1": dict(num_hidden_layers=2, layer_types=["conv", "full_attention"]),
          "granite4_moe_rope": dict(num_hidden_layers=2, layer_types=["mamba", "attention"], num_local_experts=2,
-                                   num_experts_per_tok=1)}
+                                   num_experts_per_tok=1),
+         "falcon_h1_gate_biases_tied": {}}
 CHECKS = (hybrid.recurrent_chunks_vs_one_prefill, hybrid.recurrent_batch_vs_alone,
           hybrid.recurrent_state_starts_from_zero, hybrid.recurrent_state_stays_finite)
 
@@ -66,6 +68,13 @@ def test_eng010_fires_when_a_chunk_ignores_the_state_it_starts_from(dirs, monkey
                         real(x, dt, A, B, C, torch.zeros_like(state), chunk))
     (problem,) = hybrid.recurrent_chunks_vs_one_prefill(ctx_of(dirs, "granite4_moe_rope"))
     assert "mamba2 layers: a prefill in chunks of 3 disagrees" in problem.message
+
+
+def test_eng010_fires_when_a_parallel_layer_forgets_its_mamba_conv_window(dirs, monkeypatch):
+    real = mamba2.causal_conv
+    monkeypatch.setattr(mamba2, "causal_conv", lambda x, w, b, window: real(x, w, b, torch.zeros_like(window)))
+    (problem,) = hybrid.recurrent_chunks_vs_one_prefill(ctx_of(dirs, "falcon_h1_gate_biases_tied"))
+    assert "attention_mamba2 layers: a prefill in chunks of 1 disagrees" in problem.message
 
 
 def test_eng011_fires_when_the_packed_batch_runs_as_one_sequence(dirs, monkeypatch):

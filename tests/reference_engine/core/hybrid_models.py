@@ -1,4 +1,4 @@
-"""Tiny random-weight hybrid models (LFM2, Granite 4) built by transformers itself (its torch path, no custom
+"""Tiny random-weight hybrid models (LFM2, Granite 4, Falcon-H1) built by transformers itself (its torch path, no custom
 kernels), with the state dynamics made to matter: conv filters large enough to carry the window, Mamba2 decays
 exp(dt * A) spread over ~0.3..0.9 (far from 0 and 1), chunks shorter than the test sequences."""
 from __future__ import annotations
@@ -18,6 +18,9 @@ BASE = dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_val
             max_position_embeddings=512, initializer_range=0.1, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 MAMBA = dict(mamba_n_heads=4, mamba_n_groups=2, mamba_d_state=8, mamba_d_head=16, mamba_expand=2,
              mamba_chunk_size=8, mamba_d_conv=4)
+FALCON_MULTIPLIERS = dict(embedding_multiplier=1.7, lm_head_multiplier=0.6, key_multiplier=0.7,
+                          attention_in_multiplier=1.3, attention_out_multiplier=0.8, ssm_in_multiplier=1.2,
+                          ssm_out_multiplier=0.9, ssm_multipliers=[0.8, 1.2, 1.4, 0.7, 1.3], mlp_multipliers=[1.3, 0.7])
 
 # name -> (transformers config class, model class, overrides)
 VARIANTS: dict[str, tuple[str, str, dict]] = {
@@ -36,6 +39,18 @@ VARIANTS: dict[str, tuple[str, str, dict]] = {
         num_local_experts=0, shared_intermediate_size=48, position_embedding_type=None, tie_word_embeddings=True,
         embedding_multiplier=1.5, residual_multiplier=0.7, attention_multiplier=0.25, logits_scaling=2.0,
         **{**MAMBA, "mamba_n_groups": 1, "mamba_chunk_size": 5, "mamba_d_conv": 3})),
+    # Falcon-H1: attention and Mamba2 side by side in every layer, every muP multiplier away from 1
+    "falcon_h1_norm_before_gate": ("FalconH1Config", "FalconH1ForCausalLM", dict(
+        intermediate_size=40, num_hidden_layers=3, head_dim=16, **FALCON_MULTIPLIERS,
+        **{**MAMBA, "mamba_d_ssm": 48, "mamba_d_head": 12}, mamba_rms_norm=True, mamba_norm_before_gate=True)),
+    "falcon_h1_norm_after_gate": ("FalconH1Config", "FalconH1ForCausalLM", dict(
+        intermediate_size=24, num_hidden_layers=2, head_dim=8, **FALCON_MULTIPLIERS, **{**MAMBA, "mamba_d_ssm": 64},
+        mamba_rms_norm=True, mamba_norm_before_gate=False)),
+    "falcon_h1_gate_biases_tied": ("FalconH1Config", "FalconH1ForCausalLM", dict(
+        intermediate_size=24, num_hidden_layers=2, tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
+        projectors_bias=True, mamba_proj_bias=True, mamba_rms_norm=False, **FALCON_MULTIPLIERS,
+        **{**MAMBA, "mamba_d_ssm": None, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_chunk_size": 5,
+           "mamba_d_conv": 3})),
 }
 
 _ROOT = Path(tempfile.mkdtemp(prefix="llmdoctor-hybrids-"))

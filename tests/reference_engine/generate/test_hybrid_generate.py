@@ -1,6 +1,6 @@
 """The generate stage carries a hybrid's recurrent state with each sequence: continuous batching under KV
 pressure (preempted sequences recomputed from a zero state) gives what each request gets alone, and beam search
-(forks copy the state) equals transformers' on LFM2 and Granite 4."""
+(forks copy the state) equals transformers' on LFM2, Granite 4 and Falcon-H1 (K/V and a state in every layer)."""
 from __future__ import annotations
 
 import random
@@ -14,7 +14,7 @@ from reference_engine.generate.sampling_params import SamplingParams
 from reference_engine.generate.scheduler import SchedulerStats
 from tests.reference_engine.core.hybrid_models import VOCAB, hf_model, hybrid_dir
 
-VARIANTS = ["lfm2_conv3_attn1", "granite4_moe_rope"]
+VARIANTS = ["lfm2_conv3_attn1", "granite4_moe_rope", "falcon_h1_norm_before_gate"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
