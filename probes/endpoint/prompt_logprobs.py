@@ -40,6 +40,7 @@ class ScoredPrompt:
     logprobs: list[float | None]        # None where the server gives none (the first token, a BOS)
     ids: list[int] | None               # when the server says (TGI)
     route: str
+    prompt_tokens: int | None = None    # usage.prompt_tokens, when the server counts them
 
     def ends(self, text: str, ascii_only: bool = False) -> list[int] | None:
         """Character offset in `text` where each token ends, counted back from the text's end (the joined tokens
@@ -114,7 +115,8 @@ def echo(surface, prompt: str) -> ScoredPrompt:
         raise NotOffered("/v1/completions answered echo without per-token logprobs")
     generated = answer.completion_tokens if isinstance(answer.completion_tokens, int) else 1
     tokens = answer.tokens[:len(answer.tokens) - generated]
-    return ScoredPrompt([t.token for t in tokens], [t.logprob for t in tokens], None, "/v1/completions echo")
+    return ScoredPrompt([t.token for t in tokens], [t.logprob for t in tokens], None, "/v1/completions echo",
+                        answer.prompt_tokens if isinstance(answer.prompt_tokens, int) else None)
 
 
 def tgi_prefill(surface, text: str) -> ScoredPrompt:

@@ -11,24 +11,23 @@ on the 2-core box under a load of ~12 (6 prompts to a one-thread server); at 102
 idle, the --model runs adding the reference engine's greedy answers."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 
-from checks.endpoint.reference import Reference
 from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
-from probes.endpoint.context_probe import EXPECTED_WORDS, MIN_MATCHED, chars_per_token, read_back, retrievals
+from probes.endpoint.context_probe import (ECHO, EXPECTED_WORDS, GREEDY, MIN_MATCHED, chars_per_token, read_back,
+                                           retrievals)
+from tests import endpoint_assets
 from tests.assets import or_fail
+from tests.checks.endpoint.cut_proxy import MiddleCut
 from tests.load_servers import LlamaCppServer
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]
 TOKENS = 1024
+ECHO_TOKENS = 512        # llama-cpp-python's echo costs ~0.1 s per prompt token (its Python logprob loop)
 IDS = ["EPT121", "EPT122", "EPT123"]
 
 
@@ -47,46 +46,6 @@ class GroupServer(LlamaCppServer):
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-
-
-class MiddleCut:
-    """A proxy that drops the middle third of any prompt over 2000 characters (what a truncating gateway does)."""
-
-    def __init__(self, upstream: str):
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                r = httpx.get(owner.upstream + self.path, timeout=60)
-                self.reply(r.status_code, r.content)
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                prompt = body.get("prompt")
-                if isinstance(prompt, str) and len(prompt) > 2000:
-                    third = len(prompt) // 3
-                    body["prompt"] = prompt[:third] + prompt[2 * third:]
-                r = httpx.post(owner.upstream + self.path, json=body, timeout=600)
-                self.reply(r.status_code, r.content)
-
-            def reply(self, status, content):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(content)))
-                self.end_headers()
-                self.wfile.write(content)
-
-        self.upstream = upstream
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="session")
@@ -109,8 +68,14 @@ def context_servers(smollm2_gguf):
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    return Reference.load(smollm2_dir)
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
+
+
+@pytest.fixture(scope="module")
+def echo_server(live_server, smollm2_gguf):
+    """llama-cpp-python's server, the one the endpoint files share (tests/server_pool.py): it scores prompts."""
+    return live_server(endpoint_assets.LlamaServer, smollm2_gguf)
 
 
 def probe(url, reference=None, tokens=TOKENS):
@@ -146,6 +111,8 @@ def test_healthy_server_reads_every_distance(context_servers, reference):
         claims = next(f for f in report.findings if f.check == "EPT121")
         assert claims.evidence["max_context"] == 1024
         assert "EPT122" in [c.id for c in report.checks if c.status == "passed"]
+        reading = report.findings_for("EPT122")[0].evidence      # no prompt logprobs: the greedy route, named
+        assert reading["route"] == GREEDY and "llama.cpp's server returns no prompt logprobs" in reading["why_greedy"]
 
 
 def test_wrong_rope_base_is_caught_with_the_distance(context_servers, reference):
@@ -168,3 +135,30 @@ def test_a_smaller_context_is_reported_with_its_limit(context_servers):
     assert "EPT123" in found, found
     assert found["EPT123"].evidence.get("limit") == 512, found["EPT123"].message
     assert EXPECTED_WORDS >= MIN_MATCHED
+
+
+def test_llama_cpp_python_is_read_through_its_prompt_logprobs(echo_server, reference):
+    """The echo route: one scored prompt per distance, nothing generated; the reference scores the same token ids
+    and the copy ratios agree (Q4_1 vs float32). Cost: see ECHO_TOKENS and docs/context.md."""
+    report = probe(echo_server.url, reference, ECHO_TOKENS)
+    assert not problems(report), [f.message for f in report.findings]
+    reading = report.findings_for("EPT122")[0]
+    assert reading.evidence["route"] == ECHO and "route: prompt logprobs (echo)" in reading.message
+    served, ref = reading.evidence["server"], reading.evidence["reference"]
+    assert len(served) == 3 and served[-1]["distance"] > 128
+    for s, r in zip(served, ref):
+        assert s["prompt_tokens"] == r["prompt_tokens"]                   # the same ids, the BOS text included
+        assert s["copy_ratio"] < 0.2 and abs(s["copy_ratio"] - r["copy_ratio"]) < 0.05
+        assert s["first_copy_loss"] > 5 > 1 > s["second_copy_loss"]
+
+
+def test_a_proxy_cutting_the_middle_is_caught_on_the_echo_route(echo_server, reference):
+    proxy = MiddleCut(echo_server.url, over=1000)
+    try:
+        found = problems(probe(proxy.url, reference, ECHO_TOKENS))
+    finally:
+        proxy.stop()
+    cut = found["EPT123"]
+    assert cut.evidence["route"] == ECHO and "does not spell the text sent" in cut.message
+    assert f"planting words {cut.evidence['distance']} tokens back" in cut.message
+    assert cut.evidence["distance"] > 64            # the near prompt (under 1000 characters) reaches it whole
