@@ -87,3 +87,21 @@ def test_copy_spans_need_both_showings_cut_alike():
     assert copy_spans(pieces[:4] + gap + second, planted) is None      # the first showing was cut away
     score, why = pair_score(pieces + gap + second, [-5.0] * 40, planted)
     assert score is not None and score.ratio == pytest.approx(1.0) and why == ""
+
+
+class StopNotEchoed(FakeServer):
+    """llama-cpp-python's way when the one generated token is a stop: counted in usage, left out of the echo."""
+
+    def completion(self, body: dict):
+        answer = super().completion(body)
+        if body.get("echo"):
+            lp = answer["choices"][0]["logprobs"]
+            lp["tokens"], lp["token_logprobs"] = lp["tokens"][:-1], lp["token_logprobs"][:-1]
+            answer["choices"][0]["text"] = body["prompt"]
+        return answer
+
+
+def test_a_stop_token_left_out_of_the_echo_keeps_the_prompt_whole():
+    report, bad = probe(StopNotEchoed("vllm"))
+    assert bad == {}, [f.message for f in bad.values()]
+    assert all(r["copy_ratio"] < 0.5 for r in report.findings_for("EPT122")[0].evidence["server"])
