@@ -110,7 +110,9 @@ def rows(readings: list[Reading]) -> list[dict]:
     for r in readings:
         row = {"distance": r.distance, "prompt_tokens": r.prompt_tokens}
         if r.route == ECHO:
-            row.update({k: round(v, 4) for k, v in r.copy.as_dict().items()} if r.copy else {"note": r.text[:120]})
+            row.update({k: round(v, 4) for k, v in r.copy.as_dict().items()} if r.copy else {})
+            row.update({"note": r.text[:120]} if r.text else {})
+            row.update({"echoed_whole": r.whole} if r.whole is not None else {})
         else:
             row.update(matched=r.matched, continuation=r.text[:80])
         out.append({**row, **({"error": r.error[:200]} if r.error else {})})

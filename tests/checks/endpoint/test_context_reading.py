@@ -3,7 +3,10 @@ SmolLM2-135M-Instruct's Q4_1 GGUF: the healthy server reads the planted words at
 and without --model); one started with --rope-freq-base 1000 (SmolLM2's is 100000) is shown losing them
 through its raw API (from 64 tokens back on: with --model the checkpoint reads them all, so the distance is
 named); a proxy that cuts the middle out of long prompts is caught by the prompt counts; a server with a
-smaller context (-c 512) than asked is reported with its real limit.
+smaller context (-c 512) than asked is reported with its real limit. llama-server has no prompt logprobs: the
+greedy route, named. llama-cpp-python's server (the one the endpoint files share) scores prompts: with --model it
+is read by the echo route (clean, its copy ratios beside the reference's on the same ids), and behind a proxy
+cutting the middle of long prompts the echo shows the cut (read to 512 tokens: its echo is slow, ECHO_TOKENS).
 
 Read to 1024 tokens (4096 only in benchmarks/context_cost.py). Servers are session-scoped (started once, stopped
 with their process group by the fixture's finalizer). Cost: one probe without --model took 184 s at 2048 tokens
@@ -140,7 +143,8 @@ def test_a_smaller_context_is_reported_with_its_limit(context_servers):
 
 def test_llama_cpp_python_is_read_through_its_prompt_logprobs(echo_server, reference):
     """The echo route: one scored prompt per distance, nothing generated; the reference scores the same token ids
-    and the copy ratios agree (Q4_1 vs float32). Cost: see ECHO_TOKENS and docs/context.md."""
+    and the copy ratios agree (Q4_1 vs float32). Cost: 41 s at a load of ~4.5, 105 s at ~8 (~600 echoed tokens;
+    docs/context.md)."""
     report = probe(echo_server.url, reference, ECHO_TOKENS)
     assert not problems(report), [f.message for f in report.findings]
     reading = report.findings_for("EPT122")[0]
@@ -154,7 +158,8 @@ def test_llama_cpp_python_is_read_through_its_prompt_logprobs(echo_server, refer
 
 
 def test_a_proxy_cutting_the_middle_is_caught_on_the_echo_route(echo_server, reference, monkeypatch):
-    """The near control and one far distance only (the cut needs no more; each echoed token costs ~0.1 s here)."""
+    """The near control and one far distance only (the cut needs no more; each echoed token costs ~0.1 s here).
+    Cost: 29 s at a load of ~4.5."""
     monkeypatch.setattr(context_probe, "FRACTIONS", (1.0,))
     proxy = MiddleCut(echo_server.url, over=1000)
     try:
