@@ -22,6 +22,9 @@ from probes.competence.bounds import MAX_COPY_RATIO
 
 CUT_FRACTION = 0.9       # a prompt counted below this share of its expected tokens was cut on the way
 NEW_TOKENS = 12
+COPY_GAP = 0.75          # echo route with --model: nats/token the server's second showing may cost over its
+                         # checkpoint's (SmolLM2 Q4_1 on llama-cpp-python: 0.01; --rope_freq_base 1000: 1.3-1.6
+                         # from 146 tokens back, where its copy ratio, 0.20, still passes the bound)
 
 
 def asked(ctx: EndpointContext) -> int:
@@ -129,13 +132,22 @@ def measured(r: Reading) -> str:
             f"{r.copy.second:.2f} nats/token, {r.copy.first:.2f} at the first")
 
 
-def reach(readings: list[Reading]) -> tuple[int, int | None]:
+def reach(readings: list[Reading], reference: list[Reading] | None = None) -> tuple[int, int | None]:
+    """(the largest distance read before the first that is not, that first one or None); with the reference's
+    echo readings, a distance where the server's copy costs COPY_GAP more than its checkpoint's is not read."""
+    ref = {r.distance: r for r in reference or []}
     reads = 0
     for r in readings:
-        if not r.reads:
+        if not r.reads or lags(r, ref.get(r.distance)):
             return reads, r.distance
         reads = r.distance
     return reads, None
+
+
+def lags(r: Reading, ref: Reading | None) -> bool:
+    """The server's second showing costs more than COPY_GAP nats/token over the checkpoint's on the same ids."""
+    return (r.copy is not None and ref is not None and ref.copy is not None
+            and r.copy.second - ref.copy.second > COPY_GAP)
 
 
 @check("EPT121", category="endpoint", severity="info", needs=("endpoint",),
@@ -173,9 +185,11 @@ def reads_at_distance(ctx: EndpointContext):
     the first showing). Elsewhere (llama.cpp, Ollama) they are shown, then filler, then begun again, and greedy
     decoding must continue them (4 words back in order; 3 at least). A wrong rope base or scaling flag, a window
     the model was not trained with, or a prompt cut in the middle stop it short. With --model the reference
-    engine takes the same prompts (the same token ids on the echo route): a server that stops before its
-    checkpoint does is an error naming the distance; alone, a server that reads near and not far within the
-    context it accepted is one. The finding names the route.
+    engine takes the same prompts (the same token ids on the echo route, where a second showing that costs the
+    server 0.75 nats/token more than its checkpoint is not read either: a rope base off by 100x still copies
+    at a ratio of 0.2 there): a server that stops before its checkpoint does is an error naming the distance;
+    alone, a server that reads near and not far within the context it accepted is one. The finding names the
+    route.
     """
     got = server_readings(ctx)
     evidence = {"route": got.route, "chars_per_token": round(got.chars_per_token, 3), "server": rows(got.readings),
@@ -191,10 +205,16 @@ def reads_at_distance(ctx: EndpointContext):
     if reference is not None:
         evidence["reference"] = rows(reference)
         ref_reads, ref_fails = reach(reference)
+        reads, fails = reach(served, reference)
+        evidence.update(reads_to=reads, fails_at=fails)
         if fails is not None and (ref_fails is None or ref_fails > fails):
             failed = next(r for r in served if r.distance == fails)
+            ref_copy = next((r.copy for r in reference if r.distance == fails), None)
+            beside = (f"; the checkpoint's {ref_copy.second:.2f} nats/token on the same ids (ratio "
+                      f"{ref_copy.ratio:.2f})" if failed.copy and ref_copy else "")
             yield Problem(f"the server stops reading at {fails} tokens back where its checkpoint reads to "
-                          f"{ref_reads}: {measured(failed)} (the server reads to {reads}){route}", evidence=evidence)
+                          f"{ref_reads}: {measured(failed)}{beside} (the server reads to {reads}){route}",
+                          evidence=evidence)
         else:
             yield Problem(f"the server reads as far as its checkpoint: to {reads} tokens back{route}",
                           severity="info", evidence=evidence)

@@ -170,3 +170,18 @@ def test_a_proxy_cutting_the_middle_is_caught_on_the_echo_route(echo_server, ref
     assert cut.evidence["route"] == ECHO and "does not spell the text sent" in cut.message
     assert f"planting words {cut.evidence['distance']} tokens back" in cut.message
     assert cut.evidence["distance"] > 64            # the near prompt (under 1000 characters) reaches it whole
+
+
+def test_wrong_rope_base_is_caught_on_the_echo_route(live_server, smollm2_gguf, reference):
+    """llama-cpp-python with --rope_freq_base 1000 (SmolLM2's is 100000): its copy ratios (0.08-0.20) pass the
+    bound, but its second showing costs 1.3-1.6 nats/token more than the checkpoint's on the same ids from 146
+    tokens back: named. Cost: ~55 s at a load of ~5 (a server of its own, ~600 echoed tokens)."""
+    server = live_server(endpoint_assets.LlamaServer, smollm2_gguf, "--rope_freq_base", "1000")
+    found = problems(probe(server.url, reference, ECHO_TOKENS))
+    wrong = found["EPT122"]
+    assert wrong.severity.value == "error" and wrong.evidence["route"] == ECHO
+    fails = wrong.evidence["fails_at"]
+    served = {r["distance"]: r for r in wrong.evidence["server"]}
+    ref = {r["distance"]: r for r in wrong.evidence["reference"]}
+    assert served[fails]["second_copy_loss"] - ref[fails]["second_copy_loss"] > 0.75 > 0.5 > ref[fails]["copy_ratio"]
+    assert f"stops reading at {fails} tokens back" in wrong.message and "on the same ids" in wrong.message
