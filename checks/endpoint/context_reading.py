@@ -23,7 +23,7 @@ from probes.competence.bounds import MAX_COPY_RATIO
 CUT_FRACTION = 0.9       # a prompt counted below this share of its expected tokens was cut on the way
 NEW_TOKENS = 12
 COPY_GAP = 0.75          # echo route with --model: nats/token the server's second showing may cost over its
-                         # checkpoint's (SmolLM2 Q4_1 on llama-cpp-python: 0.01; --rope_freq_base 1000: 1.3-1.6
+                         # checkpoint's (SmolLM2 Q4_1 on llama-cpp-python: 0.01-0.02; --rope_freq_base 1000: 1.3-1.6
                          # from 146 tokens back, where its copy ratio, 0.20, still passes the bound)
 
 
