@@ -40,6 +40,7 @@ class ScoredPrompt:
     logprobs: list[float | None]        # None where the server gives none (the first token, a BOS)
     ids: list[int] | None               # when the server says (TGI)
     route: str
+    prompt_tokens: int | None = None    # usage.prompt_tokens, when the server counts them
 
     def ends(self, text: str, ascii_only: bool = False) -> list[int] | None:
         """Character offset in `text` where each token ends, counted back from the text's end (the joined tokens
@@ -113,8 +114,21 @@ def echo(surface, prompt: str) -> ScoredPrompt:
     if not answer.tokens:
         raise NotOffered("/v1/completions answered echo without per-token logprobs")
     generated = answer.completion_tokens if isinstance(answer.completion_tokens, int) else 1
-    tokens = answer.tokens[:len(answer.tokens) - generated]
-    return ScoredPrompt([t.token for t in tokens], [t.logprob for t in tokens], None, "/v1/completions echo")
+    tokens = prompt_part(answer.tokens, prompt, generated)
+    return ScoredPrompt([t.token for t in tokens], [t.logprob for t in tokens], None, "/v1/completions echo",
+                        answer.prompt_tokens if isinstance(answer.prompt_tokens, int) else None)
+
+
+def prompt_part(tokens: list, prompt: str, generated: int) -> list:
+    """The echoed tokens that are the prompt's: less the `generated` ones, unless they were not echoed (a stop
+    token generated is counted in usage but left out of the echo by llama-cpp-python), which the prompt's last
+    characters tell."""
+    tail = _ascii(prompt)[-16:]
+    for drop in dict.fromkeys((generated, 0)):
+        kept = tokens[:len(tokens) - drop]
+        if _ascii("".join(t.token for t in kept)).endswith(tail):
+            return kept
+    return tokens[:len(tokens) - generated]
 
 
 def tgi_prefill(surface, text: str) -> ScoredPrompt:

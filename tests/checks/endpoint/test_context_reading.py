@@ -3,7 +3,10 @@ SmolLM2-135M-Instruct's Q4_1 GGUF: the healthy server reads the planted words at
 and without --model); one started with --rope-freq-base 1000 (SmolLM2's is 100000) is shown losing them
 through its raw API (from 64 tokens back on: with --model the checkpoint reads them all, so the distance is
 named); a proxy that cuts the middle out of long prompts is caught by the prompt counts; a server with a
-smaller context (-c 512) than asked is reported with its real limit.
+smaller context (-c 512) than asked is reported with its real limit. llama-server has no prompt logprobs: the
+greedy route, named. llama-cpp-python's server (the one the endpoint files share) scores prompts: with --model it
+is read by the echo route (clean, its copy ratios beside the reference's on the same ids), and behind a proxy
+cutting the middle of long prompts the echo shows the cut (read to 512 tokens: its echo is slow, ECHO_TOKENS).
 
 Read to 1024 tokens (4096 only in benchmarks/context_cost.py). Servers are session-scoped (started once, stopped
 with their process group by the fixture's finalizer). Cost: one probe without --model took 184 s at 2048 tokens
@@ -11,24 +14,24 @@ on the 2-core box under a load of ~12 (6 prompts to a one-thread server); at 102
 idle, the --model runs adding the reference engine's greedy answers."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 
-from checks.endpoint.reference import Reference
 from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
-from probes.endpoint.context_probe import EXPECTED_WORDS, MIN_MATCHED, chars_per_token, read_back, retrievals
+from probes.endpoint import context_probe
+from probes.endpoint.context_probe import (ECHO, EXPECTED_WORDS, GREEDY, MIN_MATCHED, chars_per_token, read_back,
+                                           retrievals)
+from tests import endpoint_assets
 from tests.assets import or_fail
+from tests.checks.endpoint.cut_proxy import MiddleCut
 from tests.load_servers import LlamaCppServer
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]
 TOKENS = 1024
+ECHO_TOKENS = 512        # llama-cpp-python's echo costs ~0.1 s per prompt token (its Python logprob loop)
 IDS = ["EPT121", "EPT122", "EPT123"]
 
 
@@ -47,46 +50,6 @@ class GroupServer(LlamaCppServer):
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-
-
-class MiddleCut:
-    """A proxy that drops the middle third of any prompt over 2000 characters (what a truncating gateway does)."""
-
-    def __init__(self, upstream: str):
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                r = httpx.get(owner.upstream + self.path, timeout=60)
-                self.reply(r.status_code, r.content)
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                prompt = body.get("prompt")
-                if isinstance(prompt, str) and len(prompt) > 2000:
-                    third = len(prompt) // 3
-                    body["prompt"] = prompt[:third] + prompt[2 * third:]
-                r = httpx.post(owner.upstream + self.path, json=body, timeout=600)
-                self.reply(r.status_code, r.content)
-
-            def reply(self, status, content):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(content)))
-                self.end_headers()
-                self.wfile.write(content)
-
-        self.upstream = upstream
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="session")
@@ -109,8 +72,14 @@ def context_servers(smollm2_gguf):
 
 
 @pytest.fixture(scope="module")
-def reference(smollm2_dir):
-    return Reference.load(smollm2_dir)
+def reference(smollm2_reference):
+    return smollm2_reference          # loaded once per session (tests/conftest.py)
+
+
+@pytest.fixture(scope="module")
+def echo_server(live_server, smollm2_gguf):
+    """llama-cpp-python's server, the one the endpoint files share (tests/server_pool.py): it scores prompts."""
+    return live_server(endpoint_assets.LlamaServer, smollm2_gguf)
 
 
 def probe(url, reference=None, tokens=TOKENS):
@@ -146,6 +115,8 @@ def test_healthy_server_reads_every_distance(context_servers, reference):
         claims = next(f for f in report.findings if f.check == "EPT121")
         assert claims.evidence["max_context"] == 1024
         assert "EPT122" in [c.id for c in report.checks if c.status == "passed"]
+        reading = report.findings_for("EPT122")[0].evidence      # no prompt logprobs: the greedy route, named
+        assert reading["route"] == GREEDY and "llama.cpp's server returns no prompt logprobs" in reading["why_greedy"]
 
 
 def test_wrong_rope_base_is_caught_with_the_distance(context_servers, reference):
@@ -168,3 +139,49 @@ def test_a_smaller_context_is_reported_with_its_limit(context_servers):
     assert "EPT123" in found, found
     assert found["EPT123"].evidence.get("limit") == 512, found["EPT123"].message
     assert EXPECTED_WORDS >= MIN_MATCHED
+
+
+def test_llama_cpp_python_is_read_through_its_prompt_logprobs(echo_server, reference):
+    """The echo route: one scored prompt per distance, nothing generated; the reference scores the same token ids
+    and the copy ratios agree (Q4_1 vs float32). Cost: 26-41 s at a load of ~4.5, 105 s at ~8 (~600 echoed tokens;
+    docs/context.md)."""
+    report = probe(echo_server.url, reference, ECHO_TOKENS)
+    assert not problems(report), [f.message for f in report.findings]
+    reading = report.findings_for("EPT122")[0]
+    assert reading.evidence["route"] == ECHO and "route: prompt logprobs (echo)" in reading.message
+    served, ref = reading.evidence["server"], reading.evidence["reference"]
+    assert len(served) == 3 and served[-1]["distance"] > 128
+    for s, r in zip(served, ref):
+        assert s["prompt_tokens"] == r["prompt_tokens"]                   # the same ids, the BOS text included
+        assert s["copy_ratio"] < 0.2 and abs(s["copy_ratio"] - r["copy_ratio"]) < 0.05
+        assert s["first_copy_loss"] > 5 > 1 > s["second_copy_loss"]
+
+
+def test_a_proxy_cutting_the_middle_is_caught_on_the_echo_route(echo_server, reference, monkeypatch):
+    """The near control and one far distance only (the cut needs no more; each echoed token costs ~0.1 s here).
+    Cost: 20-29 s at a load of ~4.5."""
+    monkeypatch.setattr(context_probe, "FRACTIONS", (1.0,))
+    proxy = MiddleCut(echo_server.url, over=1000)
+    try:
+        found = problems(probe(proxy.url, reference, ECHO_TOKENS))
+    finally:
+        proxy.stop()
+    cut = found["EPT123"]
+    assert cut.evidence["route"] == ECHO and "does not spell the text sent" in cut.message
+    assert f"planting words {cut.evidence['distance']} tokens back" in cut.message
+    assert cut.evidence["distance"] > 64            # the near prompt (under 1000 characters) reaches it whole
+
+
+def test_wrong_rope_base_is_caught_on_the_echo_route(live_server, smollm2_gguf, reference):
+    """llama-cpp-python with --rope_freq_base 1000 (SmolLM2's is 100000): its copy ratios (0.08-0.20) pass the
+    bound, but its second showing costs 1.3-1.6 nats/token more than the checkpoint's on the same ids from 146
+    tokens back: named. Cost: 29-55 s (a server of its own, ~600 echoed tokens)."""
+    server = live_server(endpoint_assets.LlamaServer, smollm2_gguf, "--rope_freq_base", "1000")
+    found = problems(probe(server.url, reference, ECHO_TOKENS))
+    wrong = found["EPT122"]
+    assert wrong.severity.value == "error" and wrong.evidence["route"] == ECHO
+    fails = wrong.evidence["fails_at"]
+    served = {r["distance"]: r for r in wrong.evidence["server"]}
+    ref = {r["distance"]: r for r in wrong.evidence["reference"]}
+    assert served[fails]["second_copy_loss"] - ref[fails]["second_copy_loss"] > 0.75 > 0.5 > ref[fails]["copy_ratio"]
+    assert f"stops reading at {fails} tokens back" in wrong.message and "on the same ids" in wrong.message

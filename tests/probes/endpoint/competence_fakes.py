@@ -6,7 +6,8 @@ refusal of echo, Ollama's OpenAI route without logprobs.
 The "model" behind them is a toy with the two behaviours the probes measure: `healthy` predicts ordinary text at
 2.5 nats/token, a token it has already seen after the same token at 0.2 (induction), continues well-known
 sequences and copies a shown word sequence; `broken` spends 11 nats on every token and answers "piece in piece
-in ..." (a short loop, as the layer-reversed SmolLM2 GGUF does on llama.cpp).
+in ..." (a short loop, as the layer-reversed SmolLM2 GGUF does on llama.cpp). `window`: the toy's prompt
+logprobs see only that many tokens back (a server that stops reading: `probe endpoint --context N`).
 """
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ def tokens(text: str) -> list[str]:
     return TOKEN.findall(text)
 
 
-def prompt_logprobs(toks: list[str], healthy: bool) -> list[float | None]:
-    """log p(token i | before) of the toy model; None for the first token."""
+def prompt_logprobs(toks: list[str], healthy: bool, window: int | None = None) -> list[float | None]:
+    """log p(token i | before) of the toy model (seeing `window` tokens back at most); None for the first token."""
     out: list[float | None] = [None]
     for i in range(1, len(toks)):
-        seen = any(toks[j] == toks[i - 1] and toks[j + 1] == toks[i] for j in range(i - 1))
+        back = range(max(0, i - 1 - window) if window else 0, i - 1)
+        seen = any(toks[j] == toks[i - 1] and toks[j + 1] == toks[i] for j in back)
         out.append((-0.2 if seen else -2.5) if healthy else -11.0)
     return out
 
@@ -54,8 +56,8 @@ def continuation(prompt: str, healthy: bool, words: int = 16) -> str:
 class FakeServer:
     """kind: vllm, tgi, llama.cpp, llama-cpp-python, ollama or openai (an OpenAI server that refuses echo)."""
 
-    def __init__(self, kind: str, healthy: bool = True, bos: bool = True):
-        self.kind, self.healthy, self.bos = kind, healthy, bos
+    def __init__(self, kind: str, healthy: bool = True, bos: bool = True, window: int | None = None):
+        self.kind, self.healthy, self.bos, self.window = kind, healthy, bos, window
         self.seen: list[dict] = []
 
     def transport(self) -> httpx.MockTransport:
@@ -111,7 +113,7 @@ class FakeServer:
             if self.kind in ("llama.cpp", "openai"):
                 return 400, {"error": {"message": "Only no echo is supported"}}
             toks = ([BOS] if self.bos else []) + tokens(prompt) + [" x"]
-            values = prompt_logprobs(toks, self.healthy)
+            values = prompt_logprobs(toks, self.healthy, self.window)
             lp = {"tokens": toks, "token_logprobs": values, "top_logprobs": [None] * len(toks)}
             return {"choices": [{"text": prompt + " x", "logprobs": lp, "finish_reason": "length"}],
                     "usage": {"prompt_tokens": len(toks) - 1, "completion_tokens": 1}}
