@@ -46,7 +46,9 @@ def pytest_configure(config):
 # servers, tests/server_pool.py). LONGEST modules start first, so that no long one is left for the end.
 SPREAD = {"tests/llmdoctor/test_chain_live.py"}
 LONGEST = ["tests/llmdoctor/test_chain_live.py", "tests/llmdoctor/test_endpoint_live.py",
-           "tests/checks/endpoint/test_context_reading.py"]
+           "tests/checks/endpoint/test_context_reading.py", "tests/probes/load/test_load_live.py",
+           "tests/checks/endpoint/test_endpoint_competence_live.py", "tests/checks/long_context/test_reading.py",
+           "tests/reference_engine/core/test_engine_gemma3.py", "tests/reference_engine/core/test_gguf_engine.py"]
 
 
 def _module(nodeid: str) -> str:
