@@ -17,10 +17,9 @@ if ! "$PYTHON" -c "import torch" >/dev/null 2>&1 && ! has_gpu; then
     "$PYTHON" -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 fi
 "$PYTHON" -m pip install -q -e ".$extras"
-# the live endpoint tests run llama-cpp-python's server: its wheel is built once and cached (see the script)
-if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_cpp_server.sh; fi
-# the live load tests also run llama.cpp's own llama-server, built once from the same sdist and cached (see the script)
-if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_server.sh; fi
+# the live tests run llama-cpp-python's server and llama.cpp's own llama-server: llama.cpp is compiled once for
+# both, and cached (see the script)
+if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_cpp.sh; fi
 # the HTML report's browser test (tests/reports/test_layout.py) draws the page in chromium: installed with the
 # system's package manager where this user may (root, or sudo without a password); elsewhere the test says so
 if [ -n "$extras" ]; then bash scripts/chromium.sh || true; fi

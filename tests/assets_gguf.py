@@ -61,7 +61,7 @@ def _extract_sdist(out: Path) -> None:
 
 def llamacpp_chat_templates() -> dict[str, str]:
     """file name -> text of every models/templates/*.jinja in the llama-cpp-python sdist (cached once; the
-    sdist scripts/llama_server.sh keeps under the cache root is read when present, else it is downloaded)."""
+    sdist scripts/llama_cpp.sh keeps under the cache root is read when present, else it is downloaded)."""
     d = cached_dir("llamacpp-templates-v1", _extract_templates)
     templates = {p.name: p.read_text(encoding="utf-8") for p in sorted(d.glob("*.jinja"))}
     if not templates:

@@ -19,7 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from tests import assets  # noqa: E402
+from tests import assets, zoo_matrix  # noqa: E402
 
 # timing is not what the property tests test: a busy 2-core CI machine must not turn them into flakes
 settings.register_profile("llmdoctor", deadline=None)
@@ -38,6 +38,55 @@ def pytest_configure(config):
     # down (and stops the servers they started) instead of dying with them still running
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)
+
+
+# pytest-xdist (`-n 2`, pyproject.toml): the suite runs on both CI cores, most live tests waiting on a one-thread
+# server while the other core computes. A module's tests go to one worker, so its fixtures are built once, except in
+# SPREAD's modules (long, of many independent tests: each worker builds their fixtures, and starts its own pool of
+# servers, tests/server_pool.py). LONGEST modules start first, so that no long one is left for the end.
+SPREAD = {"tests/llmdoctor/test_chain_live.py"}
+LONGEST = ["tests/llmdoctor/test_chain_live.py", "tests/llmdoctor/test_endpoint_live.py",
+           "tests/checks/endpoint/test_context_reading.py", "tests/probes/load/test_load_live.py",
+           "tests/checks/endpoint/test_endpoint_competence_live.py", "tests/checks/long_context/test_reading.py",
+           "tests/reference_engine/core/test_engine_gemma3.py", "tests/reference_engine/core/test_gguf_engine.py"]
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(rank)))     # stable: the rest keep their order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if _module(nodeid) in SPREAD else _module(nodeid)
+
+    config.option.loadscopereorder = False          # keep the order above (LONGEST first)
+    return ModuleScheduling(config, log)
+
+
+@pytest.fixture
+def confusion(request) -> Callable[[str, str, list[str]], None]:
+    """confusion(fault, expected check, fired "ID:severity" list): the fault's row of the zoo's matrix."""
+    def record(name: str, expected: str, fired: list[str]) -> None:
+        request.node.user_properties.append((zoo_matrix.KEY, (name, expected, list(fired))))
+    return record
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        zoo_matrix.collect(report)
+
+
+def pytest_terminal_summary(terminalreporter):
+    zoo_matrix.write(terminalreporter)
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,9 @@ metadata changed, tensors copied (or requantized), cached under ~/.cache/llmdoct
 - `q4_0`: every Q4_1 tensor requantized to Q4_0 (numeric drift against the float32 reference).
 
 `LlamaServer` runs `python -m llama_cpp.server` on 127.0.0.1 on a free port and waits until /v1/models answers.
-The llama-cpp-python[server] package is installed by scripts/setup.sh --test (scripts/llama_cpp_server.sh builds
-its wheel once into ~/.cache/llmdoctor/wheels); a missing install is a test failure naming that script.
+The llama-cpp-python[server] package is installed by scripts/setup.sh --test (scripts/llama_cpp.sh builds its wheel
+once into ~/.cache/llmdoctor/wheels, from the llama.cpp compile llama-server uses too); a missing install is a test
+failure naming that script.
 """
 from __future__ import annotations
 

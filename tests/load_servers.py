@@ -358,10 +358,11 @@ class _ProxyHandler(_Handler):
 # ------------------------------------------------------------------------------------------------ llama-server
 
 def llama_server_binary() -> Path:
-    """The llama-server built by scripts/llama_server.sh (scripts/setup.sh --test)."""
-    path = cache_root() / "bin" / f"llama-server-{LLAMA_SERVER_VERSION}"
+    """The llama-server built by scripts/llama_cpp.sh (scripts/setup.sh --test), beside the shared libraries it
+    links (an $ORIGIN rpath)."""
+    path = cache_root() / "bin" / f"llama.cpp-{LLAMA_SERVER_VERSION}" / "llama-server"
     if not path.exists():
-        raise AssetError(f"{path} is missing: run scripts/llama_server.sh (scripts/setup.sh --test builds it once)")
+        raise AssetError(f"{path} is missing: run scripts/llama_cpp.sh (scripts/setup.sh --test builds it once)")
     return path
 
 

@@ -1,5 +1,5 @@
 """Fixtures for the static-check tests: healthy base models (built once per session), a broken-copy maker, a
-static-check runner, and the fault-zoo confusion matrix printed in the terminal summary."""
+static-check runner (the fault zoo's matrix: tests/zoo_matrix.py)."""
 from __future__ import annotations
 
 import shutil
@@ -14,9 +14,6 @@ from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import BASES
 
 STATIC_CATEGORIES = ["files", "config", "weights", "vocab", "embeddings", "tokenizer"]
-# fault name -> sorted "ID:severity" strings that fired (filled by test_zoo, printed at the end)
-CONFUSION: dict[str, tuple[str, list[str]]] = {}
-SEVERITY_MARK = {"error": "E", "warning": "W", "info": "i"}
 
 
 def run_static(model_dir: Path):
@@ -42,26 +39,6 @@ def broken_copy(tmp_path, base_dir) -> Callable[[str, Callable[[Path], None]], P
         apply(target)
         return target
     return make
-
-
-def pytest_terminal_summary(terminalreporter):
-    if not CONFUSION:
-        return
-    ids = sorted({f.split(":")[0] for _, fired in CONFUSION.values() for f in fired})
-    write = terminalreporter.write_line
-    terminalreporter.section("fault zoo confusion matrix (rows: faults, E/W/i: severity fired, * = expected)")
-    width = max(len(name) for name in CONFUSION)
-    write(" " * (width + 2) + " ".join(i[:3] for i in ids))
-    write(" " * (width + 2) + " ".join(i[3:] for i in ids))
-    for name, (expected, fired) in sorted(CONFUSION.items()):
-        marks: dict[str, str] = {}
-        for item in fired:  # the highest severity per check: E > W > i
-            check_id, severity = item.split(":")
-            mark = SEVERITY_MARK[severity]
-            if "EWi".index(mark) < "EWi".index(marks.get(check_id, "i")) or check_id not in marks:
-                marks[check_id] = mark
-        cells = [(marks.get(i, ".") + ("*" if i == expected else " ")).ljust(3) for i in ids]
-        write(f"{name.ljust(width)}  " + " ".join(cells))
 
 
 def fired(report) -> list[str]:

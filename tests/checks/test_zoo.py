@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import checks
-from tests.checks.conftest import CONFUSION, STATIC_CATEGORIES, fired, no_crashes, problems, run_static
+from tests.checks.conftest import STATIC_CATEGORIES, fired, no_crashes, problems, run_static
 from tests.checks.zoo import FAULTS
 
 PRESETS = ("llama", "mistral", "qwen2", "qwen3")
@@ -23,9 +23,9 @@ COVERED_ELSEWHERE |= {f"CFG0{n}" for n in range(10, 60)}
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
-def test_fault_fires_expected_check(fault, broken_copy):
+def test_fault_fires_expected_check(fault, broken_copy, confusion):
     report = run_static(broken_copy(fault.base, fault.apply))
-    CONFUSION[fault.name] = (fault.check, fired(report))
+    confusion(fault.name, fault.check, fired(report))
     no_crashes(report)
     assert f"{fault.check}:{fault.severity}" in fired(report), (fault.name, fired(report))
 

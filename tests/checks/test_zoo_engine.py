@@ -12,7 +12,7 @@ import checks
 from llmdoctor.run.baseline import record, save
 from llmdoctor.cli import DEMO_MODEL
 from llmdoctor.run.runner import run_checks
-from tests.checks.conftest import CONFUSION, fired, no_crashes, problems
+from tests.checks.conftest import fired, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_BASES, ENGINE_CATEGORIES, ENGINE_FAULTS
 
 PRESETS = ("llama", "mistral", "qwen2", "qwen3")
@@ -44,7 +44,7 @@ def engine_base(factory_model_dir):
 
 
 @pytest.mark.parametrize("fault", ENGINE_FAULTS, ids=[f.name for f in ENGINE_FAULTS])
-def test_engine_fault_fires_expected_check(fault, engine_base, tmp_path):
+def test_engine_fault_fires_expected_check(fault, engine_base, tmp_path, confusion):
     base = engine_base(fault.base)
     broken = shutil.copytree(base, tmp_path / "model")
     fault.apply(broken)
@@ -53,7 +53,7 @@ def test_engine_fault_fires_expected_check(fault, engine_base, tmp_path):
         baseline = save(record(base, quick=True), tmp_path / "golden.json", base)
     report = run_checks(broken, select=[fault.check[:3]] if fault.baseline else [fault.check], quick=True,
                         baseline=baseline)
-    CONFUSION[f"engine:{fault.name}"] = (fault.check, fired(report))
+    confusion(f"engine:{fault.name}", fault.check, fired(report))
     no_crashes(report)
     assert f"{fault.check}:{fault.severity}" in fired(report), (fault.name, fired(report))
     if fault.evidence:

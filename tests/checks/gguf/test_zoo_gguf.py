@@ -6,7 +6,7 @@ import pytest
 
 import checks
 from llmdoctor.run.runner import run_checks
-from tests.checks.conftest import CONFUSION, fired, no_crashes, problems
+from tests.checks.conftest import fired, no_crashes, problems
 from tests.checks.zoo_gguf import FAULTS, healthy
 
 GGUF_CHECKS = ["GGF", "files", "config", "weights", "vocab", "embeddings", "tokenizer"]
@@ -17,9 +17,9 @@ def run_gguf(path):
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
-def test_gguf_fault_fires_its_check(fault, tmp_path):
+def test_gguf_fault_fires_its_check(fault, tmp_path, confusion):
     report = run_gguf(fault.build(tmp_path))
-    CONFUSION[f"gguf:{fault.name}"] = (fault.check_id, fired(report))
+    confusion(f"gguf:{fault.name}", fault.check_id, fired(report))
     no_crashes(report)
     assert any(f.check == fault.check_id and f.severity.value != "info" for f in report.findings), \
         (fault.name, fired(report))

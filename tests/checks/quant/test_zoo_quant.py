@@ -9,7 +9,7 @@ import pytest
 
 import checks
 from llmdoctor.run.runner import run_checks
-from tests.checks.conftest import CONFUSION, STATIC_CATEGORIES, fired, no_crashes, problems
+from tests.checks.conftest import STATIC_CATEGORIES, fired, no_crashes, problems
 from tests.checks.zoo_quant import FAULTS, FORMATS, quantize_dir
 
 
@@ -48,11 +48,11 @@ def test_healthy_quantized_model_has_no_qnt_problem(fmt, quantized):
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
-def test_quant_fault_fires_its_check(fault, quantized, tmp_path):
+def test_quant_fault_fires_its_check(fault, quantized, tmp_path, confusion):
     d = copy_of(quantized(fault.fmt), tmp_path / "model")
     fault.apply(d)
     report = run_checks(d, select=["QNT"])
-    CONFUSION[f"quant:{fault.name}"] = (fault.check, fired(report))
+    confusion(f"quant:{fault.name}", fault.check, fired(report))
     no_crashes(report)
     assert f"{fault.check}:{fault.severity}" in fired(report), (fault.name, fired(report))
     hit = next(f for f in report.findings if f.check == fault.check)
