@@ -57,6 +57,10 @@ def test_llama_server_really_calls(server):
 
 
 def test_healthy_llama_server_has_no_warning(server, reference):
+    """The whole chain (EPT001 and every EPT07x/08x) on the healthy server: the suite's longest test (87 s on 2
+    cores beside the other worker's tests), since it is the one run that sees every check quiet together on a real
+    parser; EPT083's 4k-token prompts and EPT084's cache on/off answers are most of it. Each fault below runs only
+    its own check."""
     report = probe(reference, server.url, select=["EPT001", *CHAIN])
     assert flagged(report) == []
     runs = {r.id: r.status for r in report.checks}

@@ -236,6 +236,9 @@ def test_api_key_from_env_never_in_report(serve, smollm2_gguf, reference, monkey
 
 
 def test_triage_bundle_has_the_endpoint_section(healthy, smollm2_dir, tmp_path):
+    """`triage` with an endpoint writes every EPT check into the bundle: all of them run against the server (68 s
+    on 2 cores beside the other worker), as a user's bundle would; the checks' own behaviour is tested above and in
+    test_chain_live.py, this test is about the bundle holding the section whole."""
     from llmdoctor.triage.bundle import run_triage
     run_triage(smollm2_dir, tmp_path / "bundle", kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
                         endpoint=EndpointOptions(healthy.url, timeout_s=120, deadline_s=600))

@@ -26,6 +26,8 @@ REAL = {
 @pytest.mark.assets
 @pytest.mark.parametrize("name", REAL, ids=list(REAL))
 def test_logits_match_transformers_on_the_same_gguf(name):
+    """The engine's GGUF reading against transformers' own GGUF loader on the real files (Gemma 3 270M Q4_K_M: 48 s
+    on 2 cores, transformers dequantizing and running a 270M model in fp32 for every text; SmolLM2 ~16 s each)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     path = REAL[name]()
     engine = Engine.from_pretrained(path)
