@@ -74,16 +74,28 @@ def shape_dynamics(name: str, param: torch.Tensor) -> None:
         param.normal_(0.0, 0.1)
 
 
-def build(out: Path, variant: str, seed: int = 0) -> Path:
+SMOLLM2_IDS = dict(vocab_size=49152, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+
+
+def build(out: Path, variant: str, seed: int = 0, tokenizer_dir: Path | None = None, **overrides) -> Path:
+    """The variant saved by transformers into `out`; with `tokenizer_dir` (SmolLM2's: the pinned GGUF converter
+    needs a tokenizer it knows) on that vocabulary, its tokenizer files beside it and its pad row not zero (EMB001
+    would flag the row nn.Embedding zeroes)."""
     import transformers
-    config_cls, model_cls, overrides = VARIANTS[variant]
-    config = getattr(transformers, config_cls)(**{**BASE, **overrides})
+    config_cls, model_cls, base = VARIANTS[variant]
+    ids = SMOLLM2_IDS if tokenizer_dir is not None else {}
+    config = getattr(transformers, config_cls)(**{**BASE, **base, **ids, **overrides})
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config)
     with torch.no_grad():
         for name, param in model.named_parameters():
             shape_dynamics(name, param)
+        if tokenizer_dir is not None:
+            model.get_input_embeddings().weight[ids["pad_token_id"]].normal_(0.0, 0.1)
     model.save_pretrained(out, safe_serialization=True)
+    if tokenizer_dir is not None:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(tokenizer_dir / name, out / name)
     return out
 
 

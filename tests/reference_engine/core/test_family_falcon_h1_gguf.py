@@ -8,7 +8,6 @@ times the folded multipliers (GGUFArch.folds). ~25 s on an idle 2-core machine, 
 10-30 s, one diff."""
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
@@ -17,27 +16,15 @@ import torch
 from reference_engine.core import CoreEngine
 from tests.assets import AssetError, smollm2_dir
 from tests.assets_gguf import convert_hf_dir
-from tests.reference_engine.core.hybrid_models import BASE, VARIANTS, random_ids, shape_dynamics
+from tests.reference_engine.core.hybrid_models import build, random_ids
 
 
 def converted(tmp_path_factory, variant: str):
-    import transformers
     try:
         tokenizer_dir = smollm2_dir()
     except AssetError as e:
         pytest.skip(f"SmolLM2 tokenizer asset unavailable: {e}")
-    out = tmp_path_factory.mktemp(variant) / "hf"
-    config_cls, model_cls, overrides = VARIANTS[variant]
-    config = getattr(transformers, config_cls)(**{**BASE, **overrides, "vocab_size": 49152, "bos_token_id": 1,
-                                                  "eos_token_id": 2, "pad_token_id": 2})
-    torch.manual_seed(0)
-    model = getattr(transformers, model_cls)(config)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            shape_dynamics(name, param)
-    model.save_pretrained(out, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tokenizer_dir / name, out / name)
+    out = build(tmp_path_factory.mktemp(variant) / "hf", variant, tokenizer_dir=tokenizer_dir)
     return out, convert_hf_dir(out, out.parent / f"{variant}-f32.gguf")
 
 

@@ -26,31 +26,12 @@ from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.greedy import greedy, hf_greedy
-from tests.reference_engine.core.hybrid_models import BASE, VARIANTS, shape_dynamics
+from tests.reference_engine.core.hybrid_models import build
 
 pytestmark = pytest.mark.assets
 HUB_SPELLING = {"linear_attention": "mamba", "full_attention": "attention"}
 MOE, DENSE = "granite4_moe_rope", "granite4_dense_nope_1group"
 ENGINE_CHECKS = {"ENG001", "ENG002", "ENG010", "ENG011", "ENG012", "ENG013", "GLD002", "KVC003", "NUM001"}
-
-
-def build(out, variant: str, tokenizer_dir):
-    """The variant on SmolLM2's vocabulary, without RoPE, its pad row not zero (EMB001 would flag it)."""
-    import transformers
-    config_cls, model_cls, overrides = VARIANTS[variant]
-    config = getattr(transformers, config_cls)(**{**BASE, **overrides, "vocab_size": 49152, "bos_token_id": 1,
-                                                  "eos_token_id": 2, "pad_token_id": 2,
-                                                  "position_embedding_type": "nope"})
-    torch.manual_seed(0)
-    model = getattr(transformers, model_cls)(config)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            shape_dynamics(name, param)
-        model.get_input_embeddings().weight[2].normal_(0.0, 0.1)
-    model.save_pretrained(out, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tokenizer_dir / name, out / name)
-    return out
 
 
 def hub_spelling(hf_dir) -> None:
@@ -65,7 +46,7 @@ def converted(tmp_path_factory):
     root, tok = tmp_path_factory.mktemp("granite_gguf"), _asset(assets.smollm2_dir)
     out = {}
     for variant in (MOE, DENSE):
-        hf_dir = build(root / variant, variant, tok)
+        hf_dir = build(root / variant, variant, tokenizer_dir=tok, position_embedding_type="nope")   # Granite 4's
         if variant == MOE:
             out["as_saved"] = _asset(assets_gguf.convert_hf_dir, hf_dir, root / "as-saved.gguf")
         hub_spelling(hf_dir)

@@ -4,36 +4,22 @@ shortconv taps [C, K] -> [C, 1, K], token_embd_norm -> model.embedding_norm). Gr
 test_granite_gguf.py. ~25 s on a loaded 2-core machine: the converter runs once."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
-import torch
 
 from reference_engine.core import CoreEngine
 from tests.assets import AssetError, smollm2_dir
 from tests.assets_gguf import convert_hf_dir
-from tests.reference_engine.core.hybrid_models import BASE, VARIANTS, random_ids, shape_dynamics
+from tests.reference_engine.core.hybrid_models import build, random_ids
 
 
 @pytest.fixture(scope="module")
 def lfm2_pair(tmp_path_factory):
-    import transformers
     try:
         tokenizer_dir = smollm2_dir()
     except AssetError as e:
         pytest.skip(f"SmolLM2 tokenizer asset unavailable: {e}")
-    out = tmp_path_factory.mktemp("lfm2") / "hf"
-    config_cls, model_cls, overrides = VARIANTS["lfm2_conv3_attn1"]
-    config = getattr(transformers, config_cls)(**{**BASE, **overrides, "vocab_size": 49152, "bos_token_id": 1,
-                                                  "eos_token_id": 2, "pad_token_id": 2})
-    torch.manual_seed(0)
-    model = getattr(transformers, model_cls)(config)
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            shape_dynamics(name, param)
-    model.save_pretrained(out, safe_serialization=True)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(tokenizer_dir / name, out / name)
+    out = build(tmp_path_factory.mktemp("lfm2") / "hf", "lfm2_conv3_attn1", tokenizer_dir=tokenizer_dir)
     return out, convert_hf_dir(out, out.parent / "lfm2-f32.gguf")
 
 
