@@ -234,6 +234,11 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
         status, reason = "skipped", str(e) or "does not apply"
     except ResourceError as e:
         status, reason = "skipped", f"needs {e.resource}: {e.message}"
+    except ModelDirError as e:       # the model itself cannot be read for this check: a finding, not a crash
+        status, reason = "failed", e.problem
+        findings.append(Finding(check=spec.id, category=spec.category, severity=Severity.ERROR,
+                                message=f"the model cannot be read for this check: {e.problem}",
+                                evidence={"path": e.path}, hint=UNREADABLE_HINT))
     except Exception as e:  # MemoryError/RecursionError too: described briefly, the failing frames released
         status, exception, (reason, tb) = "crashed", type(e).__name__, describe(e)
     if status == "crashed":     # built after the except block let go of the error and what it held
@@ -252,6 +257,10 @@ def to_finding(spec: CheckSpec, item: Any) -> Finding:
                    message=item.message, evidence=jsonable(item.evidence or {}),
                    hint=spec.hint if item.hint is None else item.hint,
                    data=None if item.data is None else jsonable(item.data), location=item.location)
+
+
+UNREADABLE_HINT = ("the file is malformed, or its metadata contradicts its tensors: re-convert or re-download it; "
+                   "the other findings say which part")
 
 
 def crash_finding(check_id: str, category: str, exception: str, reason: str, tb: str) -> Finding:

@@ -231,5 +231,9 @@ class GGUFWeights(TensorTable):
         if self.arch.norm_offset and is_norm(name):
             out = out - self.arch.norm_offset
         if self.arch.touches is not None and self.arch.touches(name):
-            out = self.arch.finish(name, out, self.meta)
+            try:
+                out = self.arch.finish(name, out, self.meta)
+            except (TypeError, ValueError, ZeroDivisionError, RuntimeError) as e:   # sizes the metadata lacks
+                raise ModelDirError(self.gguf.path, f"tensor {tensor.name!r}: cannot map it back to {name} with "
+                                                    f"this file's metadata ({e})") from None
         return out.reshape(self._infos[name].shape)       # a unit dim llama.cpp squeezed out (LFM2's conv)

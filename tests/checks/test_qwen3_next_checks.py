@@ -29,12 +29,9 @@ def test_healthy_hybrid_gguf_is_clean(arch):
     shared with test_gguf_qwen3_next.py): the GGF and static checks and every engine check run through the
     DeltaNet layers and the experts read from the GGUF, no warning or error. ~5-15 s each on a loaded 2-core
     machine, ~15-20 s more for the conversion when this runs before test_gguf_qwen3_next.py."""
-    from tests.assets import AssetError
+    from tests.assets import or_fail
     from tests.reference_engine.core.qwen3_next_models import gguf_pair
-    try:
-        _, path = gguf_pair(arch)
-    except AssetError as e:
-        pytest.skip(f"GGUF conversion assets unavailable: {e}")
+    _, path = or_fail(gguf_pair, arch)         # an asset that cannot be fetched fails the test: never a skip
     report = run_checks(path, select=["GGF", *STATIC_CATEGORIES, *ENGINE_CATEGORIES], quick=True, device="cpu")
     no_crashes(report)
     assert problems(report) == []

@@ -14,16 +14,13 @@ import pytest
 import torch
 
 from reference_engine.core import CoreEngine
-from tests.assets import AssetError, smollm2_dir
+from tests.assets import or_fail, smollm2_dir
 from tests.assets_gguf import convert_hf_dir
 from tests.reference_engine.core.hybrid_models import build, random_ids
 
 
 def converted(tmp_path_factory, variant: str):
-    try:
-        tokenizer_dir = smollm2_dir()
-    except AssetError as e:
-        pytest.skip(f"SmolLM2 tokenizer asset unavailable: {e}")
+    tokenizer_dir = or_fail(smollm2_dir)      # an asset that cannot be fetched fails the test: never a skip
     out = build(tmp_path_factory.mktemp(variant) / "hf", variant, tokenizer_dir=tokenizer_dir)
     return out, convert_hf_dir(out, out.parent / f"{variant}-f32.gguf")
 

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from reference_engine.core import CoreEngine
 from reference_engine.files.gguf_weights import GGUFWeights
-from tests.assets import AssetError
+from tests.assets import or_fail
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 from tests.reference_engine.core.qwen3_next_models import gguf_pair
@@ -28,10 +28,7 @@ ARCHS = ["qwen3next", "qwen35moe"]
 
 
 def pair(arch: str):
-    try:
-        return gguf_pair(arch)
-    except AssetError as e:
-        pytest.skip(f"GGUF conversion assets unavailable: {e}")
+    return or_fail(gguf_pair, arch)           # an asset that cannot be fetched fails the test: never a skip
 
 
 def ids(n: int = 150, seed: int = 0) -> list[int]:
@@ -100,3 +97,27 @@ def test_q8_0_qwen3_next_reads_within_the_quantization_bound(tmp_path):
     assert weights.info("model.layers.0.linear_attn.in_proj_qkvz.weight").ggml_type == "Q8_0"
     for name in weights.names:
         assert (weights.get(name) - stored[name]).abs().max() <= 0.0045 * stored[name].abs().max(), name
+
+
+@pytest.mark.parametrize("key", ["ssm.group_count", "ssm.time_step_rank"])
+def test_sizes_the_metadata_breaks_are_findings_not_crashes(key, tmp_path):
+    """A qwen3next GGUF whose DeltaNet head count says 0: the tensors cannot be mapped back (the value heads are
+    split by it). Every check that reads weights reports the file unreadable (an error finding naming the tensor),
+    CFG053 names the size, nothing crashes, and the engine refuses in one line."""
+    from gguf import GGUFReader
+
+    from llmdoctor.run.runner import run_checks
+    from reference_engine.engine import Engine
+    from reference_engine.errors import ModelDirError
+    from tests.endpoint_assets import copy_gguf
+    _, gguf = pair("qwen3next")
+    bad = tmp_path / "bad.gguf"
+    copy_gguf(GGUFReader(gguf), bad, {f"qwen3next.{key}": 0})
+    report = run_checks(bad, quick=True)
+    assert not [c.id for c in report.checks if c.status == "crashed"]
+    unreadable = [f for f in report.findings if f.message.startswith("the model cannot be read for this check")]
+    assert unreadable and all(f.severity.value == "error" and "blk.0." in f.message for f in unreadable)
+    assert any(f.check == "CFG053" and f.severity.value == "error" for f in report.findings)
+    with pytest.raises(ModelDirError) as refused:
+        Engine.from_pretrained(bad)
+    assert "\n" not in str(refused.value)
