@@ -21,7 +21,7 @@ import torch
 from reference_engine.config import ModelConfig, partial_rotary_factor, rotary_width
 from reference_engine.core.families.base import LAYER_KINDS   # re-exported: rope.LAYER_KINDS
 from reference_engine.errors import ModelDirError, UnsupportedError
-from reference_engine.limits import check_rope_table
+from reference_engine.limits import check_allocation, check_rope_table, rope_table_bytes
 
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
 
@@ -222,10 +222,15 @@ def _type_inverse_frequencies(config: ModelConfig, params: dict, path: str) -> t
     return inv_freq, 1.0
 
 
+# rows built up front; more are built as positions reach them, up to max_position_embeddings. A whole table is
+# 8 bytes x rotary_dim per position: 1 GiB for a 2^20-position model (Granite 4-H's GGUF) whatever its use.
+INITIAL_ROWS = 1 << 15
+
+
 @dataclass
 class RopeTable:
-    cos: torch.Tensor   # [max_positions, rotary_dim] in the engine dtype, on the engine device
-    sin: torch.Tensor   # [max_positions, rotary_dim]
+    cos: torch.Tensor   # [rows built, rotary_dim] in the engine dtype, on the engine device
+    sin: torch.Tensor   # [rows built, rotary_dim]
     attention_scaling: float
     rope_type: str
     # how a step whose last position is past a threshold gets rows the table does not hold:
@@ -235,10 +240,21 @@ class RopeTable:
     # LongRoPE: past this length a sequence's K/V must all be computed with the long factors, so the engine
     # recomputes a sequence whose step crosses it (transformers' Phi-3 generate drops its cache there)
     restart_at: int | None = None
+    limit: int = 0      # the positions the model allows (max_position_embeddings); 0: the rows built
+    rows_for: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]] | None = None   # rows [start, stop)
 
     @property
     def max_positions(self) -> int:
-        return self.cos.shape[0]
+        return self.limit or self.cos.shape[0]
+
+    def reach(self, top: int) -> None:
+        """Build the rows up to position `top` (doubling, at most to max_positions) if they are not built yet."""
+        built = self.cos.shape[0]
+        if top < built or self.rows_for is None or built >= self.max_positions:
+            return
+        stop = min(self.max_positions, max(top + 1, 2 * built))
+        cos, sin = self.rows_for(built, stop)
+        self.cos, self.sin = torch.cat([self.cos, cos]), torch.cat([self.sin, sin])
 
     @property
     def unbounded(self) -> bool:
@@ -264,6 +280,8 @@ class RopeTable:
         return cos, sin
 
     def _rows(self, positions: torch.Tensor, ends: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if positions.numel() and self.cos.shape[0] < self.max_positions:   # a sync only while rows are missing
+            self.reach(min(int(positions.max()), self.max_positions - 1))
         if self.beyond is None or not positions.numel():
             return self.cos[positions], self.sin[positions]
         threshold, inv_freq_for = self.beyond
@@ -309,8 +327,15 @@ def build_rope_table(config: ModelConfig, device="cpu", dtype=torch.float32, pat
                      kind: str = "full_attention") -> RopeTable:
     inv_freq, scaling = inverse_frequencies(config, path, kind)
     params = rope_parameters(config, kind)
-    check_rope_table(config.max_position_embeddings, config.head_dim, path)   # refuse before allocating
-    cos, sin = rope_rows(torch.arange(config.max_position_embeddings), inv_freq, scaling, device, dtype)
+    limit = config.max_position_embeddings
+    check_rope_table(min(limit, INITIAL_ROWS), config.head_dim, path)   # refuse before allocating
+
+    def rows_for(start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        check_allocation("the RoPE table", rope_table_bytes(stop - start, config.head_dim), path,
+                         f"positions {start}..{stop - 1} of max_position_embeddings {limit} x head_dim "
+                         f"{config.head_dim}")
+        return rope_rows(torch.arange(start, stop), inv_freq, scaling, device, dtype)
+    cos, sin = rows_for(0, min(limit, INITIAL_ROWS))
     beyond = None
     dim, factors = rotary_dim(config, params), freq_factors(params, rotary_dim(config, params), path)
     if params["rope_type"] == "dynamic":
@@ -323,7 +348,7 @@ def build_rope_table(config: ModelConfig, device="cpu", dtype=torch.float32, pat
     if kind == "full_attention" and config.family is not None and config.family.settings.local_rope:
         local = build_rope_table(config, device, dtype, path, "sliding_attention")
     restart_at = beyond[0] if params["rope_type"] == "longrope" else None
-    return RopeTable(cos, sin, scaling, params["rope_type"], beyond, local, restart_at)
+    return RopeTable(cos, sin, scaling, params["rope_type"], beyond, local, restart_at, limit, rows_for)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from reference_engine import limits
 from reference_engine.config import parse_config
@@ -167,11 +168,14 @@ def test_engine_refuses_more_layers_than_stored_before_sizing(tiny, tmp_path):
 def test_engine_refuses_a_rope_table_or_cache_that_cannot_fit(tiny, tmp_path, monkeypatch):
     from reference_engine.engine import Engine
     root = edited(tiny, tmp_path, max_position_embeddings=100_000_000)
-    with pytest.raises(ModelDirError, match=r"the RoPE table would need .* \(max_position_embeddings 100000000 x "
-                                            r"head_dim 16\)"):
-        if (limits.available_bytes() or 0) > 40 << 30:
-            monkeypatch.setattr(limits, "available_bytes", lambda: 8 << 30)
-        Engine.from_pretrained(root)
+    if (limits.available_bytes() or 0) > 40 << 30:
+        monkeypatch.setattr(limits, "available_bytes", lambda: 8 << 30)
+    engine = Engine.from_pretrained(root)        # the table's rows are built as positions reach them
+    assert engine.core.rope.cos.shape[0] < 100_000
+    with pytest.raises(ModelDirError, match=r"the RoPE table would need .* \(positions \d+\.\.\d+ of "
+                                            r"max_position_embeddings 100000000 x head_dim 16\)"):
+        engine.core.rope.lookup(torch.tensor([99_999_999]))
+    monkeypatch.undo()
     # the tiny model's RoPE table (~100 KB) fits a 300 KB budget, its default KV cache (512 KB) does not
     monkeypatch.setattr(limits, "available_bytes", lambda: 300 << 10)
     with pytest.raises(ModelDirError, match=r"config.json: the default KV cache would need 512.0 KiB"):

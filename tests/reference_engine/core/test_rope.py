@@ -73,3 +73,21 @@ def test_bad_rope_parameters_are_clear_errors():
         build_rope_table(parse_config(_raw(rope_scaling={"type": "linear"})))
     with pytest.raises(ModelDirError, match="needs 'low_freq_factor'"):
         build_rope_table(parse_config(_raw(rope_scaling={"type": "llama3", "factor": 8.0})))
+
+
+def test_rows_are_built_as_positions_reach_them():
+    """A 2^20-position model (Granite 4-H's GGUF says so) gets INITIAL_ROWS rows up front, not a 1 GiB table; rows
+    past them are built when a position reaches them, equal to the rows a whole table holds, and the model's
+    limit still bounds the lookup."""
+    from reference_engine.core.rope import INITIAL_ROWS, rope_rows
+    config = parse_config(_raw(max_position_embeddings=1 << 20, rope_theta=10000.0))
+    table = build_rope_table(config)
+    assert table.cos.shape[0] == INITIAL_ROWS and table.max_positions == 1 << 20
+    positions = torch.tensor([0, INITIAL_ROWS - 1, INITIAL_ROWS, 3 * INITIAL_ROWS + 5, (1 << 20) - 1])
+    cos, sin = table.lookup(positions)
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 8, 2, dtype=torch.int64).float() / 8)    # head_dim 8
+    want_cos, want_sin = rope_rows(positions, inv_freq, 1.0, "cpu", torch.float32)
+    assert torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
+    assert table.cos.shape[0] == 1 << 20 and table.validate() == []
+    with pytest.raises(ValueError, match="outside the RoPE table"):
+        table.lookup(torch.tensor([1 << 20]))
