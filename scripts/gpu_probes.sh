@@ -6,7 +6,7 @@ set -euo pipefail
 OUT=${OUT:-gpu_probes_out}
 mkdir -p "$OUT"
 python -c "import torch; assert torch.cuda.is_available(), 'torch cannot see a CUDA device'; print(torch.cuda.get_device_name())"
-python -m pytest tests/llmdoctor/test_nvml.py tests/llmdoctor/test_probe_bandwidth.py -q
+python -m pytest tests/probes/test_nvml.py tests/probes/test_probe_bandwidth.py -q
 MODEL=$(python -c "import tempfile; from reference_engine.factory import build_model_dir; print(build_model_dir(tempfile.mkdtemp() + '/m'))")
 llmdoctor probe bandwidth --model "$MODEL" --format json -o "$OUT/bandwidth.json"
 llmdoctor check "$MODEL" --select gpu,ENV001 --format json -o "$OUT/checks.json" --fail-on never

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two llama.cpp servers of the live tests, from ONE compile of llama.cpp:
-#   - llama-cpp-python's OpenAI-compatible server (tests/llmdoctor/test_endpoint_live.py): its wheel, cached as
+#   - llama-cpp-python's OpenAI-compatible server (tests/llmdoctor/run/test_endpoint_live.py): its wheel, cached as
 #     ~/.cache/llmdoctor/wheels/llama_cpp_python-<version>-*.whl and installed with the [server] extra;
 #   - llama.cpp's own C++ llama-server (tests/probes/load/test_load_live.py, the serving chain), cached as
 #     ~/.cache/llmdoctor/bin/llama.cpp-<version>/llama-server beside the shared libraries it links.

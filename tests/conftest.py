@@ -44,8 +44,8 @@ def pytest_configure(config):
 # server while the other core computes. A module's tests go to one worker, so its fixtures are built once, except in
 # SPREAD's modules (long, of many independent tests: each worker builds their fixtures, and starts its own pool of
 # servers, tests/server_pool.py). LONGEST modules start first, so that no long one is left for the end.
-SPREAD = {"tests/llmdoctor/test_chain_live.py"}
-LONGEST = ["tests/llmdoctor/test_chain_live.py", "tests/llmdoctor/test_endpoint_live.py",
+SPREAD = {"tests/llmdoctor/run/test_chain_live.py"}
+LONGEST = ["tests/llmdoctor/run/test_chain_live.py", "tests/llmdoctor/run/test_endpoint_live.py",
            "tests/checks/endpoint/test_context_reading.py", "tests/probes/load/test_load_live.py",
            "tests/checks/endpoint/test_endpoint_competence_live.py", "tests/checks/long_context/test_reading.py",
            "tests/reference_engine/core/test_engine_gemma3.py", "tests/reference_engine/core/test_gguf_engine.py"]

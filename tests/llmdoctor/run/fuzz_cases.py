@@ -1,6 +1,6 @@
 """Hostile model directories for the size fuzz test, and the in-process worker that runs them.
 
-    python -m tests.llmdoctor.fuzz_cases OUT.json --seed 18 --cases 300 --rlimit-gib 3 [--engine 6]
+    python -m tests.llmdoctor.run.fuzz_cases OUT.json --seed 18 --cases 300 --rlimit-gib 3 [--engine 6]
 
 The worker sets RLIMIT_AS first (so a size taken at its word raises MemoryError instead of paging the box to
 death), builds one tiny healthy model, then for each case copies it, applies 1-3 seeded mutations (huge,

@@ -16,7 +16,7 @@ import llmdoctor
 from llmdoctor.cli import cli
 
 ENGINE = "golden,activations,numerics,generation"   # the engine checks that read the weights most
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

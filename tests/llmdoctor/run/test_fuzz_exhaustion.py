@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # registers three fake checks, then runs llmdoctor.check (or the CLI) on a config-only directory under RLIMIT_AS
 SCRIPT = textwrap.dedent('''

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from reference_engine.budget.plan import MiB
-from tests.llmdoctor.test_memory_budget import ROOT
+from tests.llmdoctor.run.test_memory_budget import ROOT
 
 # what the plan does not model: allocator slack, library caches (jinja2, regex) and the largest transient of a
 # check; the plan's base term (240 MiB: python and torch) is most of a tiny model's prediction

