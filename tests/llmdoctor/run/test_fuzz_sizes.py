@@ -68,11 +68,16 @@ def test_declared_layers_are_findings_from_the_names_present(fuzz):
 def test_engine_refuses_impossible_sizes_in_one_line(fuzz):
     engine = [r for r in fuzz["records"] if r["select"] == "engine"]
     assert len(engine) == ENGINE_CASES
+    # 100M positions on a tiny model is not impossible: the RoPE table's rows are built as positions reach them
+    # (reference_engine/core/rope.py), so its engine checks run, and nothing crashes
+    long = [r for r in engine if r["mutations"] == ["config max_position_embeddings=100000000"]]
+    assert len(long) == 1 and not long[0]["crashed"] and not long[0].get("engine") and not long[0]["refused"], long
     for r in engine:
+        if r in long:
+            continue
         reason = r.get("engine") or r["refused"]   # engine checks skipped, or the whole run refused by the plan
         assert reason and "\n" not in reason, r
         assert not any(word in reason for word in ("MemoryError", "RuntimeError", "Traceback", "can't allocate")), r
-    reasons = " | ".join(r.get("engine") or r["refused"] for r in engine)
-    assert "the RoPE table would need" in reasons
+    reasons = " | ".join(r.get("engine") or r["refused"] for r in engine if r not in long)
     assert "config declares num_hidden_layers = 1000 but the weights hold tensors only for layers 0..1" in reasons
     assert "'max_position_embeddings' is 1000000000000, above the sane limit" in reasons
