@@ -42,8 +42,8 @@ build() {
     trap 'rm -rf "$scratch"' EXIT
     tar -xzf "$sdist" -C "$scratch"
     local src="$scratch/llama_cpp_python-$VERSION"
-    echo "setup: compiling llama.cpp from llama-cpp-python $VERSION once, for both servers (~10 min of CPU" \
-         "time) into $ROOT" >&2
+    echo "setup: compiling llama.cpp from llama-cpp-python $VERSION once, for both servers (~4 min on 2 idle" \
+         "cores) into $ROOT" >&2
     local started
     started=$(date +%s)
     nice cmake -S "$src/vendor/llama.cpp" -B "$scratch/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \

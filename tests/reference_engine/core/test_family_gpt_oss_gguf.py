@@ -96,7 +96,9 @@ def test_gguf_logits_equal_the_safetensors_model(converted, kind):
 @pytest.mark.assets
 def test_gguf_experts_are_the_checkpoints_tensors(converted):
     """Every tensor read back under its Hugging Face name: float32 ones equal, the MXFP4 experts equal the
-    checkpoint's own blocks dequantized (files/quant/mxfp4.py), the ggml types the converter chose kept."""
+    checkpoint's own blocks dequantized (files/quant/mxfp4.py), the ggml types the converter chose kept. Bit-equal
+    on any CPU: F32 values are read back and only moved (de-interleaved, transposed), and an MXFP4 value is a
+    table entry times a power of two, exact in float32 on both sides: no BLAS product on either side."""
     for kind in ("f32", "mxfp4"):
         hf_dir, path = converted(kind)
         weights, stored = GGUFWeights.open(path), load_file(hf_dir / "model.safetensors")
@@ -113,7 +115,8 @@ def test_gguf_experts_are_the_checkpoints_tensors(converted):
 
 @pytest.mark.assets
 def test_q8_0_requantization_keeps_the_mxfp4_experts(converted):
-    """--outtype q8_0 from the MXFP4 checkpoint: the experts stay MXFP4 (bit-equal to the checkpoint's), the
+    """--outtype q8_0 from the MXFP4 checkpoint: the experts stay MXFP4 (bit-equal to the checkpoint's: a table
+    entry times a power of two, exact in float32; the F32 tensors read back unchanged), the
     2-D weights become Q8_0, each within Q8_0's bound of the float tensor: half a step of a per-32 scale
     d = amax / 127 stored as float16 (d * (1/2 + 127 * 2 ** -11) <= 0.0045 * the tensor's max |w|); measured
     0.0039. Logits are not bounded here: a perturbation this size flips top-k expert choices for some tokens
