@@ -100,15 +100,40 @@ def live_server(request):
     return pool.get
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session, exitstatus):
-    """No server outlives the session: after the fixtures' teardown (pytest's own sessionfinish runs it first),
-    any server a test started and did not stop is killed and fails the run, naming it."""
+LEAKED = "servers_left_running"      # a worker's workeroutput key: the servers its tests left, for the controller
+_LEAKED_ON_WORKERS = pytest.StashKey[list]()
+
+
+def _stop_leftovers() -> list[str]:
+    """The servers this process launched and that still run, one line each, killed."""
     servers = sys.modules.get("tests.endpoint_assets")
     left = servers.leftovers() if servers is not None else []
     if left:
         servers.stop_all()
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    return left
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller of an xdist run (`-n 2`) collects what each worker left (workeroutput, sent after the
+    worker's pytest_sessionfinish below); a worker's own exit status and terminal go nowhere."""
+    left = getattr(node, "workeroutput", {}).get(LEAKED, [])
+    node.config.stash.setdefault(_LEAKED_ON_WORKERS, []).extend(f"{node.gateway.id}: {line}" for line in left)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """No server outlives the session: after the fixtures' teardown (pytest's own sessionfinish runs it first),
+    any server a test started and did not stop is killed and fails the run, naming it. Under xdist each worker
+    kills its own and hands their lines to the controller, which prints them and fails the run."""
+    config = session.config
+    left = _stop_leftovers()
+    if hasattr(config, "workeroutput"):             # an xdist worker: its controller reports
+        config.workeroutput[LEAKED] = left
+        return
+    left += config.stash.get(_LEAKED_ON_WORKERS, [])
+    if left:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line("servers left running by the tests (now killed): " + "; ".join(left), red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

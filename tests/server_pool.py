@@ -6,7 +6,8 @@ llama-server a few seconds plus its first prompt; the live files ask for the sam
 Every server is stopped at the end of the session by the fixture's finalizer (a failing or interrupted test
 included: pytest tears session fixtures down on Ctrl-C, and tests/conftest.py turns SIGTERM into an interrupt),
 its whole process group killed (tests/endpoint_assets.py ServerProcess.stop); the session then fails if any
-server is still running (tests/conftest.py pytest_sessionfinish)."""
+server is still running (tests/conftest.py pytest_sessionfinish; under xdist the controller fails the run from what
+each worker reports, pytest_testnodedown)."""
 from __future__ import annotations
 
 from tests.assets import or_fail

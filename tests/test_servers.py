@@ -1,8 +1,10 @@
 """Servers the tests start never outlive them (tests/endpoint_assets.py ServerProcess, tests/server_pool.py, the
 hooks in tests/conftest.py): stop() kills the server's whole process group (a child it started goes too), the
 session pool starts each configuration once and stops it, and a pytest run whose test fails, or which is sent
-SIGTERM mid-test, leaves no server process behind. A stand-in server (a Python HTTP server that starts a child
-of its own) plays llama-server, so this runs on any machine in a few seconds (~10 s: two inner pytest runs)."""
+SIGTERM mid-test, leaves no server process behind, and one that leaves a server running fails, in one process and
+under xdist's `-n 2` as the suite runs (the controller prints the line and sets the exit status). A stand-in server
+(a Python HTTP server that starts a child of its own) plays llama-server, so this runs on any machine: five inner
+pytest runs, ~45 s on a loaded 2-core box (each `-n 2` run ~18 s: two workers start)."""
 from __future__ import annotations
 
 import os
@@ -12,6 +14,8 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.endpoint_assets import RUNNING, ServerProcess, leftovers
 from tests.server_pool import ServerPool
@@ -143,12 +147,15 @@ def test_uses_a_shared_server(live_server, tmp_path_factory):
 """
 
 
-def inner_run(tmp_path, body: str, interrupt: bool = False) -> tuple[subprocess.CompletedProcess | None, list[int]]:
+def inner_run(tmp_path, body: str, interrupt: bool = False,
+              workers: int = 0) -> tuple[subprocess.CompletedProcess | None, list[int]]:
+    """An inner pytest run of INNER with `body`, in one process or under xdist with `workers` (the suite's own
+    `-n 2` does not reach it: its rootdir has no pyproject.toml)."""
     out = tmp_path / "pids"
     test = tmp_path / "test_inner.py"
     test.write_text(textwrap.dedent(INNER.format(out=str(out), body=body)))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
-           "--rootdir", str(tmp_path), str(test)]
+           "--rootdir", str(tmp_path), "-n", str(workers), str(test)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if interrupt:
@@ -173,8 +180,22 @@ def test_an_interrupted_run_leaves_no_server(tmp_path):
     assert gone(*pids), done.stdout[-2000:]
 
 
-def test_a_server_left_running_fails_the_session(tmp_path):
-    """A test that starts a server outside the pool and forgets it: the session fails, naming and killing it."""
-    done, pids = inner_run(tmp_path, "StandIn(Path('forgotten.gguf')).start()")
-    assert done.returncode == 1 and "servers left running by the tests (now killed)" in done.stdout, done.stdout
-    assert gone(*pids)
+LEFT = "servers left running by the tests (now killed)"
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_server_left_running_fails_the_session(tmp_path, workers):
+    """A test that starts a server outside the pool and forgets it: the session fails, naming and killing it, in
+    one process and under xdist (`-n 2`, as the suite runs: the worker that ran the test kills the server and its
+    controller prints the line and fails the run)."""
+    done, pids = inner_run(tmp_path, "StandIn(Path('forgotten.gguf')).start()", workers=workers)
+    assert done.returncode == 1 and LEFT in done.stdout and "forgotten.gguf" in done.stdout, done.stdout
+    assert "1 passed" in done.stdout and gone(*pids), done.stdout
+
+
+def test_a_run_under_two_workers_that_stops_its_servers_passes(tmp_path):
+    """The healthy twin under `-n 2`: the pool's server is stopped at the worker's session end, nothing is
+    reported and the run exits 0."""
+    done, pids = inner_run(tmp_path, "assert server.alive()", workers=2)
+    assert done.returncode == 0 and LEFT not in done.stdout and "1 passed" in done.stdout, done.stdout
+    assert len(pids) == 2 and gone(*pids), done.stdout
