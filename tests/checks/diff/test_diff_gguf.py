@@ -4,11 +4,9 @@ GGUF file (llama.cpp tensor names, Q/K rows permuted) written the way convert_hf
 Q8_0: a small but non-zero KLD, every weight within Q8_0's rounding."""
 from __future__ import annotations
 
-import pytest
-
 from llmdoctor.run.diff_runner import run_diff
+from tests.checks import zoo_gguf
 
-zoo_gguf = pytest.importorskip("tests.checks.zoo_gguf", reason="GGUF support not in this tree")
 
 SELECT = ["DIF001", "DIF020", "DIF021", "DIF030", "DIF040"]
 

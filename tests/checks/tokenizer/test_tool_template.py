@@ -265,7 +265,7 @@ def test_a_gguf_whose_template_writes_markers_its_vocabulary_lacks(tmp_path):
 def test_tool_turns_render_as_transformers_renders_them(broken_copy, name):
     # what the checks read is what transformers (an oracle here; vLLM renders through it) renders for the same
     # messages and tools, for every shape of the assistant turn both accept
-    transformers = pytest.importorskip("transformers")
+    import transformers
     from checks.shared.tool_conversations import CALL, SECOND_CALL, TOOLS, VARIANTS, conversation
     from reference_engine.tokenizer.tokenizer import Tokenizer
     model = tool_model(broken_copy, name)
@@ -309,7 +309,7 @@ def test_the_one_shot_conversation_renders_with_every_real_template(broken_copy,
 def test_mistral_common_generated_templates_are_clean(broken_copy, version, spm):
     # mistral-common (Mistral's reference implementation, an oracle in tests only) generates the chat template of
     # each tokenizer version: v2-v7 write the [TOOL_CALLS] JSON list, v11+ name[ARGS]{...}
-    generator = pytest.importorskip("mistral_common.integrations.chat_templates.template_generator")
+    from mistral_common.integrations.chat_templates import template_generator as generator
     from mistral_common.tokens.tokenizers.base import TokenizerVersion
     template = generator.build_chat_template(generator.TemplateConfig(version=TokenizerVersion(version), spm=spm))
     report = findings(tool_model(broken_copy, "mistral-small-3.2-24b-instruct-2506", template=template))

@@ -9,7 +9,7 @@ from reference_engine.engine import Engine
 from reference_engine.testing.factory import build_model_dir
 from tests.peft_adapters import make_adapter, nearer_gap, peft_logits
 
-pytest.importorskip("peft")
+import peft  # noqa: E402,F401  (the oracle: scripts/setup.sh --test installs it; never a skip)
 
 IDS = [1, 40, 77, 300, 12, 5, 99, 511, 7]
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -8,12 +8,12 @@ import json
 
 import pytest
 import torch
+import transformers
 
 from reference_engine.config import load_config
 from tests.checks.conftest import no_crashes, problems
 from reference_engine.core.engine import CoreEngine
 
-transformers = pytest.importorskip("transformers")
 
 TEXT = dict(vocab_size=300, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=8, max_position_embeddings=256, pad_token_id=0, bos_token_id=1,

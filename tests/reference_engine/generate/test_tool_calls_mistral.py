@@ -8,18 +8,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mistral_common
 import pytest
 import regex
+from mistral_common.experimental.tools import _decode_tool_calls, _split_content_and_tool_calls
+from mistral_common.protocol.instruct import messages as mc_messages, request as mc_request
+from mistral_common.protocol.instruct import tool_calls as mc_tools
+from mistral_common.protocol.instruct.validator import ValidationMode
+from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy, TokenizerVersion
+from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
 from reference_engine.generate.tool_calls import ToolCall, parse_calls, render_calls
-
-mistral_common = pytest.importorskip("mistral_common")
-from mistral_common.experimental.tools import _decode_tool_calls, _split_content_and_tool_calls  # noqa: E402
-from mistral_common.protocol.instruct import messages as mc_messages, request as mc_request  # noqa: E402
-from mistral_common.protocol.instruct import tool_calls as mc_tools  # noqa: E402
-from mistral_common.protocol.instruct.validator import ValidationMode  # noqa: E402
-from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy, TokenizerVersion  # noqa: E402
-from mistral_common.tokens.tokenizers.mistral import MistralTokenizer  # noqa: E402
 
 DATA = Path(mistral_common.__file__).parent / "data"
 CALLS = [ToolCall("get_weather", {"city": "Paris", "unit": "celsius"}, "call0abcd"),
