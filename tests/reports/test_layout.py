@@ -218,11 +218,12 @@ STRIPES = {"error": (0xdc, 0x26, 0x26), "warning": (0xd9, 0x77, 0x06), "info": (
 
 def test_screenshot_shows_errors_then_warnings_then_notes(sample_report, tmp_path):
     """The page as Chromium draws it: the coloured edges of the finding cards appear top to bottom as error,
-    warning, info. `scripts/setup.sh --test` installs chromium where the system's package manager lets it
-    (scripts/chromium.sh); skipped, naming that script, only where it could not (a display tool, not an oracle)."""
+    warning, info. `scripts/setup.sh --test` installs chromium with the system's package manager
+    (scripts/chromium.sh); where it could not, this fails naming the install step, never a skip."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
-        pytest.skip("no chromium binary: scripts/chromium.sh (run by scripts/setup.sh --test) could not install it")
+        pytest.fail("no chromium on PATH: run scripts/chromium.sh (scripts/setup.sh --test runs it; as root or with "
+                    "passwordless sudo), or install it yourself: apt-get install chromium")
     page = tmp_path / "report.html"
     page.write_text(rendered(sample_report, "html"), encoding="utf-8")
     png = tmp_path / "report.png"
