@@ -1,5 +1,6 @@
 """GGF020 and DIF060: the long-context settings of two descriptions of one model, side by side (declared.py):
-a GGUF's metadata against the config.json beside it, and two models under `llmdoctor diff`."""
+a GGUF's metadata against the config.json beside it (with none, against itself: gguf_keys.py), and two models
+under `llmdoctor diff`."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,8 @@ import math
 from pathlib import Path
 
 from checks.long_context.declared import Settings, settings
-from checks.registry import Problem, Skip, check
+from checks.long_context.gguf_keys import key_problems
+from checks.registry import Problem, check
 
 # what DIF001 already compares on the parsed config (rope_theta, rope_scaling, max_position_embeddings,
 # sliding_window) is left to it under diff; the GGUF comparison reports everything
@@ -45,27 +47,41 @@ def differences(a: dict, b: dict, skip=()) -> dict:
 
 
 @check("GGF020", category="config", severity="warning", needs=("gguf",),
-       hint="Re-convert from the config.json beside the file, or fix the key with gguf's gguf_set_metadata.py "
-            "({arch}.context_length, rope.freq_base, rope.scaling.*, attention.sliding_window).")
+       hint="Re-convert from the original config.json (or the one beside the file), or fix the key with gguf's "
+            "gguf_set_metadata.py ({arch}.context_length, rope.freq_base, rope.scaling.*, attention.sliding_window).")
 def gguf_context_matches_config(ctx):
-    """The GGUF's long-context metadata agrees with the config.json beside it.
+    """The GGUF's long-context metadata agrees with the config.json beside it, or, with none, with itself and with
+    what llama.cpp does with it.
 
     A GGUF carries its own context length, rope base and scaling and sliding window ({arch}.* keys); llama.cpp
     reads those, not the config. A converter that missed the rope scaling or the window, or a file re-tagged by
-    hand, serves a model that reads short prompts and loses long ones (the LongRoPE, rope factor and window
-    incidents of issue 40). When the file's folder holds the config.json it was converted from, every field
-    both state is compared.
+    hand, serves a model that reads short prompts and loses long ones (a LongRoPE block or a rope factor lost, a
+    window dropped). When the file's folder holds the config.json it was converted from, every field
+    both state is compared. Without one (the usual download: a GGUF alone), the keys are held to each other and
+    to llama.cpp's reading of them: no rope.freq_base (llama.cpp takes 10000) or one that is not a positive
+    number; a scaling type llama.cpp does not know (it aborts), a stretching type without a factor (nothing is
+    stretched), a factor without a type (llama.cpp applies it as linear, other readers do not) or beside type
+    none; yarn without original_context_length; context_length many times an original_context_length with no
+    scaling; a sliding window wider than the context, or none where the architecture's layers need one (gemma3,
+    gpt-oss). GGF007 and GGF010 report the rest of the rope keys.
     """
     path = Path(ctx.gguf.path)
     beside = path.parent / "config.json"
-    if not beside.is_file():
-        raise Skip("no config.json beside the GGUF file to compare with")
-    try:
-        raw = json.loads(beside.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise Skip(f"config.json beside the GGUF cannot be read ({e})") from None
-    if not isinstance(raw, dict):
-        raise Skip("config.json beside the GGUF is not an object")
+    raw, unread = None, ""
+    if beside.is_file():
+        try:
+            raw = json.loads(beside.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            unread = f"config.json beside the GGUF cannot be read ({' '.join(str(e).split())[:120]})"
+        if raw is not None and not isinstance(raw, dict):
+            raw, unread = None, "config.json beside the GGUF is not an object"
+    if raw is None:
+        if unread:
+            yield Problem(f"{unread}: the GGUF's keys are judged on their own", severity="info")
+        messages, evidence = key_problems(ctx.gguf)
+        for message in messages:
+            yield Problem(message, evidence=evidence)
+        return
     diff = differences(fields(settings(ctx.raw_config)), fields(settings(raw)))
     for name, (gguf, config) in diff.items():
         yield Problem(f"{name}: the GGUF says {gguf!r}, config.json beside it {config!r}",

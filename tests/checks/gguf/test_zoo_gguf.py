@@ -28,11 +28,11 @@ def test_gguf_fault_fires_its_check(fault, tmp_path, confusion):
 def test_zoo_covers_every_ggf_check():
     ids = {s.id for s in checks.load_all() if s.family == "GGF"}
     assert len(FAULTS) >= 15 and len({f.name for f in FAULTS}) == len(FAULTS)
-    # GGF020 (GGUF metadata vs the config.json beside it) needs a config beside the file: built and caught in
-    # tests/checks/long_context/test_compare.py; GGF030 (DeltaNet value head size vs llama.cpp's) a hybrid
-    # converted by the pinned converter: tests/reference_engine/core/test_gguf_qwen35.py; GGF035 (a hybrid's layer
-    # kinds) a Granite 4 GGUF from the converter: tests/reference_engine/core/test_granite_gguf.py
-    assert ids - {f.check_id for f in FAULTS} - {"GGF020", "GGF030", "GGF035"} == set()
+    # GGF020's every rule: tests/checks/long_context/test_gguf_keys.py (alone) and test_compare.py (a config.json
+    # beside); GGF030 (DeltaNet value head size vs llama.cpp's) a hybrid converted by the pinned converter:
+    # tests/reference_engine/core/test_gguf_qwen35.py; GGF035 (a hybrid's layer kinds) a Granite 4 GGUF from the
+    # converter: tests/reference_engine/core/test_granite_gguf.py
+    assert ids - {f.check_id for f in FAULTS} - {"GGF030", "GGF035"} == set()
 
 
 @pytest.mark.parametrize("preset", ["llama", "qwen2", "qwen3"])
