@@ -59,11 +59,13 @@ def gguf_context_matches_config(ctx):
     window dropped). When the file's folder holds the config.json it was converted from, every field
     both state is compared. Without one (the usual download: a GGUF alone), the keys are held to each other and
     to llama.cpp's reading of them: no rope.freq_base (llama.cpp takes 10000) or one that is not a positive
-    number; a scaling type llama.cpp does not know (it aborts), a stretching type without a factor (nothing is
-    stretched), a factor without a type (llama.cpp applies it as linear, other readers do not) or beside type
-    none; yarn without original_context_length; context_length many times an original_context_length with no
-    scaling; a sliding window wider than the context, or none where the architecture's layers need one (gemma3,
-    gpt-oss). GGF007 and GGF010 report the rest of the rope keys.
+    number; a scaling type llama.cpp does not know (it aborts), linear or yarn without a factor (nothing is
+    stretched), longrope without its rope_factors tensors, a factor without a type (llama.cpp applies it as
+    linear, other readers do not); a context_length that is neither original_context_length nor original x
+    factor, or many times an original_context_length with no scaling at all; a sliding window wider than the
+    context, or none where the architecture's layers need one (gemma3, gpt-oss); a context_length of 0
+    (checks/long_context/gguf_keys.py). GGF007, GGF010 and CFG060-063 (which read the config rebuilt from the
+    GGUF) report the rest.
     """
     path = Path(ctx.gguf.path)
     beside = path.parent / "config.json"

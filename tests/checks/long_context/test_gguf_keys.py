@@ -8,13 +8,14 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 
 from llmdoctor.run.runner import run_checks
 from reports import json as json_report
 from tests import assets
 from tests.checks.conftest import no_crashes
-from tests.checks.zoo_gguf import DROP, GGUFSpec, healthy, write_spec, write_variant
+from tests.checks.zoo_gguf import DROP, F32, GGUFSpec, healthy, write_spec, write_variant
 from tests.conftest import _asset
 
 # name -> (llama.* keys changed on the zoo's healthy file (context_length 256, rope.freq_base 10000), the words
@@ -33,8 +34,19 @@ BROKEN = {
                             "llama.rope.scaling.factor 4 with no llama.rope.scaling.type: llama.cpp applies it as "
                             "linear"),
     "old_linear_key_without_type": ({"rope.scale_linear": 2.0}, "llama.rope.scale_linear 2 with no"),
-    "type_none_with_factor": ({"rope.scaling.type": "none", "rope.scaling.factor": 4.0},
-                              "type is none but llama.rope.scaling.factor is 4"),
+    "longrope_without_factor_tensors": ({"rope.scaling.type": "longrope", "rope.scaling.original_context_length": 64},
+                                        "type is longrope but the file has no rope_factors_long / rope_factors_short"),
+    "context_past_the_stretch": ({"rope.scaling.type": "yarn", "rope.scaling.factor": 2.0,
+                                  "rope.scaling.original_context_length": 64},
+                                 "context_length 256 is past what yarn scaling reaches: "
+                                 "llama.rope.scaling.original_context_length 64 x factor 2 = 128"),
+    "context_neither_length": ({"rope.scaling.type": "linear", "rope.scaling.factor": 8.0,
+                                "rope.scaling.original_context_length": 64},
+                               "context_length 256 is neither the original length nor the stretched one"),
+    "context_below_original": ({"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                                "rope.scaling.original_context_length": 1024},
+                               "context_length 256 is below llama.rope.scaling.original_context_length 1024: the "
+                               "yarn scaling never applies"),
     "original_without_scaling": ({"rope.scaling.original_context_length": 64},
                                  "context_length 256 is 4x llama.rope.scaling.original_context_length 64, with no "
                                  "rope scaling"),
@@ -83,12 +95,26 @@ def test_the_zoo_healthy_files_are_quiet(tmp_path, preset):
     assert status == "passed" and found == []
 
 
-def test_yarn_with_its_factor_and_original_length_is_quiet(tmp_path):
-    path = write_variant(tmp_path, "model.gguf", metadata={
-        "llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0,
-        "llama.rope.scaling.original_context_length": 64})
+FACTORS = {name: (np.ones(8, np.float32), F32) for name in ("rope_factors_long.weight", "rope_factors_short.weight")}
+HEALTHY = {   # name -> (llama.* keys, tensors added): scalings as convert_hf_to_gguf writes them
+    "yarn_stretched_length": ({"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                               "rope.scaling.original_context_length": 64}, {}),
+    "yarn_original_length": ({"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,          # Qwen2.5's way
+                              "rope.scaling.original_context_length": 256}, {}),
+    "linear_stretched_length": ({"rope.scaling.type": "linear", "rope.scaling.factor": 2.0,
+                                 "rope.scaling.original_context_length": 128}, {}),
+    "longrope_with_factor_tensors": ({"rope.scaling.type": "longrope"}, FACTORS),
+    "phi3_factor_tensors_no_type": ({"rope.scaling.original_context_length": 64}, FACTORS),    # Phi-3 128k's way
+    "window_inside_the_context": ({"attention.sliding_window": 128}, {}),
+}
+
+
+@pytest.mark.parametrize("name", list(HEALTHY))
+def test_a_healthy_scaling_or_window_is_quiet(tmp_path, name):
+    keys, tensors = HEALTHY[name]
+    path = write_variant(tmp_path, "model.gguf", metadata={f"llama.{k}": v for k, v in keys.items()}, tensors=tensors)
     _, status, found = ggf020(path)
-    assert status == "passed" and found == []
+    assert status == "passed" and found == [], found
 
 
 @pytest.mark.assets
