@@ -4,7 +4,7 @@ session pool starts each configuration once and stops it, and a pytest run whose
 SIGTERM mid-test, leaves no server process behind, and one that leaves a server running fails, in one process and
 under xdist's `-n 2` as the suite runs (the controller prints the line and sets the exit status). A stand-in server
 (a Python HTTP server that starts a child of its own) plays llama-server, so this runs on any machine: five inner
-pytest runs, ~45 s on a loaded 2-core box (each `-n 2` run ~18 s: two workers start)."""
+pytest runs, 55 s at a load of ~5 on the 2-core box (each `-n 2` run 16-20 s: two workers start)."""
 from __future__ import annotations
 
 import os
