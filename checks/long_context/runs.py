@@ -14,6 +14,7 @@ from checks.shared.chunked_prefill import chunk_tokens, chunked_logprobs
 from probes.competence.distance import DistancePrompt, DistanceScore, distance_prompt, distance_score
 
 KEY = "context"
+FAMILY = "CTX"                      # the checks that read this run
 DEFAULT_TOKENS = 4096               # full `check`: min(declared, 4096) (docs/context.md states the cost)
 
 
@@ -28,17 +29,28 @@ class ContextRun:
     seconds: float
 
 
+def reads(quick: bool, context: int | None, asked: set[str]) -> bool:
+    """Whether this run reads at distance: a full check does; under --quick only when --context N is given or
+    a selector names a CTX check (CTX001, CTX, the context category: `asked`, the ids a selector other than
+    ALL chose). The runner sizes the memory plan by the same rule."""
+    return not quick or context is not None or any(i.startswith(FAMILY) for i in asked)
+
+
+def reading_tokens(declared: int, context: int | None) -> int:
+    """The tokens read to: --context N, else min(declared, DEFAULT_TOKENS); never past the declared maximum
+    (the runner refuses a larger --context before loading)."""
+    return min(context if context is not None else DEFAULT_TOKENS, declared)
+
+
 def asked_tokens(ctx) -> tuple[int, int | None, int]:
-    """(tokens to read to, --context as given, declared): --context N, else min(declared, DEFAULT_TOKENS); Skip
-    under --quick without --context (the full run costs a prefill of up to 4096 tokens)."""
-    config = ctx.engine.config
-    declared = int(config.max_position_embeddings)
+    """(tokens to read to, --context as given, declared); Skip under --quick when the run was not asked to read
+    (reads: the full run costs a prefill of up to 4096 tokens)."""
+    declared = int(ctx.engine.config.max_position_embeddings)
     asked = getattr(ctx, "context_tokens", None)
-    if asked is None and ctx.quick:
-        raise Skip("--quick skips the long-context reading (run `check --context N` or a full check to read "
-                   f"up to min(declared, {DEFAULT_TOKENS}) tokens)")
-    tokens = min(asked if asked is not None else DEFAULT_TOKENS, declared)
-    return tokens, asked, declared
+    if not reads(ctx.quick, asked, getattr(ctx, "asked", set())):
+        raise Skip("--quick skips the long-context reading (run `check --context N`, select a CTX check or run "
+                   f"a full check to read up to min(declared, {DEFAULT_TOKENS}) tokens)")
+    return reading_tokens(declared, asked), asked, declared
 
 
 def context_run(ctx) -> ContextRun:

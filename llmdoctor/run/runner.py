@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -24,7 +25,9 @@ from llmdoctor.report.locate import locate_report
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from findings.crash import describe
 from llmdoctor.run.progress import Progress
-from llmdoctor.run.workloads import check_workload
+from llmdoctor.run.honoured import (given_options, refuse_past_declared, refuse_unread, selected_ids,
+                                    unhonoured)
+from llmdoctor.run.workloads import run_workload
 from llmdoctor.run.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
@@ -111,11 +114,16 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not elsewhere & set(s.needs)]
     if adapter:      # the adapter's own checks first: they say why the engine checks after them may fail
         chosen.sort(key=lambda s: "adapter" not in s.needs)
+    given = given_options(context, baseline)
+    refuse_unread(chosen, given)                     # an option no chosen check reads: exit 2, nothing loaded
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget),
-                       workload=check_workload(quick, device), adapter_dir=adapter)
+                       adapter_dir=adapter)
     ctx.selected = {spec.id for spec in chosen}
+    ctx.named, ctx.asked = selected_ids(chosen, select)
     ctx.context_tokens = context                     # --context N: how far the CTX checks read
+    refuse_past_declared(ctx, context)
+    ctx.workload = run_workload(ctx, chosen, quick, device, context)   # every token the chosen checks read
     ctx.shared = shared_pass.declared(chosen)        # the engine runs they share ride on few passes (shared_pass)
     progress = progress or Progress(0, enabled=False)
     ctx.shared_runs = lambda ctx: prepare_shared(ctx, progress, plan_stream)
@@ -126,7 +134,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
     ctx.findings = report.findings           # what ran before a check, for the competence checks' "look next"
-    run_all(chosen, ctx, report, progress)
+    run_all(chosen, ctx, report, progress, given)
     if adapter:
         locate_adapter_findings(report, adapter)
     locate_report(report, root)    # each finding's file and line in the model, and its fingerprint
@@ -147,13 +155,18 @@ def locate_adapter_findings(report: Report, adapter: str | Path) -> None:
     report.findings = [next(located) if f.category == "adapter" else f for f in everything]
 
 
-def run_all(chosen: list[CheckSpec], ctx, report: Report, progress) -> None:
-    """Run the chosen checks in order into `report` (a crashed check never stops the others)."""
+def run_all(chosen: list[CheckSpec], ctx, report: Report, progress, given: dict | None = None) -> None:
+    """Run the chosen checks in order into `report` (a crashed check never stops the others). A check asked
+    for (named by --select, or reading an option given: honoured.py) that ends skipped fails with an error."""
     progress.total = len(chosen)
     try:
         for spec in chosen:
             progress.start(f"{spec.id} {spec.summary}")
             run, findings = run_one(spec, ctx)
+            error = unhonoured(spec, run, ctx, given or {})
+            if error is not None:
+                run = replace(run, status="failed")
+                findings.append(error)
             report.checks.append(run)
             report.findings.extend(findings)
             progress.advance()
