@@ -55,6 +55,7 @@ class CheckContext:
         self.selected: set[str] | None = None    # ids of the checks this run runs (the runner says; None: unknown)
         self.named: set[str] = set()             # ids --select names exactly: a skip of one is an error finding
         self.asked: set[str] = set()             # ids a selector other than ALL chose (an id, prefix, category)
+        self.given: dict[str, str] = {}          # options given that checks read (--context, --baseline): honoured.py
         self.shared: dict = {}                   # SharedRun -> ids of the chosen checks that read it (the runner)
         self.shared_runs: Callable | None = None  # runs the engine work checks share (shared_pass.prepare)
         self._cache: dict[str, Any] = {}

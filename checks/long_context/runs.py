@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from checks.registry import Skip
+from checks.registry import CannotRun, Skip
 from checks.shared.chunked_prefill import chunk_tokens, chunked_logprobs
 
 from probes.competence.distance import DistancePrompt, DistanceScore, distance_prompt, distance_score
@@ -62,13 +62,13 @@ def context_run(ctx) -> ContextRun:
     try:
         prompt = distance_prompt(ctx.tokenizer, engine.config.vocab_size, tokens)
     except Exception as e:          # a tokenizer that cannot encode plain text is GLD001's and TOK's finding
-        raise Skip(f"the built-in text cannot be encoded ({type(e).__name__}: {e})") from None
+        raise CannotRun(f"the built-in text cannot be encoded ({type(e).__name__}: {e})") from None
     if prompt is None:
-        raise Skip(f"no distance prompt fits {tokens} tokens with this tokenizer (too short a context, too few "
+        raise CannotRun(f"no distance prompt fits {tokens} tokens with this tokenizer (too short a context, too few "
                    "ordinary word pieces or no applicable built-in text)")
     room = engine.cache.allocator.num_free * engine.cache.block_size
     if room < len(prompt.ids):
-        raise Skip(f"the KV cache has room for {room} tokens, the prompt needs {len(prompt.ids)}")
+        raise CannotRun(f"the KV cache has room for {room} tokens, the prompt needs {len(prompt.ids)}")
     chunk = chunk_tokens(engine.config.vocab_size, bool(getattr(engine, "streaming", False)))
     started = time.perf_counter()
     far = chunked_logprobs(engine, prompt.ids, chunk)

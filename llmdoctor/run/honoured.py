@@ -2,14 +2,16 @@
 
 An option given on the command line (`--context N`, `--baseline FILE`) or a check named by its id in --select is
 a request, not a hint: when no check of the run reads the option it is refused before anything is loaded (exit 2,
-one line); when a check that reads it, or a check named by its id, ends "skipped", the skip becomes an error
-finding naming why, so a CI gate never passes on work that was asked for and not done.
+one line); when a check that reads it ends "skipped", or a check named by its id cannot run (a resource it needs
+cannot be built, registry.CannotRun), the skip becomes an error finding naming why, so a CI gate never passes on
+work that was asked for and not done. A named check that does not apply to the model (registry.Skip) stays
+skipped.
 """
 from __future__ import annotations
 
 from checks.context import ResourceError
 from checks.registry import CheckSpec
-from findings import CheckRun, Finding, Severity
+from findings import Finding, Severity
 from llmdoctor.run.selection import resolve_retired, specificity
 
 # the option -> the id prefix of the checks that read it (the only ones it changes)
@@ -60,16 +62,18 @@ def refuse_past_declared(ctx, context: int | None) -> None:
                           f"(max_position_embeddings in {ctx.config_path}): give --context {declared} or less")
 
 
-def unhonoured(spec: CheckSpec, run: CheckRun, ctx, given: dict[str, str]) -> Finding | None:
-    """The error finding for a check that ended skipped although it was asked for; None otherwise."""
-    if run.status != "skipped":
-        return None
+def unhonoured(spec: CheckSpec, reason: str, blocked: bool, ctx) -> Finding | None:
+    """The error finding for a skipped check the run asked for; None for a skip nothing asked for. Asked: an
+    option it reads was given (any skip), or --select names its id and it could not run (blocked: a resource
+    that cannot be built, registry.CannotRun); a named check that does not apply (Skip: no experts to route,
+    no such field) stays skipped, there is nothing to examine."""
+    given = getattr(ctx, "given", {})
     why = [f"{option} {value} was given" for option, value in given.items()
            if spec.id.startswith(OPTION_READERS[option])]
-    if spec.id in ctx.named:
+    if blocked and spec.id in getattr(ctx, "named", set()):
         why.insert(0, "--select names it")
     if not why:
         return None
     return Finding(check=spec.id, category=spec.category, severity=Severity.ERROR,
-                   message=f"{spec.id} did not run although {' and '.join(why)}: {run.reason}",
-                   evidence={"asked_by": why, "reason": run.reason}, hint=HINT)
+                   message=f"{spec.id} did not run although {' and '.join(why)}: {reason}",
+                   evidence={"asked_by": why, "reason": reason}, hint=HINT)

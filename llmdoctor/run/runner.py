@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import checks
 from checks.shared import passes as shared_pass
 from checks.context import CheckContext, ResourceError
-from checks.registry import CheckSpec, Problem, Skip, over_declaration
+from checks.registry import CannotRun, CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
 from llmdoctor.run.config_file import load_settings
 from llmdoctor.run.fingerprint import fingerprint
@@ -122,6 +121,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     ctx.selected = {spec.id for spec in chosen}
     ctx.named, ctx.asked = selected_ids(chosen, select)
     ctx.context_tokens = context                     # --context N: how far the CTX checks read
+    ctx.given = given                                # a skip of a check reading one of them is an error
     refuse_past_declared(ctx, context)
     ctx.workload = run_workload(ctx, chosen, quick, device, context)   # every token the chosen checks read
     ctx.shared = shared_pass.declared(chosen)        # the engine runs they share ride on few passes (shared_pass)
@@ -134,7 +134,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
     _add_load_errors(report, select, ignore)
     ctx.findings = report.findings           # what ran before a check, for the competence checks' "look next"
-    run_all(chosen, ctx, report, progress, given)
+    run_all(chosen, ctx, report, progress)
     if adapter:
         locate_adapter_findings(report, adapter)
     locate_report(report, root)    # each finding's file and line in the model, and its fingerprint
@@ -155,18 +155,13 @@ def locate_adapter_findings(report: Report, adapter: str | Path) -> None:
     report.findings = [next(located) if f.category == "adapter" else f for f in everything]
 
 
-def run_all(chosen: list[CheckSpec], ctx, report: Report, progress, given: dict | None = None) -> None:
-    """Run the chosen checks in order into `report` (a crashed check never stops the others). A check asked
-    for (named by --select, or reading an option given: honoured.py) that ends skipped fails with an error."""
+def run_all(chosen: list[CheckSpec], ctx, report: Report, progress) -> None:
+    """Run the chosen checks in order into `report` (a crashed check never stops the others)."""
     progress.total = len(chosen)
     try:
         for spec in chosen:
             progress.start(f"{spec.id} {spec.summary}")
             run, findings = run_one(spec, ctx)
-            error = unhonoured(spec, run, ctx, given or {})
-            if error is not None:
-                run = replace(run, status="failed")
-                findings.append(error)
             report.checks.append(run)
             report.findings.extend(findings)
             progress.advance()
@@ -229,10 +224,11 @@ def plan_with_actuals(ctx: CheckContext, plan, seconds: float) -> dict | None:
 
 
 def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]]:
-    """Run one check in isolation; never raises (except KeyboardInterrupt and friends)."""
+    """Run one check in isolation; never raises (except KeyboardInterrupt and friends). A check the run asked
+    for that cannot run fails with an error finding saying why (honoured.py), never a quiet skip."""
     findings: list[Finding] = []
     started, building_before = time.perf_counter(), ctx.total_build_seconds
-    status, reason = "passed", ""
+    status, reason, blocked = "passed", "", False
     try:
         ctx.require(spec.needs)
         result = spec.func(ctx)
@@ -244,9 +240,9 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
     except PipelineError:
         raise                     # a dead rank or a timed-out collective ends the whole run
     except Skip as e:
-        status, reason = "skipped", str(e) or "does not apply"
+        status, reason, blocked = "skipped", str(e) or "does not apply", isinstance(e, CannotRun)
     except ResourceError as e:
-        status, reason = "skipped", f"needs {e.resource}: {e.message}"
+        status, reason, blocked = "skipped", f"needs {e.resource}: {e.message}", True
     except ModelDirError as e:       # the model itself cannot be read for this check: a finding, not a crash
         status, reason = "failed", e.problem
         findings.append(Finding(check=spec.id, category=spec.category, severity=Severity.ERROR,
@@ -256,6 +252,10 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
         status, exception, (reason, tb) = "crashed", type(e).__name__, describe(e)
     if status == "crashed":     # built after the except block let go of the error and what it held
         findings.append(crash_finding(spec.id, spec.category, exception, reason, tb))
+    error = unhonoured(spec, reason, blocked, ctx) if status == "skipped" else None
+    if error is not None:
+        status = "failed"
+        findings.append(error)
     # the check's own time: loading weights or the engine for it is reported under report.resources
     duration = max(time.perf_counter() - started - (ctx.total_build_seconds - building_before), 0.0)
     if status == "passed" and any(f.severity.rank >= Severity.WARNING.rank for f in findings):

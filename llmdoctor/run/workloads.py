@@ -59,7 +59,8 @@ def with_reading(base: Workload, tokens: int, vocab: int) -> Workload:
     chunk = chunk_tokens(vocab, True)
     passes = -(-tokens // chunk) + -(-NEAR_PROMPT_TOKENS // chunk)
     total = base.passes * base.tokens_per_pass + tokens + NEAR_PROMPT_TOKENS
-    return replace(base, name=f"{base.name}, reading {tokens} tokens", passes=base.passes + passes, tokens_per_pass=total // (base.passes + passes),
+    return replace(base, name=f"{base.name}, reading {tokens} tokens", passes=base.passes + passes,
+                   tokens_per_pass=total // (base.passes + passes),
                    max_step_tokens=max(base.max_step_tokens, chunk), kv_tokens=max(base.kv_tokens, tokens),
                    logit_rows=max(base.logit_rows, chunk))
 

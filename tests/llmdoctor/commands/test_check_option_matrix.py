@@ -91,7 +91,8 @@ def demo_spec(model: Path) -> GGUFSpec:
             "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "llama-bpe", "tokenizer.ggml.tokens": tokens,
             "tokenizer.ggml.token_type": (types, GGUFValueType.ARRAY, GGUFValueType.INT32),
             "tokenizer.ggml.merges": tok["model"]["merges"],
-            "tokenizer.ggml.bos_token_id": config["bos_token_id"], "tokenizer.ggml.eos_token_id": config["eos_token_id"],
+            "tokenizer.ggml.bos_token_id": config["bos_token_id"],
+            "tokenizer.ggml.eos_token_id": config["eos_token_id"],
             "tokenizer.ggml.padding_token_id": config["pad_token_id"],
             "tokenizer.ggml.add_bos_token": bool(Tokenizer.from_pretrained(model).add_bos_token)}
     return GGUFSpec("llama", meta, tensors)
@@ -276,5 +277,5 @@ def test_smollm2_quick_context_4096_reads_4096(smollm2_dir):
     """`llmdoctor check SmolLM2-135M --quick --context 4096`: CTX003 read ~4096 tokens (it skipped, "the KV cache
     has room for 1056 tokens, the prompt needs 4088", and the run passed)."""
     import llmdoctor
-    report = llmdoctor.check(smollm2_dir, quick=True, context=4096, use_config=False).to_dict()
+    report = llmdoctor.check(smollm2_dir, quick=True, context=4096, use_config=False).as_dict()
     assert_read_n(report, 4096)
