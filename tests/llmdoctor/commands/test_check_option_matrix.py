@@ -276,6 +276,5 @@ def test_unreadable_baseline_is_an_error_not_a_skip(reader, tmp_path):
 def test_smollm2_quick_context_4096_reads_4096(smollm2_dir):
     """`llmdoctor check SmolLM2-135M --quick --context 4096`: CTX003 read ~4096 tokens (it skipped, "the KV cache
     has room for 1056 tokens, the prompt needs 4088", and the run passed)."""
-    import llmdoctor
-    report = llmdoctor.check(smollm2_dir, quick=True, context=4096, use_config=False).as_dict()
+    report = report_of(invoke("check", smollm2_dir, "--quick", "--context", 4096, "--format", "json", "--no-config"))
     assert_read_n(report, 4096)
