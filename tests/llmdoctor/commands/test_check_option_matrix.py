@@ -234,6 +234,18 @@ def test_a_named_check_that_skips_fails_the_run(reader):
     assert family.exit_code == 0 and {c["status"] for c in report_of(family)["checks"]} == {"skipped"}
 
 
+def test_a_named_check_quick_trims_fails_the_run(reader):
+    """GEN004 needs a full check's decode budget: named under --quick it says so as an error, not a quiet skip."""
+    done = invoke("check", reader, "--quick", "--select", "GEN004", "--format", "json", "--no-config")
+    assert done.exit_code == 1
+    (error,) = report_of(done)["findings"]
+    assert error["check"] == "GEN004" and "--select names it: --quick" in error["message"]
+
+
+def test_base_without_an_adapter_is_refused(reader):
+    refused(invoke("check", reader, "--base", reader, "--quick"), "--base is for a LoRA adapter directory")
+
+
 def test_ctx_that_cannot_read_under_context_is_an_error(factory_model_dir):
     """The factory tokenizer has too few word pieces for the distance prompt: --context N was asked and cannot be
     read, so each CTX check fails with the reason instead of skipping inside a passing run."""
