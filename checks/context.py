@@ -53,6 +53,9 @@ class CheckContext:
         self.findings: list = []                 # the run's findings so far (the runner's list): CMP's "look next"
         self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
         self.selected: set[str] | None = None    # ids of the checks this run runs (the runner says; None: unknown)
+        self.named: set[str] = set()             # ids --select names exactly: a skip of one is an error finding
+        self.asked: set[str] = set()             # ids a selector other than ALL chose (an id, prefix, category)
+        self.given: dict[str, str] = {}          # options given that checks read (--context, --baseline): honoured.py
         self.shared: dict = {}                   # SharedRun -> ids of the chosen checks that read it (the runner)
         self.shared_runs: Callable | None = None  # runs the engine work checks share (shared_pass.prepare)
         self._cache: dict[str, Any] = {}

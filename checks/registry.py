@@ -68,6 +68,12 @@ class Skip(Exception):
     """Raised by a check that does not apply to this model; the run records it as skipped with the reason."""
 
 
+class CannotRun(Skip):
+    """Raised by a check that applies but cannot be run here (an input it needs cannot be made: no --baseline, no
+    prompt this tokenizer can build). Skipped like Skip when nothing asked for the check; an error finding when
+    the run asked for it (named by its id, or reading an option given: llmdoctor/run/honoured.py)."""
+
+
 @dataclass
 class Problem:
     """What a check yields; severity and hint default to the check's declaration."""

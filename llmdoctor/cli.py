@@ -33,11 +33,12 @@ def input_errors() -> tuple[type[Exception], ...]:
     from llmdoctor.run.selection import SelectionError
     from llmdoctor.run.output_guard import OutputError
     from llmdoctor.run.adapter_target import AdapterUsageError
+    from llmdoctor.run.honoured import OptionError
     from reference_engine.errors import ModelDirError
     from reference_engine.streaming.pipeline import PipelineError
     from reference_engine.budget.plan import PlanError
     return (InputError, ModelDirError, ConfigFileError, SelectionError, ThresholdError, DeviceError, ResourceError,
-            OutputError, PlanError, PipelineError, KnownReportError, AdapterUsageError)
+            OutputError, PlanError, PipelineError, KnownReportError, AdapterUsageError, OptionError)
 
 
 class DoctorGroup(click.Group):
@@ -94,8 +95,10 @@ def cli():
               help="With PATH a LoRA adapter directory: its base model (default: the adapter's "
                    "base_model_name_or_path when that is a local directory or GGUF file).")
 @click.option("--context", "context", type=click.IntRange(min=256), default=None, metavar="N",
-              help="Read the model up to N tokens (CTX checks; default min(declared, 4096), skipped by --quick "
-                   "unless given; docs/context.md).")
+              help="Read the model up to N tokens (the CTX checks; default min(declared, 4096); --quick skips "
+                   "them unless N is given or --select names them). The memory plan holds the N tokens or the run "
+                   "is refused; N above the declared max_position_embeddings, or no CTX check selected: exit 2; "
+                   "a CTX check that cannot read: an error finding (docs/context.md).")
 def check_command(path, select, ignore, fmt, output, fail_on, device, dtype, quick, demo, baseline, no_config,
                   memory_budget, known, base, context):
     """Run the checks on the model directory PATH (or a LoRA adapter on --base) and print a report."""

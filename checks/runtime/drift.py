@@ -9,7 +9,7 @@ import torch
 
 from checks.shared.probe_runs import eos_ids, greedy_traces
 from checks.shared.prompts import render_chat
-from checks.registry import Problem, Skip, check
+from checks.registry import CannotRun, Problem, Skip, check
 
 SAME_DTYPE_KL, CROSS_DTYPE_KL = 1e-3, 5e-2
 REST_FLOOR = 1e-6
@@ -18,7 +18,7 @@ TOP_K = 5     # across dtypes an argmax may move, but only within the recorded t
 
 def baseline(ctx) -> dict:
     if ctx.baseline is None:
-        raise Skip("no --baseline given")
+        raise CannotRun("no --baseline given")
     if "baseline" not in ctx.state:
         from checks.shared.baseline_file import BaselineError, load
         try:
@@ -27,7 +27,7 @@ def baseline(ctx) -> dict:
             ctx.state["baseline"] = e
     value = ctx.state["baseline"]
     if isinstance(value, Exception):
-        raise Skip(f"baseline unreadable: {value}")
+        raise CannotRun(f"baseline unreadable: {value}")
     return value
 
 

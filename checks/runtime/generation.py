@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from checks.shared.init_stats import init_standing
 from checks.shared.probe_runs import GREEDY, GreedyTrace, probe_traces
-from checks.registry import Problem, Skip, check
+from checks.registry import CannotRun, Problem, Skip, check
 
 NGRAM = 3
 MIN_TOKENS_FOR_REPETITION = 12
@@ -129,7 +129,7 @@ def chat_never_ends(ctx):
     from training. Skipped with --quick (too few tokens) and for models without a chat template.
     """
     if ctx.quick:
-        raise Skip("--quick: too few new tokens to expect a finished answer")
+        raise CannotRun("--quick: too few new tokens to expect a finished answer")
     chat = [(p, t) for p, t in traces(ctx) if p.chat]
     if not chat:
         raise Skip("no chat template")

@@ -16,7 +16,7 @@ from typing import Any
 import checks
 from checks.shared import passes as shared_pass
 from checks.context import CheckContext, ResourceError
-from checks.registry import CheckSpec, Problem, Skip, over_declaration
+from checks.registry import CannotRun, CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
 from llmdoctor.run.config_file import load_settings
 from llmdoctor.run.fingerprint import fingerprint
@@ -24,7 +24,9 @@ from llmdoctor.report.locate import locate_report
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from findings.crash import describe
 from llmdoctor.run.progress import Progress
-from llmdoctor.run.workloads import check_workload
+from llmdoctor.run.honoured import (given_options, refuse_past_declared, refuse_unread, selected_ids,
+                                    unhonoured)
+from llmdoctor.run.workloads import run_workload
 from llmdoctor.run.selection import category_selected, parse_selectors, select_checks
 from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
@@ -111,11 +113,17 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not elsewhere & set(s.needs)]
     if adapter:      # the adapter's own checks first: they say why the engine checks after them may fail
         chosen.sort(key=lambda s: "adapter" not in s.needs)
+    given = given_options(context, baseline)
+    refuse_unread(chosen, given)                     # an option no chosen check reads: exit 2, nothing loaded
     ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
                        memory_budget=None if memory_budget is None else parse_size(memory_budget),
-                       workload=check_workload(quick, device), adapter_dir=adapter)
+                       adapter_dir=adapter)
     ctx.selected = {spec.id for spec in chosen}
+    ctx.named, ctx.asked = selected_ids(chosen, select)
     ctx.context_tokens = context                     # --context N: how far the CTX checks read
+    ctx.given = given                                # a skip of a check reading one of them is an error
+    refuse_past_declared(ctx, context)
+    ctx.workload = run_workload(ctx, chosen, quick, device, context)   # every token the chosen checks read
     ctx.shared = shared_pass.declared(chosen)        # the engine runs they share ride on few passes (shared_pass)
     progress = progress or Progress(0, enabled=False)
     ctx.shared_runs = lambda ctx: prepare_shared(ctx, progress, plan_stream)
@@ -216,10 +224,11 @@ def plan_with_actuals(ctx: CheckContext, plan, seconds: float) -> dict | None:
 
 
 def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]]:
-    """Run one check in isolation; never raises (except KeyboardInterrupt and friends)."""
+    """Run one check in isolation; never raises (except KeyboardInterrupt and friends). A check the run asked
+    for that cannot run fails with an error finding saying why (honoured.py), never a quiet skip."""
     findings: list[Finding] = []
     started, building_before = time.perf_counter(), ctx.total_build_seconds
-    status, reason = "passed", ""
+    status, reason, blocked = "passed", "", False
     try:
         ctx.require(spec.needs)
         result = spec.func(ctx)
@@ -231,9 +240,9 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
     except PipelineError:
         raise                     # a dead rank or a timed-out collective ends the whole run
     except Skip as e:
-        status, reason = "skipped", str(e) or "does not apply"
+        status, reason, blocked = "skipped", str(e) or "does not apply", isinstance(e, CannotRun)
     except ResourceError as e:
-        status, reason = "skipped", f"needs {e.resource}: {e.message}"
+        status, reason, blocked = "skipped", f"needs {e.resource}: {e.message}", True
     except ModelDirError as e:       # the model itself cannot be read for this check: a finding, not a crash
         status, reason = "failed", e.problem
         findings.append(Finding(check=spec.id, category=spec.category, severity=Severity.ERROR,
@@ -243,6 +252,10 @@ def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]
         status, exception, (reason, tb) = "crashed", type(e).__name__, describe(e)
     if status == "crashed":     # built after the except block let go of the error and what it held
         findings.append(crash_finding(spec.id, spec.category, exception, reason, tb))
+    error = unhonoured(spec, reason, blocked, ctx) if status == "skipped" else None
+    if error is not None:
+        status = "failed"
+        findings.append(error)
     # the check's own time: loading weights or the engine for it is reported under report.resources
     duration = max(time.perf_counter() - started - (ctx.total_build_seconds - building_before), 0.0)
     if status == "passed" and any(f.severity.rank >= Severity.WARNING.rank for f in findings):

@@ -92,7 +92,8 @@ class Plan:
         ranks = f", rank layers {self.layers[0]}..{self.layers[1] - 1} of {self.ranks} ranks" if self.ranks > 1 else ""
         return (f"plan: {self.mode} ({self.dtype} on {self.device}{ranks}): predicted peak "
                 f"{gb(self.predicted_peak_bytes)} of a {gb(self.budget_bytes)} budget ({self.budget_source}); "
-                f"{read}; ~{fmt_seconds(self.predicted_seconds)} for {self.workload}")
+                f"{read}; KV cache {self.kv_tokens} tokens; ~{fmt_seconds(self.predicted_seconds)} for "
+                f"{self.workload}")
 
 
 # ---- sizes ----------------------------------------------------------------------------------------------
@@ -252,8 +253,9 @@ def make_plan(model_dir, budget: int | None = None, *, dtype=torch.float32, devi
         what = "to stream one layer at a time" if mode == "streaming" else "to hold the model resident"
         forced = f" ({mode} forced)" if force else ""
         raise PlanError(f"{root}: needs at least {gb(need)} {what}{forced} (largest layer {gb(big * elem)} in "
-                        f"{dtype_name(dtype)}, plus {gb(kv + act)} of KV cache and activations); the memory "
-                        f"budget is {gb(budget)} ({budget_source})")
+                        f"{dtype_name(dtype)}, plus {gb(kv + act)} of KV cache and activations: "
+                        f"{workload.kv_tokens} KV tokens for {workload.name}); the memory budget is {gb(budget)} "
+                        f"({budget_source})")
     compute = 2 * sum(layer_elems[i] for i in mine) * workload.tokens_per_pass / CPU_FLOPS     # per pass
     if mode == "streaming":            # the read-ahead thread reads while the lanes compute: the slower one sets
         read = per_pass / DISK_BYTES_PER_S                                                 # the pace
