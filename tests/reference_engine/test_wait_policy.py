@@ -1,6 +1,6 @@
 """OpenMP waiters sleep in every process that runs the engine (reference_engine/__init__.py): `llmdoctor` and
 `reference_engine` set OMP_WAIT_POLICY=PASSIVE before torch loads, a value the user set is kept. (Spinning
-waiters made a streamed Qwen3-Next pass 47x slower on a busy 2-core machine: benchmarks/streaming_hybrid.py.)"""
+waiters made a streamed Qwen3-Next prefill pass 19x slower on a busy 2-core machine: benchmarks/streaming_hybrid.py.)"""
 from __future__ import annotations
 
 import os
