@@ -9,6 +9,8 @@ from __future__ import annotations
 import warnings
 from importlib import metadata
 
+import reference_engine  # noqa: F401  (sets the OpenMP wait policy before anything loads torch)
+
 # numpy is not one of our dependencies (nor torch's); torch warns on import when it is absent, which would
 # put a confusing line on stderr of every run in a minimal environment
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")

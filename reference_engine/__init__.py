@@ -10,7 +10,15 @@
 Public names are imported lazily so that `import reference_engine` stays cheap and each stage can be
 used on its own.
 """
+import os
 from importlib import import_module
+
+# OpenMP threads that wait by spinning hold their core while the thread they wait for cannot run: on a machine
+# whose cores are all busy each small parallel op then costs a scheduler slice, and a MoE layer is thousands of
+# them (a streamed Qwen3-Next prefill pass: 39.5 s spinning, 2.05 s sleeping, at load 7-11 on 2 cores:
+# benchmarks/streaming_hybrid.py). Waiters that sleep cost nothing measurable on an idle machine. libgomp reads
+# this once, when torch loads: set here, before any engine module imports torch; a value the user set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _EXPORTS = {
     "ModelDirError": "errors",

@@ -45,7 +45,17 @@ CLASS_DEFAULTS = {
     # FalconH1Config: a Mamba2 inner size of its own (null: mamba_expand x hidden_size), the output norm off
     "falcon_h1": {"mamba_d_ssm": 1024, "mamba_n_heads": 128, "mamba_d_state": 256, "mamba_rms_norm": False,
                   "mamba_norm_before_gate": True},
+    # Lfm2Config: its norms' eps (norm_eps 1e-5), tied embeddings
+    "lfm2": {"norm_eps": 1e-5, "tie_word_embeddings": True},
 }
+# Fields a config class reads under its own name, ignoring the canonical one: its value wins over a canonical key
+# the same config.json also holds (a generic rms_norm_eps beside LFM2's norm_eps runs nothing in transformers).
+# Lfm2Config also takes the LFM2 release's block_ff_dim and tie_embedding over intermediate_size and
+# tie_word_embeddings (its __post_init__ pops them).
+OWN_FIELDS = {"lfm2": {"rms_norm_eps": "norm_eps", "intermediate_size": "block_ff_dim",
+                       "tie_word_embeddings": "tie_embedding"}}
+# a config class's RoPE base when config.json names none (transformers 5's `default_theta`), else 10000
+DEFAULT_ROPE_THETA = {"lfm2": 1000000.0}
 # MLA: head_dim is the rope key's width (DeepseekV2/V3Config.__post_init__ sets it), what the RoPE table rotates;
 # the default when qk_rope_head_dim is absent
 ROPE_HEAD_DIM = {"DeepseekV2ForCausalLM": 64, "DeepseekV3ForCausalLM": 64}
@@ -178,14 +188,15 @@ def with_aliases(raw: dict) -> dict:
     return merged
 
 
-def rope_settings(raw: dict, path: Path) -> tuple[float, dict | None]:
+def rope_settings(raw: dict, path: Path, model_type: str | None = None) -> tuple[float, dict | None]:
     """(rope_theta, rope_scaling) from the classic fields or transformers 5's "rope_parameters" object,
     which holds rope_theta together with the scaling keys (rope_type "default" means no scaling)."""
     params = raw.get("rope_parameters")
     if params is not None and not isinstance(params, dict):
         raise ModelDirError(path, f"'rope_parameters' must be an object or null, found {params!r}")
     params = params or {}
-    theta = raw.get("rope_theta", params.get("rope_theta", 10000.0))
+    default = DEFAULT_ROPE_THETA.get(model_type or raw.get("model_type"), 10000.0)
+    theta = raw.get("rope_theta", params.get("rope_theta", default))
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
         raise ModelDirError(path, f"'rope_theta' must be a positive number, found {theta!r}")
     scaling = raw.get("rope_scaling")
@@ -216,6 +227,12 @@ def rotary_width(raw: dict, head_dim: int, block: dict | None = None) -> int:
     return int(head_dim * partial_rotary_factor(raw, head_dim, block))
 
 
+def class_fields(raw: dict, model_type: str | None) -> dict:
+    """raw with the canonical fields set from the names the model type's config class reads (OWN_FIELDS)."""
+    own = OWN_FIELDS.get(model_type, {})
+    return {**raw, **{canonical: raw[name] for canonical, name in own.items() if raw.get(name) is not None}}
+
+
 def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     """Build a ModelConfig from a config.json dict; raise ModelDirError naming the bad field."""
     path = Path(path)
@@ -224,7 +241,8 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     wrapper = wrapper if arch != wrapper else None
     raw = with_aliases(raw)
     named = raw.get("model_type")
-    raw = {**CLASS_DEFAULTS.get(named if isinstance(named, str) else model_type_of(arch), {}), **raw}
+    named = named if isinstance(named, str) else model_type_of(arch)
+    raw = class_fields({**CLASS_DEFAULTS.get(named, {}), **raw}, named)
     check_config_sizes(raw, path)   # every declared size bounded before anything is sized from it
     hidden = _require_int(raw, "hidden_size", path)
     heads = _require_int(raw, "num_attention_heads", path)
@@ -237,7 +255,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     if arch in ROPE_HEAD_DIM and isinstance(rope_dim, int) and not isinstance(rope_dim, bool) and rope_dim > 0:
         head_dim, explicit = rope_dim, True
     model_type = raw.get("model_type") or model_type_of(arch)
-    rope_theta, rope_scaling = rope_settings(raw, path)
+    rope_theta, rope_scaling = rope_settings(raw, path, model_type)
     return ModelConfig(
         architecture=arch,
         model_type=model_type,

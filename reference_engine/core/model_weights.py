@@ -144,20 +144,26 @@ def tensor_getter(weights: Weights, device, dtype):
 
 def fill(buffers: dict, role: str, slot, weights: Weights, device, dtype) -> torch.Tensor:
     """The slot's tensors cast into buffers[role], stacked along rows (what torch.cat of the cast parts gives:
-    the fused Q/K/V and gate/up), the buffer allocated only when this role's shape or dtype changed."""
-    shape = (sum(s[0] for _, s in slot), *slot[0][1][1:])
+    the fused Q/K/V and gate/up), the buffer allocated only when this role's shape or dtype changed. A slot of
+    one Slot per expert fills [experts, rows, ...] (what torch.stack of each expert's cat gives), each part
+    copied once: no per-expert tensor and no stacked copy beside the buffer."""
+    per_expert = isinstance(slot[0], list)
+    experts = slot if per_expert else [slot]
+    shape = (sum(s[0] for _, s in experts[0]), *experts[0][0][1][1:])
+    shape = (len(experts), *shape) if per_expert else shape
     out, device = buffers.get(role), torch.device(device)
     same_device = out is not None and out.device.type == device.type and device.index in (None, out.device.index)
     if not same_device or tuple(out.shape) != shape or out.dtype != dtype:     # ("cuda" holds on cuda:0)
         buffers[role] = out = None                           # drop the old one before allocating its successor
         out = buffers[role] = torch.empty(shape, dtype=dtype, device=device)
-    at = 0
-    for name, part_shape in slot:
-        part = weights.get(name)
-        if tuple(part.shape) != tuple(part_shape):           # check_tensor_table's shapes: never, but not silently
-            raise ValueError(f"tensor {name!r} has shape {list(part.shape)}, expected {list(part_shape)}")
-        out[at:at + part.shape[0]].copy_(part)
-        at += part.shape[0]
+    for e, parts in enumerate(experts):
+        rows, at = out[e] if per_expert else out, 0
+        for name, part_shape in parts:
+            part = weights.get(name)
+            if tuple(part.shape) != tuple(part_shape):       # check_tensor_table's shapes: never, but not silently
+                raise ValueError(f"tensor {name!r} has shape {list(part.shape)}, expected {list(part_shape)}")
+            rows[at:at + part.shape[0]].copy_(part)
+            at += part.shape[0]
     return out
 
 
@@ -178,11 +184,11 @@ def load_layer_weights(weights: Weights, config: ModelConfig, n: int, device, dt
     layers come and go: fresh allocations would page-fault a layer's bytes in again every time)."""
     get = tensor_getter(weights, device, dtype)
 
-    def load(slot, role=None) -> torch.Tensor:
-        if isinstance(slot[0], list):                        # one Slot per expert -> [experts, ...]
-            return torch.stack([load(part) for part in slot])
-        if into is not None and role is not None:
+    def load(slot, role: str) -> torch.Tensor:
+        if into is not None:
             return fill(into, role, slot, weights, device, dtype)
+        if isinstance(slot[0], list):                        # one Slot per expert -> [experts, ...], written once
+            return fill({}, role, slot, weights, device, dtype)
         parts = [get(name) for name, _ in slot]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
 

@@ -190,7 +190,8 @@ ARCHS: dict[str, GGUFArch] = {
                                   "attn_k_norm": "self_attn.k_layernorm", "shortconv.conv": "conv.conv",
                                   "shortconv.in_proj": "conv.in_proj", "shortconv.out_proj": "conv.out_proj"},
                      global_names={"token_embd_norm": "model.embedding_norm"},
-                     config_keys={"shortconv.l_cache": "conv_L_cache"},
+                     config_keys={"shortconv.l_cache": "conv_L_cache",     # Lfm2Config reads norm_eps only
+                                  "attention.layer_norm_rms_epsilon": "norm_eps"},
                      per_layer=_layer_kinds("conv", "full_attention"),
                      hf_shape=_lfm2_shape),
     # Granite 4: Mamba2 layers beside attention; files/gguf_mamba2.py says what the converter changes
