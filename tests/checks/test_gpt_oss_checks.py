@@ -24,8 +24,9 @@ def test_check_runs_the_engine_on_a_transformers_built_gpt_oss(factory_model_dir
         shutil.copy(factory / name, model / name)
     before = snapshot_dir(model)
     out = tmp_path / "report.json"
-    result = CliRunner().invoke(cli, ["check", str(model), "--quick", "--select", "config,weights,golden,selftest,MOE,competence",
-                                      "--format", "json", "-o", str(out)])
+    result = CliRunner().invoke(cli, ["check", str(model), "--quick", "--select",
+                                      "config,weights,golden,selftest,MOE,competence", "--format", "json", "-o",
+                                      str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert not [f for f in report["findings"] if f["severity"] == "error"]
