@@ -1,7 +1,8 @@
-"""Multimodal checkpoints of a decoder the engine runs (Gemma 3, Mistral 3, Qwen2.5-VL, Qwen3-VL, Llama 4): the engine runs
-their text decoder from the wrapper's own files, and its logits equal transformers' multimodal class run on text
-alone (fp32, 1e-4). The vision tower is in the files but never read by the engine; the static checks still see it.
-A sparse text_config (what real Gemma 3 4B-27B configs hold) means the same model as the full one."""
+"""Multimodal checkpoints of a decoder the engine runs (Gemma 3, Mistral 3, Qwen2.5-VL, Qwen3-VL, Llama 4): the
+engine runs their text decoder from the wrapper's own files, and its logits equal transformers' multimodal class run
+on text alone (fp32, 1e-4). The vision tower is in the files but never read by the engine; the static checks still
+see it; `llmdoctor check` runs clean on each. A sparse text_config (what real Gemma 3 4B-27B configs hold) means
+the same model as the full one."""
 from __future__ import annotations
 
 import json
