@@ -1,6 +1,7 @@
 """What every family's GGUF gets beside its logits test, run on the file its test module converted once:
 - an unequal-length batch read from the GGUF (70, 9 and 33 tokens in one prefill, 4-token cache blocks) gives
-  each sequence the logits it gets alone from the same file and, where the module has it, from transformers;
+  each sequence the logits it gets alone from the same file and, where the module has it, from transformers
+  (1e-4);
 - `llmdoctor check --quick` on the GGUF (the GGF checks, the static, engine and competence families): no check
   crashes, no warning or error beyond the ones a module names as expected, and the engine checks ran.
 A tiny model's batch costs well under a second, a check run 2-6 s on a loaded 2-core machine."""
@@ -21,8 +22,9 @@ RAN = {"GGF001", "GGF003", "WGT001", "GLD002", "ACT001", "ENG001", "CMP001"}
 
 
 def ragged_batch_equals_alone(path: Path, hf_dir: Path | None = None, tol: float = TOL, high: int = 49000) -> float:
-    """The batch's logits per sequence against each sequence alone (same file) within 1e-5, and against
-    transformers on `hf_dir` within `tol`; token ids drawn from [3, high). Returns the largest difference."""
+    """The batch's logits per sequence against each sequence alone (same file) and against transformers on
+    `hf_dir`, both within `tol` (the batch's products are split differently: not bit-identical, 1.4e-5 measured on
+    gpt-oss); token ids drawn from [3, high). Returns the largest difference."""
     prompts = [torch.randint(3, high, (n,), generator=torch.Generator().manual_seed(n)).tolist() for n in LENGTHS]
     batched = CoreEngine.from_pretrained(path, block_size=4)
     rows = batched.prefill(list(range(len(prompts))), prompts, all_logits=True).split(list(LENGTHS))
@@ -34,7 +36,7 @@ def ragged_batch_equals_alone(path: Path, hf_dir: Path | None = None, tol: float
     worst = 0.0
     for got, ids in zip(rows, prompts):
         single = (got - alone.logits(ids)).abs().max().item()
-        assert single <= 1e-5, (len(ids), single)
+        assert single <= tol, (len(ids), single)
         worst = max(worst, single)
         if oracle is not None:
             from tests.hf_models import hf_logits

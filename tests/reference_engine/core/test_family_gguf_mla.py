@@ -122,5 +122,8 @@ def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(converted, varian
 @pytest.mark.assets
 @pytest.mark.parametrize("variant", ["dsv3_qlora_yarn_groups", "glm45_qknorm_groups_bias"])
 def test_check_on_the_gguf_is_clean(converted, variant):
-    """One file per GGUF architecture (deepseek2, glm4moe)."""
-    check_is_clean(converted(variant)[1])
+    """One file per GGUF architecture (deepseek2, glm4moe). Expected warnings, true of these random models:
+    transformers zeroes the pad row (id 0, SmolLM2's <|endoftext|>: EMB001), and V3's correction bias N(0, 0.3)
+    shuts one expert of layer 2 out of every probe token (MOE004)."""
+    expected = {"EMB001", "MOE004"} if variant.startswith("dsv3") else {"EMB001"}
+    check_is_clean(converted(variant)[1], frozenset(expected))

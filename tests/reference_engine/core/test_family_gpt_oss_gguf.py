@@ -239,4 +239,5 @@ def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(converted, kind):
 
 @pytest.mark.assets
 def test_check_on_the_mxfp4_gguf_is_clean(converted):
-    check_is_clean(converted("mxfp4")[1])
+    """Expected: transformers zeroes the pad row (id 0, SmolLM2's <|endoftext|>), EMB001's warning."""
+    check_is_clean(converted("mxfp4")[1], frozenset({"EMB001"}))
