@@ -118,7 +118,7 @@ def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(converted, varian
 
 
 @pytest.mark.assets
-@pytest.mark.parametrize("variant", sorted(MODELS))
+@pytest.mark.parametrize("variant", sorted(set(MODELS) - {"olmo2_post_norm"}))   # one run per GGUF architecture
 def test_check_on_the_gguf_is_clean(converted, variant):
     # random weights may babble in loops: GEN002's warning on the SmolLM3 draw (as on some hybrids)
     check_is_clean(converted(variant)[1], frozenset({"GEN002"}) if variant.startswith("smollm3") else frozenset())
