@@ -203,12 +203,14 @@ def all_zero_tensors(ctx):
     Remedy: restore the tensor from the source checkpoint.
     """
     offsets = offset_norm_names(ctx)
-    for s in weight_scan(ctx).tensors.values():
+    # keyed by the table's names (a multimodal wrapper's decoder under causal-LM names, as offset_norms gives
+    # them); s.name is the name stored in the file, what the message shows
+    for name, s in weight_scan(ctx).tensors.items():
         if not s.numel or s.nonfinite or s.name.endswith((".bias", "_bias")):
             continue
-        if s.name not in offsets and s.amax == 0.0:
+        if name not in offsets and s.amax == 0.0:
             yield Problem(f"{s.name} is all zeros ({s.numel} values)", evidence={"tensor": s.name, "numel": s.numel})
-        elif s.name in offsets and s.amax == 1.0 and s.sumsq == s.numel and no_gain(ctx.weights.get(s.name)):
+        elif name in offsets and s.amax == 1.0 and s.sumsq == s.numel and no_gain(ctx.weights.get(name)):
             yield Problem(f"{s.name} is -1 everywhere: this family's norm multiplies by (1 + w), a gain of zero "
                           f"({s.numel} values)", evidence={"tensor": s.name, "numel": s.numel, "offset_norm": True})
 
@@ -218,13 +220,20 @@ def no_gain(offset) -> bool:
     return bool((offset == -1).all())
 
 
+# a multimodal wrapper's own norms outside its text decoder that multiply by (1 + w), by name suffix: Gemma 3's
+# projector norm is a Gemma3RMSNorm, initialised to zeros like the decoder's
+WRAPPER_OFFSET_NORMS = {"Gemma3ForConditionalGeneration": "multi_modal_projector.mm_soft_emb_norm.weight"}
+
+
 def offset_norm_names(ctx) -> frozenset[str]:
-    """The norm tensors stored as offsets from 1 (families.offset_norms); none when the config cannot be read
-    (CFG001 says why) or no family runs it."""
+    """The norm tensors stored as offsets from 1 (families.offset_norms, and a wrapper's own: WRAPPER_OFFSET_NORMS);
+    none when the config cannot be read (CFG001 says why) or no family runs it."""
     from checks.context import ResourceError
     from reference_engine.core.families import offset_norms
     try:
-        return offset_norms(ctx.config)
+        names = offset_norms(ctx.config)
+        suffix = WRAPPER_OFFSET_NORMS.get(ctx.config.wrapper or "")
+        return names | {n for n in ctx.weights.names if n.endswith(suffix)} if suffix else names
     except (ResourceError, ModelDirError):
         return frozenset()
 

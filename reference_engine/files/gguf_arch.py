@@ -210,7 +210,8 @@ ARCHS: dict[str, GGUFArch] = {
                                     "ffn_down_exps": "block_sparse_moe.experts.{e}.w2.weight"},
                            config_keys={"expert_count": "num_local_experts", "expert_used_count": "num_experts_per_tok",
                                        "expert_feed_forward_length": "intermediate_size",
-                                       "rope.dimension_count": "rotary_dim"}),
+                                       "rope.dimension_count": "rotary_dim"},
+                           partial_rotary=True),        # rotary_dim 64 of head_dim 128 in the released model
     # llama4: interleaved-pair RoPE is llama.cpp's own layout (no Q/K permutation); experts fused and transposed
     "llama4": GGUFArch("Llama4ForCausalLM", "llama4_text",
                        layer_names={"ffn_gate": "feed_forward.gate_proj", "ffn_up": "feed_forward.up_proj",

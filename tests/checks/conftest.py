@@ -51,6 +51,22 @@ def no_crashes(report) -> None:
     assert not crashed, crashed
 
 
+def competence_standing(report) -> str:
+    """How the competence family (CMP) ended on a tiny model's check run: "untrained" (weights at their
+    initialisation) or "too small" (trained or randomised, under the 50M parameters the bounds hold for). Either
+    way measured, not judged: CMP001 and CMP003 ran, every CMP finding is info, never a warning or an error.
+    CMP002 runs, or is skipped because a small test vocabulary has no copy sequence to draw."""
+    status = {c.id: (c.status, c.reason) for c in report.checks if c.id.startswith("CMP")}
+    assert status["CMP001"][0] == status["CMP003"][0] == "passed", status
+    assert status["CMP002"][0] == "passed" or "too few ordinary word pieces" in status["CMP002"][1], status
+    found = [f for f in report.findings if f.check.startswith("CMP")]
+    assert found and all(f.severity.value == "info" for f in found), [(f.check, f.message) for f in found]
+    kinds = {"untrained" if f.message.startswith("untrained") else
+             "too small" if "too small to be held" in f.message else f.message for f in found}
+    assert len(kinds) == 1, kinds
+    return kinds.pop()
+
+
 def problems(report) -> list[str]:
     """Every warning or error, as one readable line each (a healthy model has none)."""
     return [f"{f.check} {f.severity.value}: {f.message}" for f in report.findings if f.severity.value != "info"]

@@ -24,11 +24,16 @@ def test_check_runs_the_engine_on_a_transformers_built_gpt_oss(factory_model_dir
         shutil.copy(factory / name, model / name)
     before = snapshot_dir(model)
     out = tmp_path / "report.json"
-    result = CliRunner().invoke(cli, ["check", str(model), "--quick", "--select", "config,weights,golden,selftest,MOE",
-                                      "--format", "json", "-o", str(out)])
+    result = CliRunner().invoke(cli, ["check", str(model), "--quick", "--select",
+                                      "config,weights,golden,selftest,MOE,competence", "--format", "json", "-o",
+                                      str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert not [f for f in report["findings"] if f["severity"] == "error"]
     passed = {c["id"] for c in report["checks"] if c["status"] == "passed"}
-    assert {"CFG010", "CFG011", "CFG012", "CFG013", "CFG014", "GLD002", "ENG001", "ENG002", "MOE003"} <= passed
+    assert {"CFG010", "CFG011", "CFG012", "CFG013", "CFG014", "GLD002", "ENG001", "ENG002", "MOE003", "CMP001",
+            "CMP003"} <= passed
+    # norms and sinks drawn away from their initialisation, 0.3M parameters: measured, never judged
+    competence = [f for f in report["findings"] if f["check"].startswith("CMP")]
+    assert competence and all(f["severity"] == "info" and "too small to be held" in f["message"] for f in competence)
     assert snapshot_dir(model) == before

@@ -8,16 +8,17 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from llmdoctor.run.runner import run_checks
-from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
-from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from tests.checks.conftest import competence_standing, no_crashes, problems
+from tests.checks.zoo_engine import FAMILY_RUN
 
 
 @pytest.mark.parametrize("preset", ["deepseek_v3", "deepseek_v2", "glm4_moe"])
 def test_healthy_model_is_clean_and_the_engine_checks_run(preset, factory_model_dir):
-    report = run_checks(factory_model_dir(preset), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
+    report = run_checks(factory_model_dir(preset), select=FAMILY_RUN, quick=True,
                         device="cpu")
     no_crashes(report)
     assert problems(report) == []
+    assert competence_standing(report) == "untrained"      # a tiny factory model: measured, not judged
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"WGT001", "GLD002", "ACT001", "MOE001", "MOE003", "MOE004", "MOE005", "ENG001"} <= ran
     if preset != "deepseek_v2":

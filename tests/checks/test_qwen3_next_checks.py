@@ -6,17 +6,17 @@ from __future__ import annotations
 import pytest
 
 from llmdoctor.run.runner import run_checks
-from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
-from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from tests.checks.conftest import competence_standing, no_crashes, problems
+from tests.checks.zoo_engine import FAMILY_RUN
 from tests.reference_engine.core.qwen3_next_models import checkable_dir
 
 
 @pytest.mark.parametrize("variant", ["next_moe_interval", "qwen35_dense_tied"])
 def test_healthy_hybrid_model_is_clean(variant):
-    report = run_checks(checkable_dir(variant), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
-                        device="cpu")
+    report = run_checks(checkable_dir(variant), select=FAMILY_RUN, quick=True, device="cpu")
     no_crashes(report)
     assert problems(report) == []
+    assert competence_standing(report) == "too small"     # norms drawn away from 1: not at init, under 50M
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"CFG050", "CFG051", "CFG052", "CFG053", "WGT001", "WGT003", "GLD002", "ACT001", "ENG001",
             "ENG002"} <= ran
@@ -32,9 +32,10 @@ def test_healthy_hybrid_gguf_is_clean(arch):
     from tests.assets import or_fail
     from tests.reference_engine.core.qwen3_next_models import gguf_pair
     _, path = or_fail(gguf_pair, arch)         # an asset that cannot be fetched fails the test: never a skip
-    report = run_checks(path, select=["GGF", *STATIC_CATEGORIES, *ENGINE_CATEGORIES], quick=True, device="cpu")
+    report = run_checks(path, select=["GGF", *FAMILY_RUN], quick=True, device="cpu")
     no_crashes(report)
     assert problems(report) == []
+    assert competence_standing(report) == "too small"
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"GGF001", "GGF003", "GGF010", "GGF030", "CFG050", "CFG051", "CFG052", "CFG053", "WGT001", "MOE001",
             "GLD002", "ACT001", "ENG001", "ENG002"} <= ran

@@ -10,9 +10,12 @@ from pathlib import Path
 
 import torch
 
+from tests.checks.conftest import STATIC_CATEGORIES
 from tests.checks.zoo import DELETE, EMBED, LM_HEAD, Fault, edit_json, edit_tensors, one_value, read_json
 
 ENGINE_CATEGORIES = ["golden", "activations", "kv_cache", "numerics", "generation", "selftest"]
+# a family's check run: the static and engine checks and the competence family (measured, not judged, on tiny models)
+FAMILY_RUN = [*STATIC_CATEGORIES, *ENGINE_CATEGORIES, "competence"]
 # base model directories: name -> factory_model_dir(preset, **overrides) arguments
 ENGINE_BASES = {
     "llama": ("llama", {}),

@@ -1,8 +1,10 @@
 """`llmdoctor diff` and `baseline` on the newer families: a healthy tiny model against the same model with one
 tensor of layer k changed names layer k as where they part ways, for gpt-oss (its sinks), DeepSeek-V3 (MLA's
-kv_b), and the hybrids' recurrent tensors (Granite 4's Mamba2 A_log, Qwen3-Next's Gated DeltaNet conv, LFM2's
-short conv); `baseline` recorded on the hybrid passes the identical model and fails the faulty one.
-(~8 s in all on the shared 2-core machine, most of it the first transformers import for the hybrids.)"""
+kv_b), the hybrids' recurrent tensors (Granite 4's Mamba2 A_log, Qwen3-Next's Gated DeltaNet conv, LFM2's
+short conv), GLM-4.5 (q bias), MiniMax-M2 and OLMo 2/3 (q/k norm over the whole projection), Llama 4 and SmolLM3
+(v on a RoPE / NoPE layer); `baseline` recorded on one model of each kind passes the identical model and fails
+the faulty one. (~20 s in all on the shared 2-core machine, most of it the first transformers import for the
+hybrids.)"""
 from __future__ import annotations
 
 import json
@@ -46,7 +48,27 @@ CASES = {
                                   scaled(p + "linear_attn.conv1d.weight", 1.5)),
     "lfm2_short_conv": (lambda out: hybrid_models.build_checkable(out, "lfm2_conv3_attn1"),
                         scaled(p + "conv.conv.weight", 1.5)),
+    "glm4_moe_attention_bias": (lambda out: build_model_dir(out, "glm4_moe", num_hidden_layers=4),
+                                shifted(p + "self_attn.q_proj.bias", 0.5)),
+    "minimax_m2_k_norm": (lambda out: build_model_dir(out, "minimax_m2", num_hidden_layers=4),
+                          scaled(p + "self_attn.k_norm.weight", 1.5)),
+    # v, not q or k: Llama 4's l2 q/k norm makes the scores blind to a scaled q or k projection
+    "llama4_v_proj": (lambda out: build_model_dir(out, "llama4", num_hidden_layers=4, no_rope_layers=[1, 1, 0, 1]),
+                      scaled(p + "self_attn.v_proj.weight", 1.5)),
+    # layer 2 a NoPE layer; v, not k: the factory's small random keys leave the scores near uniform, scaling them
+    # moves nothing past the -40 dB line
+    "smollm3_nope_v_proj": (lambda out: build_model_dir(out, "smollm3", num_hidden_layers=4,
+                                                        no_rope_layers=[1, 1, 0, 1]),
+                            scaled(p + "self_attn.v_proj.weight", 1.5)),
+    "olmo2_k_norm": (lambda out: build_model_dir(out, "olmo2", num_hidden_layers=4),
+                     scaled(p + "self_attn.k_norm.weight", 1.5)),
+    "olmo3_k_norm": (lambda out: build_model_dir(out, "olmo3", num_hidden_layers=4,
+                                                 layer_types=["sliding_attention"] * 3 + ["full_attention"]),
+                     scaled(p + "self_attn.k_norm.weight", 1.5)),
 }
+# the families `baseline` round-trips on (the others above share its code path with one of them)
+BASELINE_CASES = ["granite4_mamba2_A_log", "glm4_moe_attention_bias", "minimax_m2_k_norm", "llama4_v_proj",
+                  "smollm3_nope_v_proj", "olmo3_k_norm"]
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +105,9 @@ def test_first_divergent_layer_is_the_faulty_one(case, pairs):
     assert any(f"layers.{LAYER}." in f.message and f.severity.value == "warning" for f in tensors)
 
 
-def test_baseline_round_trip_on_a_hybrid(pairs, tmp_path):
-    healthy, faulty = pairs("granite4_mamba2_A_log")
+@pytest.mark.parametrize("case", BASELINE_CASES)
+def test_baseline_round_trip(case, pairs, tmp_path):
+    healthy, faulty = pairs(case)
     golden = tmp_path / "golden.json"
     runner = CliRunner()
     written = runner.invoke(cli, ["baseline", str(healthy), "-o", str(golden), "--quick"])

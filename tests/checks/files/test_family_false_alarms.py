@@ -3,7 +3,8 @@
   partial_rotary_factor applied (Phi-4-mini: 48 of head_dim 128), read by the one helper the rope table uses;
   a GGUF's rope_freqs (GGF007) likewise, rope.dimension_count / 2;
 - zero-centred norms (Gemma, Qwen3-Next: `(1 + w) * norm(x)`) are all zeros in a model saved at its
-  initialisation, a gain of one (WGT006 silent); -1 everywhere there, or a zeroed plain weight, still fires."""
+  initialisation, a gain of one (WGT006 silent); -1 everywhere there, or a zeroed plain weight, still fires; in a
+  Gemma 3 multimodal checkpoint too (the decoder's norms under their stored names, and the projector's own)."""
 from __future__ import annotations
 
 import functools
@@ -64,6 +65,9 @@ def at_init(family: str, root) -> str:
                 if name.endswith("norm.weight"):
                     t[name] = torch.zeros_like(t[name])
         zoo.edit_tensors(zero_norms)(out)
+    elif family == "gemma3_wrapper":    # Gemma3ForConditionalGeneration: decoder and projector norms zero-centred
+        from tests.reference_engine.core.test_multimodal_text import build
+        build(out, "gemma3", at_init=True)
     else:
         import transformers
         from tests.reference_engine.core.qwen3_next_models import BASE, VARIANTS
@@ -71,6 +75,10 @@ def at_init(family: str, root) -> str:
         torch.manual_seed(0)
         transformers.Qwen3NextForCausalLM(transformers.Qwen3NextConfig(**{**BASE, **overrides})).save_pretrained(out)
     return out
+
+
+WRAPPED = "language_model.model."                                     # the decoder's prefix as transformers saves it
+PROJECTOR_NORM = "multi_modal_projector.mm_soft_emb_norm.weight"
 
 
 def fill(name: str, value: float):
@@ -87,8 +95,16 @@ def fill(name: str, value: float):
     ("qwen3_next", fill("model.norm.weight", -1.0), "model.norm.weight"),
     # the DeltaNet's gated output norm is a plain gain (ones at init): zeros there are the fault
     ("qwen3_next", fill("model.layers.0.linear_attn.norm.weight", 0.0), "model.layers.0.linear_attn.norm.weight"),
+    # the multimodal wrapper: its decoder's tensors are read under causal-LM names, named as the file stores them
+    ("gemma3_wrapper", None, None),
+    ("gemma3_wrapper", fill(WRAPPED + "layers.0.input_layernorm.weight", -1.0),
+     WRAPPED + "layers.0.input_layernorm.weight"),
+    ("gemma3_wrapper", fill(PROJECTOR_NORM, -1.0), PROJECTOR_NORM),
+    ("gemma3_wrapper", fill(WRAPPED + "layers.1.self_attn.o_proj.weight", 0.0),
+     WRAPPED + "layers.1.self_attn.o_proj.weight"),
 ], ids=["gemma3-healthy", "qwen3_next-healthy", "gemma3-zero-o_proj", "gemma3-offset-minus-one",
-        "qwen3_next-final-norm-minus-one", "qwen3_next-zero-gated-norm"])
+        "qwen3_next-final-norm-minus-one", "qwen3_next-zero-gated-norm", "gemma3_wrapper-healthy",
+        "gemma3_wrapper-offset-minus-one", "gemma3_wrapper-projector-norm-minus-one", "gemma3_wrapper-zero-o_proj"])
 def test_zero_centred_norms_at_init_are_healthy(family, fault, tensor, tmp_path_factory):
     root = tmp_path_factory.getbasetemp()
     model = at_init(family, root)

@@ -16,6 +16,7 @@ import torch
 from reference_engine.core import CoreEngine
 from tests.assets import or_fail, smollm2_dir
 from tests.assets_gguf import convert_hf_dir
+from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
 from tests.reference_engine.core.hybrid_models import build, random_ids
 
 
@@ -78,3 +79,12 @@ def test_diff_of_the_conversion_sees_the_folded_multipliers_as_equal(after_gate)
     assert [f for f in report.findings if f.severity.value != "info"] == []
     (weights,) = [f for f in report.findings if f.check == "DIF020"]
     assert weights.evidence["matched"] >= 30            # every tensor paired, in_proj's segments folded per row
+
+
+def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(after_gate):
+    """Each sequence's Mamba2 state apart in one prefill, beside the attention."""
+    ragged_batch_equals_alone(after_gate[1], after_gate[0])
+
+
+def test_check_on_the_gguf_is_clean(after_gate):
+    check_is_clean(after_gate[1])

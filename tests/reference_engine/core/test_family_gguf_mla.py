@@ -28,6 +28,7 @@ from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.family_models import load_hf
+from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
 from tests.reference_engine.core.mla_models import YARN, build
 
 TOL = 1e-4
@@ -109,3 +110,20 @@ def test_streams_under_a_budget_with_the_same_logits(converted):
     ids = random_ids(80, 1)
     streamed = StreamingCore.from_pretrained(path, head_block_bytes=4096).logits(ids)
     assert (streamed - CoreEngine.from_pretrained(path).logits(ids)).abs().max().item() <= TOL
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("variant", sorted(MODELS))
+def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(converted, variant):
+    hf_dir, path = converted(variant)
+    ragged_batch_equals_alone(path, hf_dir)
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("variant", ["dsv3_qlora_yarn_groups", "glm45_qknorm_groups_bias"])
+def test_check_on_the_gguf_is_clean(converted, variant):
+    """One file per GGUF architecture (deepseek2, glm4moe). Expected warnings, true of these random models:
+    transformers zeroes the pad row (id 0, SmolLM2's <|endoftext|>: EMB001), and V3's correction bias N(0, 0.3)
+    shuts one expert of layer 2 out of every probe token (MOE004)."""
+    expected = {"EMB001", "MOE004"} if variant.startswith("dsv3") else {"EMB001"}
+    check_is_clean(converted(variant)[1], frozenset(expected))

@@ -33,6 +33,7 @@ from reference_engine.files.gguf_mxfp4 import dequantize_mxfp4
 from reference_engine.files.gguf_weights import GGUFWeights
 from reference_engine.files.quant.mxfp4 import dequantize as hf_mxfp4
 from tests import assets, assets_gguf
+from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
 from tests.reference_engine.core import gpt_oss_models
@@ -226,3 +227,17 @@ def test_a_missing_half_of_gate_up_is_a_clear_error(converted, drop):
     del gguf.tensors[drop]                  # the file as read, less one tensor
     with pytest.raises(ModelDirError, match="gate_up_proj.*missing or disagree"):
         GGUFWeights(gguf, gguf_arch(gguf))
+
+
+@pytest.mark.assets
+@pytest.mark.parametrize("kind", ["f32", "mxfp4"])
+def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(converted, kind):
+    """Sinks and 8-token windows per sequence of the batch, experts from the MXFP4 blocks."""
+    hf_dir, path = converted(kind)
+    ragged_batch_equals_alone(path, hf_dir if kind == "f32" else None)
+
+
+@pytest.mark.assets
+def test_check_on_the_mxfp4_gguf_is_clean(converted):
+    """Expected: transformers zeroes the pad row (id 0, SmolLM2's <|endoftext|>), EMB001's warning."""
+    check_is_clean(converted("mxfp4")[1], frozenset({"EMB001"}))

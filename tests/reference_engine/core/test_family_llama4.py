@@ -5,8 +5,8 @@ top-1 score scales the expert's input, beside a shared expert; dense layers of i
 from __future__ import annotations
 
 from llmdoctor.run.runner import run_checks
-from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
-from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from tests.checks.conftest import competence_standing, no_crashes, problems
+from tests.checks.zoo_engine import FAMILY_RUN
 from tests.reference_engine.core.issue38_models import (bite, check_against_transformers,
                                                         check_batch_equals_alone, core)
 
@@ -32,9 +32,10 @@ def test_every_feature_matters():
 
 
 def test_healthy_model_passes_the_static_and_engine_checks(factory_model_dir):
-    report = run_checks(factory_model_dir("llama4"), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
+    report = run_checks(factory_model_dir("llama4"), select=FAMILY_RUN, quick=True,
                         device="cpu")
     no_crashes(report)
     assert problems(report) == []
+    assert competence_standing(report) == "untrained"      # a tiny factory model: measured, not judged
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"WGT001", "WGT003", "GLD002", "ACT001", "ENG001", "MOE001", "MOE003"} <= ran

@@ -8,8 +8,8 @@ import torch
 from llmdoctor.run.runner import run_checks
 from reference_engine.core.families.base import MoESettings
 from reference_engine.core.moe import route
-from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
-from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from tests.checks.conftest import competence_standing, no_crashes, problems
+from tests.checks.zoo_engine import FAMILY_RUN
 from tests.reference_engine.core.issue38_models import (bite, check_against_transformers,
                                                         check_batch_equals_alone, core)
 
@@ -41,10 +41,11 @@ def test_the_correction_bias_picks_but_does_not_weigh():
 
 
 def test_healthy_model_passes_the_static_and_engine_checks(factory_model_dir):
-    report = run_checks(factory_model_dir("minimax_m2"), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
+    report = run_checks(factory_model_dir("minimax_m2"), select=FAMILY_RUN, quick=True,
                         device="cpu")
     no_crashes(report)
     assert problems(report) == []
+    assert competence_standing(report) == "untrained"      # a tiny factory model: measured, not judged
     ran = {r.id for r in report.checks if r.status == "passed"}
     assert {"WGT001", "WGT003", "GLD002", "ACT001", "ENG001", "MOE001", "MOE003", "MOE004"} <= ran
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from llmdoctor.run.runner import run_checks
-from tests.checks.conftest import STATIC_CATEGORIES, no_crashes, problems
-from tests.checks.zoo_engine import ENGINE_CATEGORIES
+from tests.checks.conftest import competence_standing, no_crashes, problems
+from tests.checks.zoo_engine import FAMILY_RUN
 from reference_engine.core import CoreEngine
 from tests.reference_engine.core.family_models import random_ids
 from tests.reference_engine.core.issue38_models import (TOL, bite, check_against_transformers,
@@ -40,10 +40,11 @@ def test_the_features_matter():
 
 @pytest.mark.parametrize("preset", ["olmo2", "olmo3"])
 def test_healthy_model_passes_the_static_and_engine_checks(factory_model_dir, preset):
-    report = run_checks(factory_model_dir(preset), select=STATIC_CATEGORIES + ENGINE_CATEGORIES, quick=True,
+    report = run_checks(factory_model_dir(preset), select=FAMILY_RUN, quick=True,
                         device="cpu")
     no_crashes(report)
     assert problems(report) == []
+    assert competence_standing(report) == "untrained"      # a tiny factory model: measured, not judged
     assert {"WGT001", "WGT003", "GLD002", "ACT001", "ENG001"} <= {r.id for r in report.checks if r.status == "passed"}
 
 

@@ -12,6 +12,7 @@ from reference_engine.engine import Engine
 from tests import assets, assets_gguf
 from tests.checks.zoo_gguf import F32, export_spec, write_spec
 from tests.conftest import _asset
+from tests.reference_engine.core.gguf_family_runs import ragged_batch_equals_alone
 
 TEXTS = ["The capital of France is Paris. Once upon a time, in a land far away,",
          "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)  # 🦙 ünïcödé 12345"]
@@ -60,6 +61,7 @@ def test_f32_export_is_bit_identical_to_the_safetensors_model(preset, tmp_path):
     assert ours.config.num_key_value_heads == ref.config.num_key_value_heads
     out = ours.generate([ids], max_new_tokens=5)[0]
     assert out.token_ids == ref.generate([ids], max_new_tokens=5)[0].token_ids
+    ragged_batch_equals_alone(path, high=ref.config.vocab_size)       # an unequal-length batch from the GGUF
 
 
 def test_engine_refuses_an_unsupported_architecture(tmp_path):

@@ -121,3 +121,11 @@ def test_sizes_the_metadata_breaks_are_findings_not_crashes(key, tmp_path):
     with pytest.raises(ModelDirError) as refused:
         Engine.from_pretrained(bad)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(arch):
+    """Each sequence's DeltaNet state apart in one prefill; the check run: tests/checks/test_qwen3_next_checks.py."""
+    from tests.reference_engine.core.gguf_family_runs import ragged_batch_equals_alone
+    hf_dir, path = pair(arch)
+    ragged_batch_equals_alone(path, hf_dir)

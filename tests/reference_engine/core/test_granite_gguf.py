@@ -25,6 +25,7 @@ from reference_engine.errors import ModelDirError
 from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
+from tests.reference_engine.core.gguf_family_runs import ragged_batch_equals_alone
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 from tests.reference_engine.core.hybrid_models import build
 
@@ -135,3 +136,9 @@ def test_llmdoctor_check_on_the_gguf_runs_the_engine_checks_cleanly(converted, v
     assert {i: statuses[i] for i in ENGINE_CHECKS} == dict.fromkeys(ENGINE_CHECKS, "passed")
     assert [f for f in report.findings if f.severity.value in ("error", "warning")] == []
     assert not [c for c in report.checks if c.status == "crashed"]
+
+
+@pytest.mark.parametrize("variant", [MOE, DENSE])
+def test_ragged_batch_from_the_gguf_equals_each_sequence_alone(converted, variant):
+    hf_dir, path = converted[variant]
+    ragged_batch_equals_alone(path, hf_dir)

@@ -10,6 +10,7 @@ import pytest
 from reference_engine.core import CoreEngine
 from tests.assets import or_fail, smollm2_dir
 from tests.assets_gguf import convert_hf_dir
+from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
 from tests.reference_engine.core.hybrid_models import build, random_ids
 
 
@@ -30,3 +31,12 @@ def test_lfm2_gguf_logits_equal_safetensors(lfm2_pair):
         ours.prefill([seq], [ids[:25]])
         last = ours.prefill([seq], [ids[25:]])
     assert (last[0] - theirs.logits(ids)[-1]).abs().max().item() <= 1e-4
+
+
+def test_ragged_batch_from_the_lfm2_gguf_equals_each_sequence_alone(lfm2_pair):
+    """Each sequence's short-conv state apart in one prefill."""
+    ragged_batch_equals_alone(lfm2_pair[1], lfm2_pair[0])
+
+
+def test_check_on_the_lfm2_gguf_is_clean(lfm2_pair):
+    check_is_clean(lfm2_pair[1])

@@ -1,11 +1,13 @@
 """One tiny model of each newer family through the torch.distributed pipeline (gloo, CPU, what torchrun starts):
 Qwen3-Next (Gated DeltaNet states beside attention), gpt-oss (sinks, windows, clamped SwiGLU experts),
-DeepSeek-V3 (MLA latents, group-limited routing), Granite 4 (Mamba2 states) and LFM2 (short-conv states).
+DeepSeek-V3 (MLA latents, group-limited routing), Granite 4 (Mamba2 states), LFM2 (short-conv states), GLM-4.5
+(q/k norm, partial rotary, grouped routing), MiniMax-M2 (sigmoid routing with a correction bias), Llama 4 text
+(chunked attention, NoPE layers, interleaved MoE), SmolLM3 (NoPE layers) and OLMo 2/3 (post-norm; windows).
 2 ranks give one process's logits, prefill and decode step, and those equal the resident engine's; the
 bfloat16 lane's captures travel in their own dtype (DeepSeek's router logits stay float32: a gloo size
-mismatch before). All five models run in one launch of 1 and one of 2 ranks (three processes: 8-31 s measured
-on the shared 2-core machine from idle to load 9, the start-up and the models' build; each family's test after the
-first takes ~0.05 s)."""
+mismatch before). All eleven models run in one launch of 1 and one of 2 ranks (three processes: 27 s for the
+first five, 38 s for all eleven, measured back to back on the shared 2-core machine at load 10, the start-up and
+the models' build; each family's test after the first takes ~0.05 s)."""
 from __future__ import annotations
 
 import json
@@ -16,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from reference_engine.core.engine import CoreEngine
-from tests.reference_engine.core import gpt_oss_models, hybrid_models, mla_models, qwen3_next_models
+from tests.reference_engine.core import gpt_oss_models, hybrid_models, issue38_models, mla_models, qwen3_next_models
 from tests.reference_engine.streaming.test_pipeline import launch
 
 FAMILIES = {
@@ -25,6 +27,12 @@ FAMILIES = {
     "deepseek_v3_mla": lambda: mla_models.model_dir("dsv3_qlora_yarn_groups"),
     "granite4_mamba2": lambda: hybrid_models.hybrid_dir("granite4_moe_rope"),
     "lfm2_short_conv": lambda: hybrid_models.hybrid_dir("lfm2_conv3_attn1"),
+    "glm4_moe": lambda: mla_models.model_dir("glm45_qknorm_groups_bias"),
+    "minimax_m2": lambda: issue38_models.model_dir("minimax_m2_partial_rotary"),
+    "llama4_text": lambda: issue38_models.model_dir("llama4_chunked_nope_moe"),
+    "smollm3": lambda: issue38_models.model_dir("smollm3_nope_gqa"),
+    "olmo2": lambda: issue38_models.model_dir("olmo2_post_norm"),
+    "olmo3": lambda: issue38_models.model_dir("olmo3_windows_yarn"),
 }
 
 
