@@ -30,7 +30,7 @@ class EndpointOptions:
     url: str
     served_name: str | None = None
     api_key_env: str | None = None
-    timeout_s: float = 60.0          # one request
+    timeout_s: float = 60.0          # one request, per 1024 tokens it sends or asks for
     deadline_s: float = 600.0        # the whole probe
     max_requests: int = 80
     max_tokens: int = 48             # the live stop probe's limit

@@ -12,7 +12,8 @@ LONG_TOKENS = 4096          # the longest user turn, unless the model's window i
 MEDIUM_TOKENS = 1024        # a long system prompt or tool result
 SHORT_TOKENS = 160          # a message a gateway's "long message" rule already bites on
 MARGIN = 96                 # room for the template and the answer
-SLACK = (4, 0.03)           # fewer tokens than the reference's by more than max(4, 3%): a cut (not BOS drift)
+SLACK = (2, 0.005)          # fewer tokens than the reference's by more than max(2, 0.5 %): a cut. SmolLM2 on
+                            # llama-server and llama-cpp-python: MEASURED
 QUESTION = "What year was the lighthouse in note (1) built?"
 
 
@@ -30,6 +31,14 @@ def shaped(shape: str, text: str, as_text: bool = True) -> tuple[list[dict], lis
     if shape == "system":
         return [{"role": "system", "content": "Read the notes below.\n" + text},   # not EPT084's cached prefix
                 {"role": "user", "content": QUESTION}], None, 0
+    if shape == "mid-conversation":
+        return [{"role": "user", "content": "I will send you my notes."},
+                {"role": "assistant", "content": "Please send them."}, {"role": "user", "content": text},
+                {"role": "assistant", "content": "I have read your notes."}, {"role": "user", "content": QUESTION}], \
+            None, 2
+    if shape == "assistant":
+        return [{"role": "user", "content": "Recite the lighthouse notes."}, {"role": "assistant", "content": text},
+                {"role": "user", "content": QUESTION}], None, 1
     call = scenarios.one_shot(as_text)[1]
     return [{"role": "user", "content": "What is the weather in Paris, and what do the notes say?"}, call,
             {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": text}], scenarios.TOOLS, 2
@@ -47,8 +56,9 @@ def target_tokens(ctx: EndpointContext) -> int:
 def plan(ctx: EndpointContext) -> list[tuple[str, int]]:
     """(shape, target tokens) of each probe: every shape short and long, the user turn up to the window."""
     room = target_tokens(ctx)
-    return [("user", SHORT_TOKENS), ("system", SHORT_TOKENS), ("tool result", SHORT_TOKENS),
-            ("system", min(MEDIUM_TOKENS, room)), ("tool result", min(MEDIUM_TOKENS, room)), ("user", room)]
+    medium = min(MEDIUM_TOKENS, room)
+    return [("user", SHORT_TOKENS), ("system", SHORT_TOKENS), ("tool result", SHORT_TOKENS), ("system", medium),
+            ("tool result", medium), ("mid-conversation", medium), ("assistant", medium), ("user", room)]
 
 
 def one_probe(ctx: EndpointContext, shape: str, target: int):
