@@ -21,7 +21,7 @@ broken server or gateway does:
     late-stream-diverge, late-cache-diverge   the same from token LATE_TOKEN on (past the 24 tokens once compared)
     drop-middle       DROP_WORDS words taken out of the middle of every long message that is neither the first nor the
                       last of its conversation (a gateway thinning the history); the server reads the thinned prompt
-    slow:SECONDS      (proxy only) every POST answered SECONDS late: a prober's timeout, not a server fault
+    slow:SECONDS      (proxy only) every completion answered SECONDS late: a prober's timeout, not a server fault
     cut:ROLE:WHERE    a third of every long message of ROLE (system, user, tool) cut at WHERE (start, middle, end);
                       the server then reads (and reports) the cut prompt
     stream-word       every streamed answer's 3rd text delta replaced by " banana", its logprobs left alone
@@ -255,10 +255,10 @@ class _ChainHandler(_Handler):
     def do_POST(self):
         owner = self.owner
         body = rewrite_request(owner.fault, self.path, self.body())
-        if owner.fault and owner.fault.startswith("slow:"):
+        if owner.fault and owner.fault.startswith("slow:") and self.path in ("/v1/chat/completions", "/v1/completions"):
             owner.stopping.wait(float(owner.fault.split(":")[1]))     # stop() ends the wait
             if owner.stopping.is_set():
-                return self.send_json(503, {"error": {"message": "the proxy is stopping"}})
+                return None         # the prober stopped waiting long ago
         try:
             if body.get("stream"):
                 r = owner.http.post(self.path, json=body)
