@@ -8,6 +8,8 @@ template. The healthy server must give no warning and no error; each planted fau
 """
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -37,9 +39,11 @@ def server(live_server):
 
 
 def probe(reference, url, select=CHAIN):
+    started = time.perf_counter()
     report = run_endpoint(reference.path, EndpointOptions(url, timeout_s=300, deadline_s=1200), reference=reference,
                           select=select)
     print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
+    print(f"{select}: {time.perf_counter() - started:.0f} s")
     return report
 
 
