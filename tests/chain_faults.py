@@ -42,7 +42,7 @@ FAULTS = ("raw-text-call", "args-not-json", "args-double", "args-schema", "finis
           "seen-word", "prefix-word", "late-stream-diverge", "late-cache-diverge", "drop-middle")
 LONG_PROMPT_CHARS = 4000
 CUT_CHARS = 600             # a "long" message for the cut faults (the short probes are ~700 characters)
-LATE_TOKEN = 30             # where the late faults change an answer (SmolLM2's parity answer: 46 tokens)
+LATE_TOKEN = 30             # where the late faults change an answer (SmolLM2's parity answer: 51 tokens)
 DROP_WORDS = 16             # about 20 SmolLM2 tokens of the notes: under the old slack of 3 % of a 1k message
 DIVERGE_AT = {"stream-diverge": 4, "late-stream-diverge": LATE_TOKEN, "cache-diverge": 4,
               "late-cache-diverge": LATE_TOKEN}
