@@ -55,3 +55,12 @@ def test_a_timeout_after_a_finding_keeps_it_with_an_info_line(tools_ref):
     assert "system message" in levels[0][1]
     assert "raise --timeout" in levels[-1][1] and "prober's limit" in levels[-1][1]
     assert report.findings[-1].evidence["limit"] == "--timeout"
+
+
+def test_context_n_lengthens_the_probes_deadline():
+    """--context 4096 sends about 2.5 x 4096 tokens in EPT122's prompts: the deadline grows by 3 --timeouts per 1024
+    tokens of N, so the default 10 --timeouts are not spent before the long prompts are read."""
+    from llmdoctor.run.endpoint import deadline
+    plain = EndpointOptions("http://127.0.0.1:9", timeout_s=60, deadline_s=600)
+    assert deadline(plain) == 600
+    assert deadline(EndpointOptions("http://127.0.0.1:9", timeout_s=60, deadline_s=600, context=4096)) == 600 + 720
