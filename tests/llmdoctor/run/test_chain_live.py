@@ -62,7 +62,8 @@ def test_llama_server_really_calls(server):
 
 def test_healthy_llama_server_has_no_warning(server, reference):
     """The whole chain (EPT001 and every EPT07x/08x) on the healthy server: the suite's longest test (87 s on 2
-    cores beside the other worker's tests), since it is the one run that sees every check quiet together on a real
+    cores beside the other worker's tests before EPT083 took 8 prompts and EPT084 answers to their stop; 231 s
+    with them under a load average of 7-9), since it is the one run that sees every check quiet together on a real
     parser; EPT083's 4k-token prompts and EPT084's cache on/off answers are most of it. Each fault below runs only
     its own check."""
     report = probe(reference, server.url, select=["EPT001", *CHAIN])
@@ -100,8 +101,10 @@ def test_healthy_llama_server_has_no_warning(server, reference):
 ])
 def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, severity):
     """One check behind the proxy per fault, on the module's one llama-server (no server of its own): EPT083 asks
-    6 prompts of max_tokens 1 (7.5k prompt tokens in all, the longest ~4k), EPT084 7 answers of 24 tokens: seconds
-    on an idle 2-core box (measured under a load average of 12: EPT083 195-317 s, EPT084 63-78 s). The cut,
+    8 prompts of max_tokens 1 (10k prompt tokens in all, the longest ~4k), EPT084 7 answers run to their stop
+    (51 tokens; 75 after the 1k shared prefix): seconds on an idle 2-core box (measured under a load average of
+    7-9: EPT083 165 s, EPT084 31-49 s; under 12 with 6 prompts and 24-token answers: EPT083 195-317 s, EPT084
+    63-78 s). The cut,
     stream-word, seen-word and prefix-word faults are issue 41's: a third of one long message cut (the server
     reads and reports the cut prompt), a word replaced in every streamed answer, in an answer to messages seen
     before, and in an answer after another request sharing its long prefix."""
