@@ -18,6 +18,10 @@ broken server or gateway does:
     truncate          a long prompt cut to its last quarter (what Ollama does at num_ctx)
     stream-diverge    a streamed greedy answer's 4th text delta becomes " banana"
     cache-diverge     the answer to a request seen before (a prefix-cache hit) changed from token 4 on
+    late-stream-diverge, late-cache-diverge   the same from token LATE_TOKEN on (past the 24 tokens once compared)
+    drop-middle       DROP_WORDS words taken out of the middle of every long message that is neither the first nor the
+                      last of its conversation (a gateway thinning the history); the server reads the thinned prompt
+    slow:SECONDS      (proxy only) every completion answered SECONDS late: a prober's timeout, not a server fault
     cut:ROLE:WHERE    a third of every long message of ROLE (system, user, tool) cut at WHERE (start, middle, end);
                       the server then reads (and reports) the cut prompt
     stream-word       every streamed answer's 3rd text delta replaced by " banana", its logprobs left alone
@@ -35,9 +39,13 @@ from tests.load_servers import _Base, _Handler
 FAULTS = ("raw-text-call", "args-not-json", "args-double", "args-schema", "finish-stop", "stream-args",
           "tools-dropped", "think-leak", "reasoning-dropped", "format-ignored", "format-invalid", "truncate",
           "stream-diverge", "cache-diverge", "cut:user:middle", "cut:system:start", "cut:tool:end", "stream-word",
-          "seen-word", "prefix-word")
+          "seen-word", "prefix-word", "late-stream-diverge", "late-cache-diverge", "drop-middle")
 LONG_PROMPT_CHARS = 4000
 CUT_CHARS = 600             # a "long" message for the cut faults (the short probes are ~700 characters)
+LATE_TOKEN = 30             # where the late faults change an answer (SmolLM2's parity answer: 51 tokens)
+DROP_WORDS = 16             # about 20 SmolLM2 tokens of the notes: under the old slack of 3 % of a 1k message
+DIVERGE_AT = {"stream-diverge": 4, "late-stream-diverge": LATE_TOKEN, "cache-diverge": 4,
+              "late-cache-diverge": LATE_TOKEN}
 
 
 def cut(text: str, where: str) -> str:
@@ -45,8 +53,19 @@ def cut(text: str, where: str) -> str:
     return {"start": text[third:], "middle": text[:third] + text[2 * third:], "end": text[:len(text) - third]}[where]
 
 
+def drop_middle(text: str) -> str:
+    words = text.split(" ")
+    at = (len(words) - DROP_WORDS) // 2
+    return " ".join(words[:at] + words[at + DROP_WORDS:])
+
+
 def rewrite_request(fault: str | None, path: str, body: dict) -> dict:
     body = json.loads(json.dumps(body))
+    if fault == "drop-middle":
+        messages = body.get("messages") or []
+        for message in messages[1:-1]:
+            if isinstance(message.get("content"), str) and len(message["content"]) > CUT_CHARS:
+                message["content"] = drop_middle(message["content"])
     if fault == "tools-dropped" and path in ("/v1/chat/completions", "/apply-template"):
         body.pop("tools", None)
         body.pop("tool_choice", None)
@@ -142,18 +161,18 @@ def rewrite_answer(fault: str | None, request: dict, answer: dict, seen: tuple =
         message["content"] = json.dumps(value)
     elif (fault == "seen-word" and said) or (fault == "prefix-word" and shared):
         message["content"] = replace_word(message.get("content") or "")
-    elif fault == "cache-diverge" and repeated:
-        tokens = (choice.get("logprobs") or {}).get("content") or []
-        if len(tokens) > 4:
+    elif fault in ("cache-diverge", "late-cache-diverge") and repeated:
+        tokens, at = (choice.get("logprobs") or {}).get("content") or [], DIVERGE_AT[fault]
+        if len(tokens) > at:
             banana = {"token": " banana", "logprob": -0.01, "bytes": list(b" banana"), "top_logprobs": []}
-            choice["logprobs"]["content"] = tokens[:3] + [banana]
-            message["content"] = "".join(t["token"] for t in tokens[:3]) + " banana"
+            choice["logprobs"]["content"] = tokens[:at - 1] + [banana]
+            message["content"] = "".join(t["token"] for t in tokens[:at - 1]) + " banana"
     return answer
 
 
 def rewrite_events(fault: str | None, events: list[dict]) -> list[dict]:
     """A stream's JSON events as the faulty server sends them."""
-    if fault not in ("stream-args", "stream-diverge", "stream-word"):
+    if fault not in ("stream-args", "stream-diverge", "late-stream-diverge", "stream-word"):
         return events
     out, texts = [], 0
     for event in events:
@@ -168,9 +187,9 @@ def rewrite_events(fault: str | None, events: list[dict]) -> list[dict]:
             texts += 1
             if texts == 3:
                 delta["content"] = " banana"
-        if fault == "stream-diverge" and isinstance(delta.get("content"), str) and delta["content"]:
+        if fault in DIVERGE_AT and isinstance(delta.get("content"), str) and delta["content"]:
             texts += 1
-            if texts == 4:
+            if texts == DIVERGE_AT[fault]:
                 delta["content"] = " banana"
                 event["choices"][0]["logprobs"] = {"content": [{"token": " banana", "logprob": -0.01,
                                                                 "top_logprobs": []}]}
@@ -236,6 +255,10 @@ class _ChainHandler(_Handler):
     def do_POST(self):
         owner = self.owner
         body = rewrite_request(owner.fault, self.path, self.body())
+        if owner.fault and owner.fault.startswith("slow:") and self.path in ("/v1/chat/completions", "/v1/completions"):
+            owner.stopping.wait(float(owner.fault.split(":")[1]))     # stop() ends the wait
+            if owner.stopping.is_set():
+                return None         # the prober stopped waiting long ago
         try:
             if body.get("stream"):
                 r = owner.http.post(self.path, json=body)

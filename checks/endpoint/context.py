@@ -13,7 +13,7 @@ from typing import Any, Callable
 from checks.shared.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
 from checks.context import ResourceError
 from checks.endpoint.reference import Reference
-from checks.registry import Problem
+from checks.registry import Problem, Skip
 from probes.endpoint import Connection, EndpointError
 
 # plain texts where pre-tokenizers disagree: digits, contractions, whitespace runs, punctuation, non-ASCII
@@ -106,7 +106,9 @@ class EndpointContext:
 
 def asks_server(func: Callable) -> Callable:
     """A server error in the middle of a check is a finding with the HTTP error, not a crash; the findings the
-    check made before the error are kept beside it."""
+    check made before the error are kept beside it. The prober's own limit running out (a request's timeout, the
+    probe's deadline or request count) is no fault of the server: the check skips naming the option that raises
+    the limit, or, when it found something first, keeps that with an info line saying where it stopped."""
     @functools.wraps(func)
     def wrapper(ctx):
         found = []
@@ -114,9 +116,21 @@ def asks_server(func: Callable) -> Callable:
             for problem in func(ctx) or []:
                 found.append(problem)
         except EndpointError as e:
-            found.append(Problem(f"the server failed a probe request: {e}", severity="warning",
-                                 evidence={"route": e.route, "status": e.status, "error": str(e),
-                                           "findings_before": len(found)},
-                                 hint="check the server log for this request; rerun when the server is healthy"))
+            if e.limit:
+                found.append(gave_up(e, found))
+            else:
+                found.append(Problem(f"the server failed a probe request: {e}", severity="warning",
+                                     evidence={"route": e.route, "status": e.status, "error": str(e),
+                                               "findings_before": len(found)},
+                                     hint="check the server log for this request; rerun when the server is healthy"))
         return found
     return wrapper
+
+
+def gave_up(e: EndpointError, found: list[Problem]) -> Problem:
+    """The info line of a check the prober stopped (Skip when it had found nothing yet)."""
+    text = f"the probe stopped waiting ({e}): the prober's limit, not a fault of the server; raise {e.limit}"
+    if not found:
+        raise Skip(text)
+    return Problem(text, severity="info", evidence={"route": e.route, "error": str(e), "limit": e.limit,
+                                                    "findings_before": len(found)})

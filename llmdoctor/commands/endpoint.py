@@ -11,7 +11,8 @@ from llmdoctor.commands.options import report_options
 def endpoint_options(func):
     """--served-name / --api-key-env / --timeout, shared with `triage --endpoint`."""
     func = click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=60.0, show_default=True,
-                        help="Seconds one request may take (the whole probe gets 10x this).")(func)
+                        help="Seconds one request may take (`probe endpoint`: per 1024 tokens it sends or asks for, "
+                              "the whole probe 10x this).")(func)
     func = click.option("--api-key-env", metavar="VAR", default=None,
                         help="Environment variable holding the API key (never written to the report).")(func)
     return click.option("--served-name", metavar="NAME", default=None,

@@ -23,6 +23,7 @@ from llmdoctor.report.locate import locate_report
 from llmdoctor.run.runner import run_one
 from llmdoctor.run.selection import select_checks
 from probes.endpoint import Budget, EndpointClient, EndpointError, api_key_from_env, connect
+from probes.endpoint.client import TOKENS_PER_TIMEOUT
 
 
 @dataclass
@@ -30,7 +31,7 @@ class EndpointOptions:
     url: str
     served_name: str | None = None
     api_key_env: str | None = None
-    timeout_s: float = 60.0          # one request
+    timeout_s: float = 60.0          # one request, per 1024 tokens it sends or asks for
     deadline_s: float = 600.0        # the whole probe
     max_requests: int = 80
     max_tokens: int = 48             # the live stop probe's limit
@@ -39,6 +40,13 @@ class EndpointOptions:
 
 def endpoint_specs(select=None, ignore=None):
     return [s for s in select_checks(checks.load_all(), select or ["EPT"], ignore) if "endpoint" in s.needs]
+
+
+def deadline(options: EndpointOptions) -> float:
+    """The whole probe's seconds: --context N adds what its long prompts may take (EPT122 sends about 2.5 N tokens,
+    each prompt waited for --timeout per TOKENS_PER_TIMEOUT of them; 3 N leaves room for the rest)."""
+    extra = options.timeout_s * 3 * options.context / TOKENS_PER_TIMEOUT if options.context else 0.0
+    return options.deadline_s + extra
 
 
 NO_MODEL = ResourceError("reference", "no --model given: nothing to compare the server with")
@@ -52,7 +60,7 @@ def run_endpoint(model: str | Path | None, options: EndpointOptions, *, referenc
     api_key = api_key_from_env(options.api_key_env)
     if reference is None and model is not None:
         reference = Reference.load(model)
-    budget = Budget(max_requests=options.max_requests, deadline_s=options.deadline_s, timeout_s=options.timeout_s)
+    budget = Budget(max_requests=options.max_requests, deadline_s=deadline(options), timeout_s=options.timeout_s)
     client = EndpointClient(options.url, api_key, budget, transport)
     report = Report(model=str(model) if model is not None else client.root, fingerprint=None,
                     tool_version=__version__, generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))

@@ -5,6 +5,12 @@ wedged server ends in bounded time. Connection errors, 429 and 5xx are retried a
 (Retry-After honoured up to a cap); everything else comes back as it is. A request that cannot be answered raises
 EndpointError whose message carries the HTTP status or the transport error, never the API key.
 
+A request's timeout grows with what it asks of the server: `timeout_s` covers TOKENS_PER_TIMEOUT tokens (the
+prompt's, estimated from the body's characters, plus the tokens it asks for), a 4096-token prompt gets four times
+that. Running out of one of the prober's own limits (a request's timeout, the run's deadline, its request count)
+is an EndpointError whose `limit` names the option that raises it: the prober gave up, the server did nothing
+wrong that it can tell.
+
 The URL may be the server root (http://host:8000) or the OpenAI base (http://host:8000/v1); routes are given
 from the root ("/v1/models", "/tokenize").
 """
@@ -18,15 +24,20 @@ from dataclasses import dataclass, field
 import httpx
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
+TOKENS_PER_TIMEOUT = 1024       # tokens (sent and asked for) one --timeout covers; a longer request waits longer
+CHARS_PER_TOKEN = 3             # a body's characters per prompt token, low (JSON quoting, punctuation): waits long
+TIMEOUT, DEADLINE, REQUESTS = "--timeout", "--timeout (the whole probe gets 10x it)", "--max-requests"
 
 
 class EndpointError(Exception):
-    """The server could not be asked: transport error, timeout, exhausted budget or an HTTP error status."""
+    """The server could not be asked: transport error, timeout, exhausted budget or an HTTP error status.
+    `limit`: the prober's option that ran out (TIMEOUT, DEADLINE, REQUESTS), "" when the server answered wrong."""
 
-    def __init__(self, message: str, status: int | None = None, route: str = ""):
+    def __init__(self, message: str, status: int | None = None, route: str = "", limit: str = ""):
         super().__init__(message)
         self.status = status
         self.route = route
+        self.limit = limit
 
 
 @dataclass
@@ -42,15 +53,26 @@ class Budget:
     def left_s(self) -> float:
         return self.deadline_s - (time.monotonic() - self.started)
 
-    def take(self, route: str) -> float:
-        """Count one request; the timeout it may use. Raises EndpointError when the budget is spent."""
+    def take(self, route: str, tokens: int = 0) -> float:
+        """Count one request of about `tokens` tokens (sent and asked for); the timeout it may use, timeout_s per
+        TOKENS_PER_TIMEOUT of them. Raises EndpointError when the budget is spent."""
         if self.used >= self.max_requests:
-            raise EndpointError(f"request budget exhausted ({self.max_requests} requests)", route=route)
+            raise EndpointError(f"request budget exhausted ({self.max_requests} requests)", route=route,
+                                limit=REQUESTS)
         left = self.left_s()
         if left <= 0.5:
-            raise EndpointError(f"time budget exhausted ({self.deadline_s:.0f} s)", route=route)
+            raise EndpointError(f"time budget exhausted ({self.deadline_s:.0f} s)", route=route, limit=DEADLINE)
         self.used += 1
-        return min(self.timeout_s, left)
+        return min(self.timeout_s * max(1.0, tokens / TOKENS_PER_TIMEOUT), left)
+
+
+def request_tokens(body: dict | None) -> int:
+    """About how many tokens a request body sends and asks for: its characters over CHARS_PER_TOKEN (an
+    overestimate of the prompt: the timeout errs long) plus max_tokens (n_predict, max_new_tokens)."""
+    if not body:
+        return 0
+    asked = next((v for k in ("max_tokens", "n_predict", "max_new_tokens") if isinstance(v := body.get(k), int)), 0)
+    return len(json.dumps(body, default=str)) // CHARS_PER_TOKEN + max(asked, 0)
 
 
 def normalize_url(url: str) -> str:
@@ -100,13 +122,13 @@ class EndpointClient:
         """The JSON answer of one request (retried politely); EndpointError otherwise."""
         wait = self.budget.backoff_s
         for attempt in range(self.budget.retries + 1):
-            timeout = self.budget.take(route)
+            timeout = self.budget.take(route, request_tokens(body))
             started = time.monotonic()
             try:
                 response = self._http.request(method, route, json=body, timeout=timeout)
             except httpx.TimeoutException:
                 self._record(route, "timeout", started)
-                raise EndpointError(f"{method} {route}: no answer within {timeout:.0f} s", route=route) from None
+                raise timed_out(f"{method} {route}", timeout, route) from None
             except httpx.HTTPError as e:
                 self._record(route, "error", started)
                 if attempt < self.budget.retries and isinstance(e, httpx.TransportError):
@@ -125,7 +147,7 @@ class EndpointClient:
     def stream(self, route: str, body: dict) -> list[dict]:
         """The JSON events of one streamed POST (server-sent events, `data: {...}` lines up to `data: [DONE]`),
         counted against the budget like any request; not retried (a half-read stream cannot be replayed)."""
-        timeout = self.budget.take(route)
+        timeout = self.budget.take(route, request_tokens(body))
         started = time.monotonic()
         events: list[dict] = []
         try:
@@ -146,7 +168,7 @@ class EndpointClient:
                         events.append(event)
         except httpx.TimeoutException:
             self._record(route, "timeout", started)
-            raise EndpointError(f"POST {route} (stream): no answer within {timeout:.0f} s", route=route) from None
+            raise timed_out(f"POST {route} (stream)", timeout, route) from None
         except httpx.HTTPError as e:
             self._record(route, "error", started)
             raise EndpointError(self._scrub(f"POST {route} (stream): {type(e).__name__}: {e}"), route=route) from None
@@ -174,6 +196,10 @@ class EndpointClient:
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
+
+
+def timed_out(what: str, timeout: float, route: str) -> EndpointError:
+    return EndpointError(f"{what}: no answer within {timeout:.0f} s", route=route, limit=TIMEOUT)
 
 
 def error_text(response: httpx.Response) -> str:

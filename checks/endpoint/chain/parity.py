@@ -1,7 +1,8 @@
 """EPT084: one greedy answer, however the server gets to it: streamed or not, with its prompt cache off or on, a
-cache hit on a prompt it has seen, after a long shared prefix with another suffix. Whole answers are compared
-request by request; where two differ, the server's own logprobs at the first diverging token say whether the
-two picks were a near tie (a quantized model's own near tie, flipped by another batch shape, is no fault)."""
+cache hit on a prompt it has seen, after a long shared prefix with another suffix. Whole answers, each run to its
+stop (at most scenarios.PARITY_TOKENS), are compared request by request; where two differ, the finding names the
+first differing token, and the server's own logprobs there say whether the two picks were a near tie (a quantized
+model's own near tie, flipped by another batch shape, is no fault)."""
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
@@ -34,12 +35,21 @@ def prefix_messages(ctx: EndpointContext) -> tuple[list[dict], list[dict]]:
 
 
 def comparisons(ctx: EndpointContext):
-    """(what, first answer, second answer) as soon as the second answer of each pair has come."""
+    """(what, first answer, second answer) as soon as the second answer of each pair has come: streamed and not,
+    with the cache off and on. llama.cpp switches its prompt cache per request (`cache_prompt`); a server whose
+    cache is set per server (vLLM's prefix caching, llama-cpp-python's --cache) is compared cold vs repeated."""
     base = _ask(ctx, "base", scenarios.PARITY)
-    yield "non-streamed vs streamed (cache off)", base, _ask(ctx, "stream", scenarios.PARITY, stream=True)
-    warm = _ask(ctx, "warm", scenarios.PARITY, cache=True)
-    yield "prompt cache off vs on", base, warm
-    yield "first answer vs a cache hit on the same prompt", warm, _ask(ctx, "hit", scenarios.PARITY, cache=True)
+    if ctx.surface.kind == "llama.cpp":
+        yield "non-streamed vs streamed (cache_prompt false)", base, _ask(ctx, "stream", scenarios.PARITY,
+                                                                          stream=True)
+        warm = _ask(ctx, "warm", scenarios.PARITY, cache=True)
+        yield "prompt cache off vs on (cache_prompt false vs true)", base, warm
+        yield "non-streamed vs streamed on a cache hit (cache_prompt true)", warm, _ask(
+            ctx, "hit", scenarios.PARITY, stream=True, cache=True)
+    else:
+        warm = _ask(ctx, "warm", scenarios.PARITY, cache=True)
+        yield "a cold answer vs the same request repeated (the server's own cache)", base, warm
+        yield "non-streamed vs streamed (repeated)", warm, _ask(ctx, "stream", scenarios.PARITY, stream=True)
     first, second = prefix_messages(ctx)
     cold = _ask(ctx, "prefix:cold", second)
     _ask(ctx, "prefix:other", first, cache=True)
@@ -88,13 +98,27 @@ def served_gap(a, b) -> dict:
     return {**out, "why": "the server sent no top_logprobs at the diverging token"}
 
 
-def verdict(what: str, a, b) -> Problem:
-    where = served_gap(a, b)
+def parting(a, b, tokenizer) -> dict:
+    """Where two answers part, in tokens (`position` counts from 1): by the server's own logprob pieces where both
+    spell their content, else by the reference tokenizer's tokens of the two contents."""
+    if spelled(a) and spelled(b):
+        pa, pb, source = pieces(a), pieces(b), "the server's logprob tokens"
+    else:
+        def split(text):
+            return [tokenizer.decode([i]) for i in tokenizer.encode(text, add_special_tokens=False)]
+        pa, pb, source = split(a.content), split(b.content), "the reference tokenizer's tokens of each content"
+    at = next((i for i, (x, y) in enumerate(zip(pa, pb)) if x != y), min(len(pa), len(pb)))
+    return {"position": at + 1, "lengths": [len(pa), len(pb)], "counted_by": source}
+
+
+def verdict(what: str, a, b, tokenizer) -> Problem:
+    where, token = served_gap(a, b), parting(a, b, tokenizer)
     at = next((i for i, (x, y) in enumerate(zip(a.content, b.content)) if x != y), min(len(a.content),
                                                                                      len(b.content)))
-    text = (f"{what}: greedy answers part at character {at} ({a.content[at:at + 24]!r} vs "
-            f"{b.content[at:at + 24]!r})")
-    evidence = {"pair": what, "first": a.summary(), "second": b.summary(), "divergence": where}
+    text = (f"{what}: greedy answers of {token['lengths'][0]} and {token['lengths'][1]} tokens part at token "
+            f"{token['position']} (character {at}: {a.content[at:at + 24]!r} vs {b.content[at:at + 24]!r})")
+    evidence = {"pair": what, "first": a.summary(), "second": b.summary(), "divergence": where,
+                "first_differing_token": token}
     if "gap_nats" in where and where["gap_nats"] < NEAR_TIE_NATS:
         return Problem(f"{text}; the served model puts the two picks {where['gap_nats']} nats apart: its own near "
                        f"tie, flipped by another batch shape", severity="info", evidence=evidence)
@@ -114,21 +138,26 @@ def verdict(what: str, a, b) -> Problem:
 def greedy_parity(ctx: EndpointContext):
     """A greedy answer differs between streaming and not, cache off and on, a cache hit, or after a shared prefix.
 
-    The same temperature-0 chat request is sent non-streamed and streamed with the server's prompt cache off
-    (llama.cpp `cache_prompt`), then twice with it on (the second a hit on a prompt it has seen); a question
+    The same temperature-0 chat request, answered to its stop (at most 128 tokens), is sent non-streamed and
+    streamed with llama.cpp's per-request prompt cache off (`cache_prompt` false), then non-streamed and streamed
+    with it on (the streamed one a hit on a prompt it has seen); a server whose cache is set per server (vLLM,
+    llama-cpp-python) is compared cold against the same request repeated, non-streamed and streamed. A question
     after a long shared prefix is asked cold, then after the same prefix with another question (the prefix comes
     from the cache; chunked prefill and sliding windows act here). Each pair must give the same whole answer,
-    compared as each second answer arrives. Where two differ, the server's own top_logprobs at the first
-    diverging token judge it: the two picks within 0.5 nats for the served model are its own near tie (info);
-    further apart, or the other pick not among its top alternatives, the stream or cache path computes
-    something else (error); logprob tokens that spell another text than the content mean the answer was
-    rewritten after decoding (error); no logprobs to judge by is a warning."""
+    compared as each second answer arrives; a difference names the first differing token (by the server's
+    logprob tokens, else the reference tokenizer's). The server's own top_logprobs at that token judge it: the
+    two picks within 0.5 nats for the served model are its own near tie (info); further apart, or the other pick
+    not among its top alternatives, the stream or cache path computes something else (error); logprob tokens
+    that spell another text than the content mean the answer was rewritten after decoding (error); no logprobs
+    to judge by is a warning."""
     compared, differed = [], False
     for what, a, b in comparisons(ctx):
-        compared.append({"pair": what, "first": a.content[:200], "second": b.content[:200]})
+        compared.append({"pair": what, "first": a.content[:200], "second": b.content[:200],
+                         "finish_reasons": [a.finish_reason, b.finish_reason],
+                         "completion_tokens": [a.completion_tokens, b.completion_tokens]})
         if a.content != b.content:
             differed = True
-            yield verdict(what, a, b)
+            yield verdict(what, a, b, ctx.reference.tokenizer)
     if not differed:
-        yield Problem(f"greedy answers identical across {len(compared)} pairs (stream, cache off/on, cache hit, "
-                      f"shared prefix)", severity="info", evidence={"pairs": compared})
+        yield Problem(f"greedy answers identical across {len(compared)} pairs, each to its stop (streamed and not, "
+                      f"cache off and on, shared prefix)", severity="info", evidence={"pairs": compared})

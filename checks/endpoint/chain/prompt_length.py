@@ -1,6 +1,7 @@
 """EPT083: the prompt the server reports it read (usage.prompt_tokens) vs the reference's count of the same prompt,
 for conversations of several shapes and lengths: a message cut with 200 OK (ollama#17889, #17427: a prompt cut to
-the context limit; a gateway trimming long messages), named by role with the tokens it lost."""
+the context limit; a gateway trimming long messages or thinning the history), named by role with the tokens it
+lost."""
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
@@ -12,7 +13,10 @@ LONG_TOKENS = 4096          # the longest user turn, unless the model's window i
 MEDIUM_TOKENS = 1024        # a long system prompt or tool result
 SHORT_TOKENS = 160          # a message a gateway's "long message" rule already bites on
 MARGIN = 96                 # room for the template and the answer
-SLACK = (4, 0.03)           # fewer tokens than the reference's by more than max(4, 3%): a cut (not BOS drift)
+SLACK = (2, 0.005)          # fewer tokens than the reference's by more than max(2, 0.5 %): a cut. SmolLM2 on
+                            # llama-server and llama-cpp-python reads 0 tokens fewer on all 15 probes (8 and 7):
+                            # the 2 admit a BOS either way, the 0.5 % a tokenizer merging digits or spaces
+                            # otherwise (5 tokens of a 1k message, 21 of 4k; the old 3 % let 120 go)
 QUESTION = "What year was the lighthouse in note (1) built?"
 
 
@@ -30,6 +34,14 @@ def shaped(shape: str, text: str, as_text: bool = True) -> tuple[list[dict], lis
     if shape == "system":
         return [{"role": "system", "content": "Read the notes below.\n" + text},   # not EPT084's cached prefix
                 {"role": "user", "content": QUESTION}], None, 0
+    if shape == "mid-conversation":
+        return [{"role": "user", "content": "I will send you my notes."},
+                {"role": "assistant", "content": "Please send them."}, {"role": "user", "content": text},
+                {"role": "assistant", "content": "I have read your notes."}, {"role": "user", "content": QUESTION}], \
+            None, 2
+    if shape == "assistant":
+        return [{"role": "user", "content": "Recite the lighthouse notes."}, {"role": "assistant", "content": text},
+                {"role": "user", "content": QUESTION}], None, 1
     call = scenarios.one_shot(as_text)[1]
     return [{"role": "user", "content": "What is the weather in Paris, and what do the notes say?"}, call,
             {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": text}], scenarios.TOOLS, 2
@@ -47,8 +59,9 @@ def target_tokens(ctx: EndpointContext) -> int:
 def plan(ctx: EndpointContext) -> list[tuple[str, int]]:
     """(shape, target tokens) of each probe: every shape short and long, the user turn up to the window."""
     room = target_tokens(ctx)
-    return [("user", SHORT_TOKENS), ("system", SHORT_TOKENS), ("tool result", SHORT_TOKENS),
-            ("system", min(MEDIUM_TOKENS, room)), ("tool result", min(MEDIUM_TOKENS, room)), ("user", room)]
+    medium = min(MEDIUM_TOKENS, room)
+    return [("user", SHORT_TOKENS), ("system", SHORT_TOKENS), ("tool result", SHORT_TOKENS), ("system", medium),
+            ("tool result", medium), ("mid-conversation", medium), ("assistant", medium), ("user", room)]
 
 
 def one_probe(ctx: EndpointContext, shape: str, target: int):
@@ -96,15 +109,18 @@ def slack(n: int) -> float:
 def prompt_cut(ctx: EndpointContext):
     """A message of the prompt was cut silently: usage.prompt_tokens is below the reference's count.
 
-    Sends conversations of three shapes, each with one long message: a system prompt, a user turn, a tool
-    result (after a call, with the tools), each about 160 tokens and long (1k tokens; the user turn up to 4k, or
-    the model's window), and compares the server's usage.prompt_tokens with the reference template and
-    tokenizer's count of the same conversation (BOS as the tokenizer adds it). The other messages are short, so
-    the tokens missing are the long message's: the finding names its role and how many of its tokens the server
-    did not read. Every part of the notes is distinct, so a cut at the start, middle or end shows alike. A server
-    that cannot hold a prompt must refuse it (an HTTP error naming the limit: information); one that answers 200
-    OK having read fewer tokens dropped part of the prompt without saying so (Ollama num_ctx, ollama#17889,
-    #17427). Differences within max(4, 3%) are template or BOS drift (EPT011, EPT012)."""
+    Sends conversations of five shapes, each with one long message: a system prompt (first), a user turn (the
+    only one), a tool result (last, after a call, with the tools), a user turn in the middle of a five-message
+    conversation, an assistant turn between two user turns. The first three go at about 160 tokens and long (1k
+    tokens; the user turn up to 4k, or the model's window), the last two at 1k. The server's usage.prompt_tokens
+    is compared with the reference template and tokenizer's count of the same conversation (BOS as the tokenizer
+    adds it). The other messages are short, so the tokens missing are the long message's: the finding names its
+    role and how many of its tokens the server did not read. Every part of the notes is distinct, so a cut at the
+    start, middle or end shows alike. A server that cannot hold a prompt must refuse it (an HTTP error naming the
+    limit: information); one that answers 200 OK having read fewer tokens dropped part of the prompt without
+    saying so (Ollama num_ctx, ollama#17889, #17427; a gateway thinning the history). Differences within max(2,
+    0.5 %) are BOS and tokenizer drift (EPT011, EPT013): SmolLM2's server never reads fewer tokens than its
+    reference counts on llama-server or llama-cpp-python."""
     rows = []
     for shape, target in plan(ctx):
         row = one_probe(ctx, shape, target)

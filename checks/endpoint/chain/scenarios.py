@@ -58,9 +58,10 @@ REASONING = {"messages": [{"role": "user", "content": "What is 17 + 25? Think st
 THINK_MARKERS = (("<think>", "</think>"), ("<thinking>", "</thinking>"), ("<|channel|>analysis", "<|end|>"),
                  ("[THINK]", "[/THINK]"))
 
-# parity: a short greedy answer, and one long shared prefix with two different questions
-PARITY = [{"role": "user", "content": "Write one sentence about the sea."}]
-PARITY_TOKENS = 24
+# parity: a greedy answer of a few dozen tokens (SmolLM2-135M Q4_1 on llama-server: 51, then its end of turn), and
+# one long shared prefix with two different questions; answers run to their stop, at most PARITY_TOKENS
+PARITY = [{"role": "user", "content": "Write two sentences about the sea."}]
+PARITY_TOKENS = 128
 FACTS = ("The lighthouse on the northern cape was built in 1852 and painted red and white.",
          "Its keeper kept a logbook of every ship that passed, with the weather and the hour.",
          "In winter the fog came in from the east and stayed for days.",

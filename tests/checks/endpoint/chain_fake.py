@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 
-ANSWER = [" The", " sea", " is", " vast", ",", " deep", " and", " full", " of", " life", "."]
+ANSWER = [" The", " sea", " is", " vast", ",", " deep", " and", " full", " of", " life", ".", " Its", " waves", " roll",
+          " in", " from", " far", " away", ",", " and", " the", " wind", " carries", " salt", " and", " the", " cries",
+          " of", " gulls", " over", " the", " water", " all", " day", " long", "."]     # past chain_faults.LATE_TOKEN
 CALL_ARGUMENTS = {"city": "Tokyo", "unit": "celsius"}
 REASONING = "17 + 25: first 17 + 20 = 37, then 37 + 5 = 42. So the sum of the two numbers is 42."
 

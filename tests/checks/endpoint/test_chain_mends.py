@@ -213,3 +213,37 @@ def test_harmony_server_failures_are_caught(harmony_ref, fault, check, words):
     if fault == "call-as-text":
         assert hits[0].evidence["format"] == "harmony"
     assert json.dumps(hits[0].evidence)
+
+
+@pytest.mark.assets
+def test_tool_choice_notes_before_a_server_error_are_kept(tools_ref):
+    """EPT074: the "required" answer's warning stays when the named-choice request then fails with a 503."""
+    class NoCallThenFails(HealthyServer):
+        def __call__(self, method, path, body):
+            if body and isinstance(body.get("tool_choice"), dict):
+                return 503, {"error": {"message": "overloaded"}}
+            return super().__call__(method, path, body)
+
+        def message(self, body):
+            if body.get("tool_choice") == "required":
+                return {"content": "It is sunny in Tokyo."}, "stop", []
+            return super().message(body)
+    report = probe(tools_ref, select=["EPT074"], server=NoCallThenFails(tools_ref))
+    assert [(f.severity.value, f.message.split(":")[0]) for f in report.findings] == [
+        ("warning", 'tool_choice "required" was accepted but the answer holds no tool call'),
+        ("warning", "the server failed a probe request")]
+    assert report.findings[1].evidence["findings_before"] == 1
+
+
+@pytest.mark.assets
+def test_parity_findings_before_a_server_error_are_kept(tools_ref):
+    """EPT084: the streamed answer's divergence stays when a later request (the shared prefix) fails with a 503."""
+    class FailsPrefix(HealthyServer):
+        def __call__(self, method, path, body):
+            if body and body["messages"][0]["role"] == "system" and not body.get("tools"):
+                return 503, {"error": {"message": "overloaded"}}
+            return super().__call__(method, path, body)
+    report = probe(tools_ref, "stream-diverge", select=["EPT084"], server=FailsPrefix(tools_ref))
+    assert [(f.severity.value, f.message.split(":")[0]) for f in report.findings] == [
+        ("error", "non-streamed vs streamed (repeated)"), ("warning", "the server failed a probe request")]
+    assert report.findings[0].evidence["first_differing_token"]["position"] == 4

@@ -60,3 +60,35 @@ def test_api_key_env(monkeypatch):
     with pytest.raises(EndpointError, match="NOPE_KEY is not set"):
         api_key_from_env("NOPE_KEY")
     assert api_key_from_env(None) is None
+
+
+def test_a_request_waits_in_proportion_to_its_tokens():
+    """--timeout covers 1024 tokens sent and asked for; a 4k-token prompt waits about four times as long."""
+    waits = []
+
+    def handler(request):
+        waits.append(request.extensions["timeout"]["read"])
+        return httpx.Response(200, json={})
+    c = client(handler, timeout_s=10)
+    c.get("/v1/models")
+    c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 16})
+    c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "word " * 4096}], "max_tokens": 1})
+    assert waits[:2] == [10, 10] and 40 <= waits[2] <= 80, waits
+
+
+@pytest.mark.parametrize("budget, limit", [(dict(max_requests=1), "--max-requests"),
+                                           (dict(deadline_s=0.1), "--timeout (the whole probe gets 10x it)")])
+def test_the_probers_limits_are_named(budget, limit):
+    c = client(lambda r: httpx.Response(200, json={}), **budget)
+    with pytest.raises(EndpointError) as e:
+        c.get("/a")
+        c.get("/b")
+    assert e.value.limit == limit and e.value.status is None
+
+
+def test_a_timeout_names_the_option():
+    def handler(request):
+        raise httpx.ReadTimeout("slow", request=request)
+    with pytest.raises(EndpointError) as e:
+        client(handler).post("/v1/chat/completions", {"messages": []})
+    assert e.value.limit == "--timeout"
