@@ -8,15 +8,12 @@ greedy route, named. llama-cpp-python's server (the one the endpoint files share
 is read by the echo route (clean, its copy ratios beside the reference's on the same ids), and behind a proxy
 cutting the middle of long prompts the echo shows the cut (read to 512 tokens: its echo is slow, ECHO_TOKENS).
 
-Read to 1024 tokens (4096 only in benchmarks/context_cost.py). Servers are session-scoped (started once, stopped
-with their process group by the fixture's finalizer). Cost: one probe without --model took 184 s at 2048 tokens
-on the 2-core box under a load of ~12 (6 prompts to a one-thread server); at 1024 expect a quarter of that when
-idle, the --model runs adding the reference engine's greedy answers."""
+Read to 1024 tokens (4096 only in benchmarks/context_cost.py). Servers come from the session's pool (started
+once, stopped with their process group at the session's end). Cost: one probe without --model took 184 s at
+2048 tokens on the 2-core box under a load of ~12 (6 prompts to a one-thread server); at 1024 expect a quarter of
+that when idle, the --model runs adding the reference engine's greedy answers."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 
 import pytest
 
@@ -25,7 +22,6 @@ from probes.endpoint import context_probe
 from probes.endpoint.context_probe import (ECHO, GREEDY, MIN_MATCHED, chars_per_token, read_back,
                                            retrievals)
 from tests import endpoint_assets
-from tests.assets import or_fail
 from tests.checks.endpoint.cut_proxy import MiddleCut
 from tests.load_servers import LlamaCppServer
 
@@ -35,40 +31,23 @@ ECHO_TOKENS = 512        # llama-cpp-python's echo costs ~0.1 s per prompt token
 IDS = ["EPT121", "EPT122", "EPT123"]
 
 
-class GroupServer(LlamaCppServer):
-    """llama-server in a process group of its own, killed whole on stop."""
-
-    def launch(self, cmd, env):
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=20)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
 @pytest.fixture(scope="session")
-def context_servers(smollm2_gguf):
-    """servers(name) -> a started server (healthy, rope_base, small_ctx, middle_cut), each started once."""
-    started: dict = {}
+def context_servers(smollm2_gguf, live_server):
+    """servers(name) -> a started server (healthy, rope_base, small_ctx, middle_cut): llama-servers from the
+    session's pool (tests/server_pool.py: started once, registered, stopped with their process group at the end)."""
     args = {"healthy": ((), 1024), "rope_base": (("--rope-freq-base", "1000"), 1024), "small_ctx": ((), 512)}
+    proxies: dict = {}
 
     def get(name):
-        if name not in started:
-            if name == "middle_cut":
-                started[name] = MiddleCut(get("healthy").url)
-            else:
-                extra, ctx = args[name]
-                started[name] = or_fail(GroupServer(smollm2_gguf, *extra, parallel=1, ctx=ctx).start)
-        return started[name]
+        if name == "middle_cut":
+            if name not in proxies:
+                proxies[name] = MiddleCut(get("healthy").url)
+            return proxies[name]
+        extra, ctx = args[name]
+        return live_server(LlamaCppServer, smollm2_gguf, *extra, parallel=1, ctx=ctx)
     yield get
-    for server in reversed(list(started.values())):
-        server.stop()
+    for proxy in proxies.values():
+        proxy.stop()
 
 
 @pytest.fixture(scope="module")
