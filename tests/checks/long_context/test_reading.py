@@ -8,7 +8,7 @@ import pytest
 from llmdoctor.run.runner import run_checks
 from probes.competence.bounds import MAX_COPY_RATIO, MAX_PASSAGE_RATIO
 from tests.checks.conftest import no_crashes
-from tests.checks.long_context.faults import GEMMA3_FAULTS, SMOLLM2_FAULTS
+from tests.checks.long_context.faults import GEMMA3_FAULTS, SMOLLM2_FAULTS, window_by_design
 from tests.checks.long_context.oracle import transformers_reading
 
 TOKENS = 1024            # past Gemma 3's 512-token window; SmolLM2's broken window is 256
@@ -68,3 +68,25 @@ def test_broken_long_context_is_caught(name, model, build, request, read, tmp_pa
     no_crashes(report)
     fired = {f.check for f in report.findings if f.severity.value == "error"}
     assert fired & {"CTX001", "CTX002"}, (oracle, problems(report))
+
+
+@pytest.mark.assets
+@pytest.mark.slow
+def test_a_window_declared_for_every_layer_is_read_to_and_named(smollm2_dir, tmp_path):
+    """Mistral-7B-v0.1's shape scaled down (window 256 on all 30 layers, 1024 positions declared: the
+    short_window fault's weights and window, only the declared length its layers reach) read to its default
+    1024: copies read to the window and not past it, a warning naming the design, no error. The same weights
+    with a window of 512 (Phi-3-mini-4k's 1:2) and a rope base of 1000 (a fault on top) stop before the window
+    they declare: an error naming it. ~25 s each on the loaded 2-core box."""
+    report = run_checks(window_by_design(smollm2_dir, tmp_path / "design"), select=["CTX", "CFG06"])
+    no_crashes(report)
+    ctx001 = [f for f in report.findings if f.check == "CTX001"]
+    assert [f.severity.value for f in ctx001] == ["warning"], problems(report)
+    assert "reads to the declared window" in ctx001[0].message and ctx001[0].evidence["design_window"] == 256
+    assert ctx001[0].evidence["reads_to"] < 256 < ctx001[0].evidence["fails_at"]
+    assert not [f for f in report.findings if f.severity.value == "error"], problems(report)
+    broken = run_checks(window_by_design(smollm2_dir, tmp_path / "broken", window=512, declared=1024, theta=1000.0),
+                        select=["CTX001"])
+    errors = [f for f in broken.findings if f.check == "CTX001" and f.severity.value == "error"]
+    assert errors and errors[0].evidence["fails_at"] <= 512, problems(broken)
+    assert "stops before the sliding_window of 512" in errors[0].message
