@@ -4,8 +4,9 @@ every distance, each far passage's loss over its near loss) and the verdicts of 
 
     python benchmarks/context_calibration.py [--tokens 1024] [--only NAME ...]
 
-Rows: SmolLM2-135M-Instruct and Gemma 3 270M (tests/assets.py), and the broken copies of
-tests/checks/long_context/faults.py. Printed as a Markdown table.
+Rows: SmolLM2-135M-Instruct and Gemma 3 270M (tests/assets.py), SmolLM2 with a window declared for every
+layer by design (faults.window_by_design: read to its declared 1024 whatever --tokens says), and the broken
+copies of tests/checks/long_context/faults.py. Printed as a Markdown table.
 """
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ sys.path.insert(0, str(ROOT))
 
 def cases(work: Path):
     from tests import assets
-    from tests.checks.long_context.faults import GEMMA3_FAULTS, SMOLLM2_FAULTS
+    from tests.checks.long_context.faults import GEMMA3_FAULTS, SMOLLM2_FAULTS, window_by_design
     smol, gemma = assets.smollm2_dir(), assets.gemma3_270m_dir()
     yield "SmolLM2-135M", "healthy", lambda: smol
     yield "Gemma 3 270M", "healthy", lambda: gemma
+    # a window declared for every layer, as designed (Mistral-7B-v0.1's shape scaled down): read to its 1024
+    yield "SmolLM2 window_by_design (256 of 1024)", "design", lambda: window_by_design(smol, work / "design")
     for name, build in SMOLLM2_FAULTS.items():
         yield f"SmolLM2 {name}", "broken", lambda b=build, n=name: b(smol, work / n)
     for name, build in GEMMA3_FAULTS.items():

@@ -96,10 +96,10 @@ def with_file(path: Path, name: str, content: dict) -> Path:
 
 @pytest.mark.assets
 def test_a_claim_past_the_rope_base_and_the_files_training_length_is_a_warning(smollm2_dir, tmp_path):
-    """A config raised to 16x the length its tokenizer states (131072 at rope_theta 100k, no scaling) or to 6.5x
-    a rope base of 10k with no length stated anywhere: both under the longest-wavelength bound (~445k and ~94k
-    positions), so only the base and the files' evidence catch them; the finding names what it read. The same
-    config beside a tokenizer that states its 8192 stays quiet."""
+    """A config raised to 16x the length its tokenizer states (131072 at rope_theta 100k, no scaling), or to
+    65536 at a rope base of 10k (6.6x) with no length stated anywhere: both under twice the longest rotary
+    wavelength (~890k and ~94k positions), so only the base and the files' evidence catch them; the finding
+    names what it read. The same config beside a tokenizer that states its 8192 stays quiet."""
     raised = config_dir(smollm2_dir, tmp_path / "raised", lambda r: {**r, "max_position_embeddings": 131072})
     with_file(raised, "tokenizer_config.json", {"model_max_length": 8192})
     found = run_checks(raised, select=["CFG061"]).findings

@@ -1,6 +1,7 @@
 """CTX001-CTX003 on real models (issue 40 ask 5): broken long-context copies of SmolLM2 and Gemma 3 270M that
-transformers itself shows reading near and not far are caught; the healthy models get no warning or error.
-Each model is read to TOKENS positions once (a module fixture); the slow tests state their cost."""
+transformers itself shows reading near and not far are caught; the healthy models get no warning or error
+(SmolLM2 at the default 4096 tokens). Each broken model is read to TOKENS positions once (a module fixture);
+the slow tests state their cost."""
 from __future__ import annotations
 
 import pytest
@@ -33,19 +34,25 @@ def reach(report) -> dict:
     return next(f.evidence for f in report.findings if f.check == "CTX003")
 
 
+# each healthy model read as a full `check` reads it by default where the suite can afford it: SmolLM2 to 4096
+# tokens (min(declared 8192, 4096)); Gemma 3 to TOKENS (its 4096 reading, ~4x the time of its 262k-vocabulary
+# head, is in benchmarks/context_calibration.py and docs/context.md)
+HEALTHY = [("smollm2_dir", None, 3900), ("gemma3_270m_dir", TOKENS, 850)]
+
+
 @pytest.mark.assets
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["smollm2_dir", "gemma3_270m_dir"])
-def test_healthy_models_read_every_distance(model, request, read):
-    """A 1016-token chunked prefill (Gemma 3: 8 chunks of 128 tokens): 24 s (SmolLM2) and 56 s (Gemma 3)
-    measured on the 2-core box under a load of ~12, a few times less when idle."""
-    report = read(request.getfixturevalue(model))
+@pytest.mark.parametrize("model,tokens,farthest", HEALTHY, ids=[h[0] for h in HEALTHY])
+def test_healthy_models_read_every_distance(model, tokens, farthest, request):
+    """SmolLM2 at the default 4096 tokens (6 chunks of 682): XX s; Gemma 3 at 1016 (8 chunks of 128 tokens):
+    56 s; measured on the 2-core box under a load of ~10-12, a few times less when idle."""
+    report = run_checks(request.getfixturevalue(model), select=["CTX", "CFG06"], context=tokens)
     no_crashes(report)
     assert not problems(report)
     evidence = reach(report)
     assert [c["copy_ratio"] < MAX_COPY_RATIO for c in evidence["copies"]] == [True] * len(evidence["copies"])
     assert all(p["loss"] < MAX_PASSAGE_RATIO * p["near_loss"] for p in evidence["passages"])
-    assert evidence["copies"][-1]["distance"] > 850
+    assert evidence["copies"][-1]["distance"] > farthest
 
 
 FAULTS = [(name, "smollm2_dir", build) for name, build in SMOLLM2_FAULTS.items()] + \
