@@ -72,6 +72,7 @@ def main() -> None:
     from tests import assets
     if args.scaling:
         scaling_rows(assets.smollm2_dir(), "SmolLM2-135M", tuple(args.scaling))
+        print("\n" + "\n".join(f"- {line}" for line in READINGS))
         return
     models = {"SmolLM2-135M": assets.smollm2_dir(), "Gemma 3 270M": assets.gemma3_270m_dir()}
     print("| command | model | wall s | peak RSS MiB (this run) | exit |")
