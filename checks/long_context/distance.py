@@ -57,7 +57,7 @@ def copies_at_distance(ctx):
     The copy test (CMP002) with natural text between the two copies: a random sequence of word pieces is
     shown, then again after up to N tokens of the built-in text. A trained decoder predicts the second copy from
     the first at any distance its attention reaches (copy ratio < 0.5, the CMP002 bound; healthy SmolLM2 and
-    Gemma 3 270M: 0.1-0.3 up to 4096, docs/context.md). A window shorter than the declared context, a window
+    Gemma 3 270M: 0.04-0.23 up to 4096, docs/context.md). A window shorter than the declared context, a window
     applied to every layer, swapped local/global rope bases or a changed rope base read well near and not far.
     The finding names the largest distance read, the first not read and the config's boundary there (sliding
     window, chunk size, original_max_position_embeddings). A window the config declares for every layer, with
