@@ -44,9 +44,9 @@ HEALTHY = [("smollm2_dir", None, 3900), ("gemma3_270m_dir", TOKENS, 850)]
 @pytest.mark.slow
 @pytest.mark.parametrize("model,tokens,farthest", HEALTHY, ids=[h[0] for h in HEALTHY])
 def test_healthy_models_read_every_distance(model, tokens, farthest, request):
-    """SmolLM2 at the default 4096 tokens (6 chunks of 682, then the short near prompt): 252 s (the
-    calibration's run of the same reading, under a load of ~10); Gemma 3 at 1016 (8 chunks of 128 tokens): 56 s
-    under a load of ~12; a few times less when idle."""
+    """SmolLM2 at the default 4096 tokens (6 chunks of 682, then the short near prompt): 117 s on the 2-core
+    box under a load of ~5 (252 s under ~10); Gemma 3 at 1016 (8 chunks of 128 tokens): 56 s under a load of
+    ~12; a few times less when idle."""
     report = run_checks(request.getfixturevalue(model), select=["CTX", "CFG06"], context=tokens)
     no_crashes(report)
     assert not problems(report)
