@@ -85,7 +85,7 @@ def test_a_window_declared_for_every_layer_is_read_to_and_named(smollm2_dir, tmp
     short_window fault's weights and window, only the declared length its layers reach) read to its default
     1024: copies read to the window and not past it, a warning naming the design, no error. The same weights
     with a window of 512 (Phi-3-mini-4k's 1:2) and a rope base of 1000 (a fault on top) stop before the window
-    they declare: an error naming it. ~25 s each on the loaded 2-core box."""
+    they declare: an error naming it. 19 s for both on the 2-core box under a load of ~3."""
     report = run_checks(window_by_design(smollm2_dir, tmp_path / "design"), select=["CTX", "CFG06"])
     no_crashes(report)
     ctx001 = [f for f in report.findings if f.check == "CTX001"]
