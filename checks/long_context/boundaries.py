@@ -60,3 +60,32 @@ def nearest(bounds: list[Boundary], reads: int, fails: int) -> Boundary | None:
         return inside[0]
     near = [b for b in bounds if not b.name.startswith("max_position_embeddings") or b.tokens <= fails]
     return min(near, key=lambda b: abs(math.log(b.tokens / max(fails, 1))), default=None)
+
+
+@dataclass(frozen=True)
+class DesignWindow:
+    """A sliding window that is the model's design, not a fault: Mistral-7B-v0.1 (4096 on all 32 layers of
+    32768 positions), Phi-3-mini-4k (2047 of 4096). Reading stops at it by construction."""
+    tokens: int
+    layers: int
+    declared: int
+
+
+def design_window(raw: dict, windows: list | None) -> DesignWindow | None:
+    """The window when the config declares it for every layer and agrees with itself: one window on every
+    layer, set by `sliding_window` alone (no layer_types naming kinds: a list of kinds that are all sliding is
+    Gemma 3's pattern overwritten, CFG063), below the declared length, and the layers stacked reach the
+    declared length (layers x window >= max_position_embeddings: each layer looks `window` back from what the
+    one below saw, Mistral's own account of its 4096 window at 32768 positions). None otherwise: no window,
+    a pattern of kinds, or a declared length no stack of windows reaches (a window from another model's config
+    template, as tests/checks/long_context/faults.py `short_window`: 30 x 256 = 7680 < 8192)."""
+    declared = _int(raw.get("max_position_embeddings"))
+    if not windows or not declared or isinstance(raw.get("layer_types"), list):
+        return None
+    kinds = set(windows)
+    if len(kinds) != 1 or None in kinds:
+        return None
+    window = int(next(iter(kinds)))
+    if window >= declared or len(windows) * window < declared:
+        return None
+    return DesignWindow(window, len(windows), declared)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from checks.long_context.declared import (layer_problems, scaling_problems, settings, unscaled_claim,
                                           window_problems)
+from checks.long_context.trained_length import length_evidence, sources_read
 from checks.registry import Problem, check
 from findings import Location
 
@@ -40,12 +41,19 @@ def positions_without_scaling(ctx):
     A config with no rope scaling whose max_position_embeddings is twice or more its own
     original_max_position_embeddings, or twice or more the longest wavelength of its rotary frequencies,
     promises positions the model never saw: an export that dropped the rope_scaling block talks gibberish
-    past the trained length (unsloth#6197), and every short test still passes. `check --context N` (CTX002)
-    measures where it stops reading.
+    past the trained length (unsloth#6197), and every short test still passes. The wavelength is a loose
+    bound (rope_theta 10k at head_dim 64: ~47k positions), so a length past the rope base itself is weighed
+    too, against the training length the files state (tokenizer_config.json model_max_length,
+    generation_config.json max_length, config length keys): past the base and twice what the files say, or
+    twice the base where they say nothing, is the same promise, and the finding names what it read.
+    `check --context N` (CTX002) measures where it stops reading.
     """
-    claim = unscaled_claim(_settings(ctx))
+    found = length_evidence(None if ctx.is_gguf else ctx.model_dir, ctx.raw_config)
+    claim = unscaled_claim(_settings(ctx), found, sources_read())
     if claim is not None:
-        yield Problem(claim[0], location=_at(claim[1]))
+        yield Problem(claim[0], location=_at(claim[1]),
+                      evidence={"training_length": [{"source": e.source, "tokens": e.tokens} for e in found],
+                                "read": sources_read()})
 
 
 @check("CFG062", category="config", severity="error", needs=("config",),

@@ -25,6 +25,7 @@ class Settings:
     window: int | None = None                   # sliding_window (None: none, or switched off)
     original: int | None = None                 # original_max_position_embeddings (block or top level)
     chunk: int | None = None                    # attention_chunk_size
+    pattern: bool = False                       # layer kinds listed (layer_types, sliding_window_pattern)
 
 
 def _int(value) -> int | None:
@@ -69,7 +70,8 @@ def settings(raw: dict) -> Settings:
                     window=_int(raw.get("sliding_window")) if use_window else None,
                     original=_int(full.get("original_max_position_embeddings"))
                     or _int(raw.get("original_max_position_embeddings")),
-                    chunk=_int(raw.get("attention_chunk_size")))
+                    chunk=_int(raw.get("attention_chunk_size")),
+                    pattern=isinstance(raw.get("layer_types"), list) or "sliding_window_pattern" in raw)
 
 
 def longest_wavelength(theta: float, rotary_half: int) -> float:
@@ -111,9 +113,10 @@ def scaling_problems(s: Settings) -> list[tuple[str, str]]:
     return out
 
 
-def unscaled_claim(s: Settings) -> tuple[str, str] | None:
+def unscaled_claim(s: Settings, evidence=(), read=()) -> tuple[str, str] | None:
     """(message, key) when the config claims many times the positions its rope was set up for, with no
-    scaling: an original length it states, or the rope's longest wavelength."""
+    scaling: an original length it states, the rope's longest wavelength, or its base and the training length
+    the files state (evidence: trained_length.LengthEvidence; read: every source looked at)."""
     full = s.rope.get("full_attention", {})
     if full.get("rope_type") != "default" or not s.declared:
         return None
@@ -127,7 +130,40 @@ def unscaled_claim(s: Settings) -> tuple[str, str] | None:
         return (f"max_position_embeddings {s.declared} is {s.declared / wave:.1f}x the longest rotary "
                 f"wavelength of rope_theta {theta:g} ({wave:.0f} positions), with no rope scaling",
                 "max_position_embeddings")
-    return None
+    return base_claim(s, theta, evidence, read) if theta else None
+
+
+def rope_reach(s: Settings) -> int:
+    """The farthest distance the rope is asked to tell apart: the declared length, or a window on every layer
+    (no layer kinds listed) below it: attention never looks further back (Mistral-7B-v0.1: 4096 of 32768)."""
+    if s.window and not s.pattern and s.window < s.declared:
+        return s.window
+    return s.declared
+
+
+def base_claim(s: Settings, theta: float, evidence, read) -> tuple[str, str] | None:
+    """A declared length past the rope base with no scaling, that no training length in the files supports.
+
+    Unscaled checkpoints declare at most about their base in positions (Llama 2 and Phi-3-mini-4k 4096 at
+    10k, Gemma 1/2 8192 at 10k, SmolLM2 8192 at 100k, Qwen2 and Gemma 3 32768 at 1M; Mistral-Nemo's 1024000
+    at 1M the boldest), so a reach past the base is a claim the rope settings do not support. It is a finding
+    when a length the files state is MANY_TIMES below it too, or, where they state none, when the reach is
+    MANY_TIMES the base."""
+    reach = rope_reach(s)
+    if reach <= theta:
+        return None
+    longest = max(evidence, key=lambda e: e.tokens, default=None)
+    if longest is not None and reach < MANY_TIMES * longest.tokens:
+        return None                  # the files say the model was meant to run this long
+    if longest is None and reach < MANY_TIMES * theta:
+        return None
+    files = (f"{longest.source} says {longest.tokens} ({reach / longest.tokens:.0f}x less)" if longest else
+             f"no training length in the files ({', '.join(read)})")
+    what = f"max_position_embeddings {s.declared}" if reach == s.declared else \
+        f"a window of {reach} on every layer"
+    return (f"{what} is {reach / theta:.1f}x rope_theta {theta:g} with no rope "
+            f"scaling and no original_max_position_embeddings (unscaled checkpoints declare at most about their "
+            f"base), and {files}: positions past the trained length read as noise", "max_position_embeddings")
 
 
 def layer_problems(s: Settings) -> list[tuple[str, str]]:

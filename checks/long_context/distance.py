@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.shared.standing import standing
-from checks.long_context.boundaries import boundaries, nearest
+from checks.long_context.boundaries import boundaries, design_window, nearest
 from checks.long_context.runs import context_run
 from checks.registry import Problem, check
 from probes.competence.bounds import judge_copy, judge_passage
@@ -37,6 +37,17 @@ def boundary_text(ctx, reads: int, fails: int) -> tuple[str, dict]:
                                                                  "boundary_tokens": found.tokens}
 
 
+def reads_to_window(design, reads: int, fails: int, evidence: dict) -> Problem:
+    """A window declared for every layer is where reading stops by design (Mistral-7B-v0.1, Phi-3-mini-4k):
+    named as the model's boundary, a warning (positions past it are declared, never read back), not an error."""
+    return Problem(f"the model reads to the declared window: copies read to {reads} tokens apart, not {fails}, "
+                   f"and its config puts sliding_window {design.tokens} on all {design.layers} layers (its design: "
+                   f"{design.declared} positions declared, nothing reads further back than {design.tokens})",
+                   severity="warning", evidence={**evidence, "design_window": design.tokens,
+                                                 "boundary": "sliding_window (declared for all layers)",
+                                                 "boundary_tokens": design.tokens})
+
+
 @check("CTX001", category="context", severity="error", needs=("engine", "tokenizer"),
        hint="Compare the config's sliding_window / layer_types / rope settings with the original checkpoint's "
             "(the named boundary is the first suspect); a serving stack: its window and rope flags.")
@@ -46,10 +57,12 @@ def copies_at_distance(ctx):
     The copy test (CMP002) with natural text between the two copies: a random sequence of word pieces is
     shown, then again after up to N tokens of the built-in text. A trained decoder predicts the second copy from
     the first at any distance its attention reaches (copy ratio < 0.5, the CMP002 bound; healthy SmolLM2 and
-    Gemma 3 270M: 0.1-0.3 up to 4096, docs/context.md). A window shorter than the declared context, a window
+    Gemma 3 270M: 0.04-0.23 up to 4096, docs/context.md). A window shorter than the declared context, a window
     applied to every layer, swapped local/global rope bases or a changed rope base read well near and not far.
     The finding names the largest distance read, the first not read and the config's boundary there (sliding
-    window, chunk size, original_max_position_embeddings). Runs at min(declared, 4096) tokens by default,
+    window, chunk size, original_max_position_embeddings). A window the config declares for every layer, with
+    layers enough to stack to the declared length (Mistral-7B-v0.1, Phi-3-mini-4k), is the model's design:
+    reading to it is a warning naming it, stopping before it an error. Runs at min(declared, 4096) tokens by default,
     --context N to choose, skipped under --quick. Untrained and sub-50M models are measured, not judged.
     """
     run = context_run(ctx)
@@ -65,6 +78,13 @@ def copies_at_distance(ctx):
         yield Problem(f"{stand.prefix}copies read to {reads} tokens apart, not {fails} ({verdict.why})",
                       severity=stand.severity, evidence={**evidence, **stand.evidence})
         return
+    design = design_window(ctx.raw_config, list(ctx.engine.windows))
+    if design is not None and fails > design.tokens:
+        yield reads_to_window(design, reads, fails, evidence)
+        return
+    if design is not None:
+        where = (f"; it stops before the sliding_window of {design.tokens} its config declares for all "
+                 f"{design.layers} layers")
     if reads == 0:
         yield Problem(f"the model does not copy a sequence even {fails} tokens back with text between ({verdict.why})"
                       f"{where}", evidence=evidence)

@@ -32,7 +32,7 @@ from reference_engine.config import model_dir_path
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import return_freed_memory_to_os
 from reference_engine.streaming.pipeline import PipelineError
-from reference_engine.budget.plan import measured_peak, parse_size
+from reference_engine.budget.plan import measured_peak, parse_size, start_peak
 
 # a directory with none of these is not a model directory (exit 2), not a broken model (exit 1)
 MODEL_FILE_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json",
@@ -105,6 +105,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     adapter: a LoRA adapter directory run on model_dir (its base): the LRA checks, then every model check on
     the adapted model. context: --context N, how far the CTX checks read (docs/context.md)."""
     fail_on_rank(fail_on)  # reject a bad level before doing any work
+    peak_start = start_peak()      # the report's peak is this run's, not an earlier run's in this process
     root = validate_model_dir(model_dir)
     validate_device(device)
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/run/diff_runner.py) only
@@ -141,7 +142,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     report.duration_s = time.perf_counter() - started
     report.device, report.dtype = _resolved(ctx)
     report.resources = {name: seconds for name, seconds in ctx.build_seconds.items()}
-    report.plan = plan_with_actuals(ctx, plan, report.duration_s)
+    report.plan = plan_with_actuals(ctx, plan, report.duration_s, peak_start)
     return report
 
 
@@ -205,16 +206,16 @@ def announce_plan(plan, stream) -> None:
         print(plan.summary(), file=stream, flush=True)
 
 
-def plan_with_actuals(ctx: CheckContext, plan, seconds: float) -> dict | None:
+def plan_with_actuals(ctx: CheckContext, plan, seconds: float, peak_start=None) -> dict | None:
     if plan is None and ctx.plan_fallback is not None:      # built resident without a budget: say why
-        peak, source = measured_peak(ctx.requested_device)
+        peak, source = measured_peak(ctx.requested_device, peak_start)
         return {"mode": "resident", "planned": False, "fallback": ctx.plan_fallback,
                 "actual": {"seconds": round(seconds, 3), "peak_bytes": peak, "peak_source": source}}
     if plan is None:
         return None
     out = plan.to_dict()
     core = getattr(ctx._cache.get("engine"), "core", None)
-    peak, source = measured_peak(plan.device)
+    peak, source = measured_peak(plan.device, peak_start)
     out["actual"] = {"passes": getattr(core, "passes", 0 if core is not None else None),
                      "bytes_read": core.reader.bytes_read if hasattr(core, "reader") else None,
                      "seconds": round(seconds, 3), "peak_bytes": peak, "peak_source": source}

@@ -178,22 +178,60 @@ def host_share(budget: int | None, device, ranks: int, budget_source: str | None
     return budget, budget_source or "--memory-budget"
 
 
-def measured_peak(device="cpu") -> tuple[int | None, str]:
-    """(peak bytes, what was measured) of this process so far, to hold against the plan's prediction: on CUDA
-    torch's max_memory_allocated on the device; on a CPU the resident-set high-water mark (VmHWM, else
-    ru_maxrss), which counts the interpreter and torch as the plan's base does."""
+CLEAR_REFS, RESET_HWM = "/proc/self/clear_refs", "5"    # Linux: writing "5" resets VmHWM to the current RSS
+
+
+@dataclass(frozen=True)
+class PeakStart:
+    """Where one run's peak measurement began: whether each high-water mark was reset at its start (a mark
+    that was not is the process's maximum so far, and measured_peak says so)."""
+    cpu: bool
+    cuda: bool
+
+
+def start_peak() -> PeakStart:
+    """Begin one run's peak: collect what an earlier run left in reference cycles, then reset the high-water
+    marks (CPU: VmHWM through /proc/self/clear_refs; CUDA: torch's peak statistics), so that measured_peak
+    reports this run's peak, not the largest earlier run's of a long-lived process (a notebook, a test
+    session, a service calling llmdoctor.check)."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:                     # glibc keeps freed heap pages resident: hand them back, the mark starts at what is used
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    cuda = torch.cuda.is_available()
+    for index in range(torch.cuda.device_count() if cuda else 0):
+        torch.cuda.reset_peak_memory_stats(index)
+    try:
+        with open(CLEAR_REFS, "w", encoding="ascii") as f:
+            f.write(RESET_HWM)
+        return PeakStart(cpu=True, cuda=cuda)
+    except OSError:          # not Linux, or /proc read-only: the process's high-water mark, named as such
+        return PeakStart(cpu=False, cuda=cuda)
+
+
+def measured_peak(device="cpu", since: PeakStart | None = None) -> tuple[int | None, str]:
+    """(peak bytes, what was measured), to hold against the plan's prediction: on CUDA torch's
+    max_memory_allocated on the device; on a CPU the resident-set high-water mark (VmHWM, else ru_maxrss),
+    which counts the interpreter and torch as the plan's base does. since: the run's start_peak; a mark it
+    did not reset is named as the process's maximum so far."""
+    whole = " (the process's maximum so far)"
     if str(device).startswith("cuda") and torch.cuda.is_available():
-        return int(torch.cuda.max_memory_allocated(torch.device(device))), "torch.cuda.max_memory_allocated"
+        scope = "" if since is not None and since.cuda else whole
+        return int(torch.cuda.max_memory_allocated(torch.device(device))), "torch.cuda.max_memory_allocated" + scope
+    scope = "" if since is not None and since.cpu else whole
     try:
         with open("/proc/self/status", encoding="ascii") as f:
             for line in f:
                 if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024, "VmHWM"
+                    return int(line.split()[1]) * 1024, "VmHWM" + scope
     except OSError:
         pass
     try:
         import resource
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "ru_maxrss"
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "ru_maxrss" + whole
     except (ImportError, OSError):
         return None, "unmeasured"
 

@@ -66,6 +66,17 @@ def rope_scaling_added(src, dst, factor: float = 4.0) -> Path:
                                                                     "factor": factor}})
 
 
+def window_by_design(src, dst, window: int = 256, declared: int = 1024, theta: float | None = None) -> Path:
+    """Not a fault: SmolLM2 as a Mistral-7B-v0.1 shape scaled down, one sliding_window declared for every layer
+    and a max_position_embeddings its layers stacked reach (30 x window >= declared; v0.1: 4096 of 32768,
+    Phi-3-mini-4k: 2047 of 4096). Reading stops at the window by design. theta: a rope base fault on top."""
+    def edit(raw):
+        out = {**raw, "architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": window,
+               "max_position_embeddings": declared}
+        return out if theta is None else {**out, "rope_parameters": {**raw["rope_parameters"], "rope_theta": theta}}
+    return edited(src, dst, edit)
+
+
 SMOLLM2_FAULTS = {"short_window": short_window, "rope_base_changed": rope_base_changed,
                   "rope_scaling_added": rope_scaling_added}
 GEMMA3_FAULTS = {"window_every_layer": window_every_layer, "rope_bases_swapped": rope_bases_swapped}

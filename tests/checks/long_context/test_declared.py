@@ -87,3 +87,47 @@ def test_a_partial_rotary_longrope_is_judged_by_its_rotary_width(tmp_path):
     raw["rope_scaling"]["long_factor"] = [2.0] * 64
     (path / "config.json").write_text(json.dumps(raw))
     assert "CFG060" in fired(path)
+
+
+def with_file(path: Path, name: str, content: dict) -> Path:
+    (path / name).write_text(json.dumps(content))
+    return path
+
+
+@pytest.mark.assets
+def test_a_claim_past_the_rope_base_and_the_files_training_length_is_a_warning(smollm2_dir, tmp_path):
+    """A config raised to 16x the length its tokenizer states (131072 at rope_theta 100k, no scaling), or to
+    65536 at a rope base of 10k (6.6x) with no length stated anywhere: both under twice the longest rotary
+    wavelength (~890k and ~94k positions), so only the base and the files' evidence catch them; the finding
+    names what it read. The same config beside a tokenizer that states its 8192 stays quiet."""
+    raised = config_dir(smollm2_dir, tmp_path / "raised", lambda r: {**r, "max_position_embeddings": 131072})
+    with_file(raised, "tokenizer_config.json", {"model_max_length": 8192})
+    found = run_checks(raised, select=["CFG061"]).findings
+    assert [f.severity.value for f in found] == ["warning"], found
+    assert "tokenizer_config.json model_max_length says 8192 (16x less)" in found[0].message
+    assert found[0].evidence["training_length"] == [{"source": "tokenizer_config.json model_max_length",
+                                                     "tokens": 8192}]
+    small_base = config_dir(smollm2_dir, tmp_path / "base", lambda r: {**rope(r, rope_theta=10000.0),
+                                                                       "max_position_embeddings": 65536})
+    found = fired(small_base)
+    assert "no training length in the files" in found.get("CFG061", ""), found
+    twin = with_file(config_dir(smollm2_dir, tmp_path / "twin"), "tokenizer_config.json", {"model_max_length": 8192})
+    assert fired(twin) == {}
+
+
+# full-size configs of models whose window on every layer is their design: config-only, nothing to fire
+MISTRAL_V01 = {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096,
+               "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+               "max_position_embeddings": 32768, "sliding_window": 4096, "rope_theta": 10000.0, "vocab_size": 32000}
+PHI3_MINI_4K = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,
+                "intermediate_size": 8192, "num_attention_heads": 32, "num_key_value_heads": 32,
+                "num_hidden_layers": 32, "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+                "sliding_window": 2047, "rope_theta": 10000.0, "rope_scaling": None, "vocab_size": 32064}
+
+
+@pytest.mark.parametrize("raw", [MISTRAL_V01, PHI3_MINI_4K], ids=["mistral-7b-v0.1", "phi-3-mini-4k"])
+def test_a_window_declared_for_every_layer_is_no_config_fault(raw, tmp_path):
+    path = tmp_path / "m"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(raw))
+    assert fired(path) == {}

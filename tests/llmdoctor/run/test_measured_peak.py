@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,16 @@ def test_forced_streaming_below_its_peak_exits_2(factory_model_dir, monkeypatch)
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "streaming forced" in lines[0]
+
+
+@pytest.mark.assets
+def test_each_run_reports_its_own_peak(smollm2_dir, factory_model_dir):
+    """Two runs in one process (a notebook, a service): the small run after a big one reports its own peak, not
+    the process's high-water mark the big one left (start_peak resets VmHWM at each run's start)."""
+    import llmdoctor
+    big = llmdoctor.check(smollm2_dir, select=["GLD002"], use_config=False).plan["actual"]
+    small = llmdoctor.check(factory_model_dir("llama"), select=["GLD002"], use_config=False).plan["actual"]
+    assert big["peak_source"] == small["peak_source"] == "VmHWM"
+    weights = (Path(smollm2_dir) / "model.safetensors").stat().st_size        # float32: 540 MB held by the big run
+    assert small["peak_bytes"] < big["peak_bytes"] - weights // 2, (
+        f"big run {big['peak_bytes'] / MiB:.0f} MiB, small run {small['peak_bytes'] / MiB:.0f} MiB")
