@@ -255,7 +255,7 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
     if arch in ROPE_HEAD_DIM and isinstance(rope_dim, int) and not isinstance(rope_dim, bool) and rope_dim > 0:
         head_dim, explicit = rope_dim, True
     model_type = raw.get("model_type") or model_type_of(arch)
-    rope_theta, rope_scaling = rope_settings(raw, path, model_type)
+    rope_theta, rope_scaling = rope_settings(raw, path, named)
     return ModelConfig(
         architecture=arch,
         model_type=model_type,
