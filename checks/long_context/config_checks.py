@@ -4,8 +4,11 @@ from __future__ import annotations
 from checks.long_context.declared import (layer_problems, scaling_problems, settings, unscaled_claim,
                                           window_problems)
 from checks.long_context.trained_length import length_evidence, sources_read
+from checks.context import ResourceError
 from checks.registry import Problem, check
 from findings import Location
+from reference_engine.core.families import settings as family_settings
+from reference_engine.errors import ModelDirError
 
 
 def _at(key: str) -> Location:
@@ -48,12 +51,24 @@ def positions_without_scaling(ctx):
     twice the base where they say nothing, is the same promise, and the finding names what it read.
     `check --context N` (CTX002) measures where it stops reading.
     """
+    if no_rotary_layer(ctx):
+        return
     found = length_evidence(None if ctx.is_gguf else ctx.model_dir, ctx.raw_config)
     claim = unscaled_claim(_settings(ctx), found, sources_read())
     if claim is not None:
         yield Problem(claim[0], location=_at(claim[1]),
                       evidence={"training_length": [{"source": e.source, "tokens": e.tokens} for e in found],
                                 "read": sources_read()})
+
+
+def no_rotary_layer(ctx) -> bool:
+    """Whether no layer rotates its positions (Granite 4's position_embedding_type "nope"): the rope settings
+    then bound no length. A config the engine's families cannot read is judged on its rope settings."""
+    try:
+        config = ctx.config
+        return len(family_settings(config).nope_layers) >= config.num_hidden_layers
+    except (ResourceError, ModelDirError):
+        return False
 
 
 @check("CFG062", category="config", severity="error", needs=("config",),

@@ -131,3 +131,20 @@ def test_a_window_declared_for_every_layer_is_no_config_fault(raw, tmp_path):
     path.mkdir()
     (path / "config.json").write_text(json.dumps(raw))
     assert fired(path) == {}
+
+
+# Granite 4.0-H's shape (config-only): 131072 positions at rope_theta 10000 with no scaling, its attention
+# without positions ("nope"): the rope bounds no length there; the same config with rope is the claim
+GRANITE4_H = {"architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 1536,
+              "intermediate_size": 512, "num_attention_heads": 12, "num_key_value_heads": 4, "num_hidden_layers": 4,
+              "layer_types": ["mamba", "attention", "mamba", "mamba"], "max_position_embeddings": 131072,
+              "rope_theta": 10000.0, "vocab_size": 100352, "num_local_experts": 0, "shared_intermediate_size": 4096,
+              "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_expand": 2}
+
+
+@pytest.mark.parametrize("positions,fires", [("nope", False), ("rope", True)])
+def test_a_length_claim_needs_a_rotary_layer(positions, fires, tmp_path):
+    path = tmp_path / "m"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({**GRANITE4_H, "position_embedding_type": positions}))
+    assert ("CFG061" in fired(path)) is fires, fired(path)
