@@ -64,7 +64,7 @@ def test_experts_fill_buffers_kept_from_layer_to_layer(pair):
             for role in ("experts_gate_up", "experts_down"):
                 got, want = getattr(w, role), getattr(resident.weights.layers[i], role)
                 assert got.data_ptr() == streaming._buffers[role].data_ptr()
-                assert torch.equal(got, want)
+                assert torch.equal(got, want)       # copies of the same stored values: no arithmetic
                 seen.add((role, got.data_ptr()))
     finally:
         streaming.ahead.clear()
