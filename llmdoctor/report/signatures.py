@@ -253,12 +253,18 @@ def match_details(text: str) -> list[SignatureMatch]:
     if len(flat) > SCAN_HEAD + SCAN_TAIL:  # a whole log: the error is at its end, the command at its start
         flat = flat[:SCAN_HEAD] + " ... " + flat[-SCAN_TAIL:]
     out = []
-    for sig in SIGNATURES:
+    for sig in every_signature():
         m = sig.search(flat)
         if m:
             values = {k: v for k, v in m.groupdict().items() if v is not None}
             out.append(SignatureMatch(sig, m.group(0)[:200], values))
     return out
+
+
+def every_signature() -> tuple[Signature, ...]:
+    """The error table, then the published incidents (their module builds on this one's Signature)."""
+    from llmdoctor.report.incidents import INCIDENTS
+    return SIGNATURES + INCIDENTS
 
 
 def match_signatures(text: str) -> list[Signature]:
