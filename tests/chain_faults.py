@@ -27,10 +27,19 @@ broken server or gateway does:
     stream-word       every streamed answer's 3rd text delta replaced by " banana", its logprobs left alone
     seen-word         an answer to messages seen before: one word replaced in the content, logprobs left alone
     prefix-word       an answer after another request that shared its long first message: one word replaced
+    empty-calls       finish_reason "tool_calls" with an empty tool_calls list (the calls dropped, content empty)
+    args-empty        every call's arguments "{}" where the model wrote some (a parser that lost them)
+    stream-call-lost  a streamed answer's tool-call deltas dropped (vLLM's parser missing a call whose begin and end
+                      arrive in one delta), the non-streamed answer left whole
+    id-history        a request whose history carries a tool-call id not of OpenAI's `call_...` form (Kimi K2's
+                      `functions.get_weather:0`, `call00003`) answered with its calls dropped and finish "stop"
+    thinking-off-misrouted   with chat_template_kwargs enable_thinking false, the answer moved to
+                      reasoning_content and content null
 """
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 
@@ -39,7 +48,9 @@ from tests.load_servers import _Base, _Handler
 FAULTS = ("raw-text-call", "args-not-json", "args-double", "args-schema", "finish-stop", "stream-args",
           "tools-dropped", "think-leak", "reasoning-dropped", "format-ignored", "format-invalid", "truncate",
           "stream-diverge", "cache-diverge", "cut:user:middle", "cut:system:start", "cut:tool:end", "stream-word",
-          "seen-word", "prefix-word", "late-stream-diverge", "late-cache-diverge", "drop-middle")
+          "seen-word", "prefix-word", "late-stream-diverge", "late-cache-diverge", "drop-middle", "empty-calls",
+          "args-empty", "stream-call-lost", "id-history", "thinking-off-misrouted")
+OPENAI_ID = re.compile(r"call_[A-Za-z0-9]+")
 LONG_PROMPT_CHARS = 4000
 CUT_CHARS = 600             # a "long" message for the cut faults (the short probes are ~700 characters)
 LATE_TOKEN = 30             # where the late faults change an answer (SmolLM2's parity answer: 51 tokens)
@@ -87,6 +98,8 @@ def rewrite_request(fault: str | None, path: str, body: dict) -> dict:
 
 def _call_args(call: dict, fault: str) -> str:
     arguments = call["function"]["arguments"]
+    if fault == "args-empty":
+        return "{}"
     if fault == "args-not-json":
         return arguments[:max(len(arguments) // 2, 1)]
     if fault == "args-double":
@@ -145,7 +158,12 @@ def rewrite_answer(fault: str | None, request: dict, answer: dict, seen: tuple =
         text = "".join(f'<tool_call>\n{{"name": "{c["function"]["name"]}", "arguments": '
                        f'{c["function"]["arguments"]}}}\n</tool_call>' for c in calls)
         message["content"], message["tool_calls"], choice["finish_reason"] = text, [], "stop"
-    elif fault in ("args-not-json", "args-double", "args-schema") and calls:
+    elif (fault == "empty-calls" and calls) or (fault == "id-history" and calls and odd_ids(request)):
+        message["tool_calls"], message["content"] = [], message.get("content") or ""
+        choice["finish_reason"] = "tool_calls" if fault == "empty-calls" else "stop"
+    elif fault == "thinking-off-misrouted" and thinking_off(request) and message.get("content"):
+        message["reasoning_content"], message["content"] = message["content"], None
+    elif fault in ("args-not-json", "args-double", "args-schema", "args-empty") and calls:
         for call in calls:
             call["function"]["arguments"] = _call_args(call, fault)
     elif fault == "finish-stop" and calls:
@@ -170,8 +188,20 @@ def rewrite_answer(fault: str | None, request: dict, answer: dict, seen: tuple =
     return answer
 
 
+def odd_ids(request: dict) -> bool:
+    """The request's history holds a tool-call id not of OpenAI's `call_...` form."""
+    return any(not OPENAI_ID.fullmatch(str(c.get("id"))) for m in request.get("messages") or []
+               for c in m.get("tool_calls") or [])
+
+
+def thinking_off(request: dict) -> bool:
+    return (request.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+
+
 def rewrite_events(fault: str | None, events: list[dict]) -> list[dict]:
     """A stream's JSON events as the faulty server sends them."""
+    if fault == "stream-call-lost":
+        return [e for e in events if not ((e.get("choices") or [{}])[0] or {}).get("delta", {}).get("tool_calls")]
     if fault not in ("stream-args", "stream-diverge", "late-stream-diverge", "stream-word"):
         return events
     out, texts = [], 0
@@ -231,12 +261,22 @@ def fault_transport(fault: str | None, upstream) -> httpx.MockTransport:
     return httpx.MockTransport(handle)
 
 
-class ChainProxy(_Base):
-    """An HTTP proxy planting `fault` into every answer of a real server (None: a transparent proxy)."""
+# The real server's answers, kept for the session: (upstream, path, request as sent upstream) -> (status, raw
+# answer). Every chain request is greedy and the healthy run shows that the server's answers do not depend on
+# its cache or on what came before (EPT084), so a request no fault rewrote gets the answer it got the first
+# time; only what a fault changes upstream is asked again. Each fault is still planted on a real answer, as it
+# comes back through the proxy.
+REPLAYS: dict[tuple, tuple[int, bytes]] = {}
+REPLAYED = ("/v1/chat/completions", "/apply-template", "/tokenize", "/detokenize")
 
-    def __init__(self, upstream: str, fault: str | None = None):
+
+class ChainProxy(_Base):
+    """An HTTP proxy planting `fault` into every answer of a real server (None: a transparent proxy). With
+    `replay`, a request the session has sent upstream before is answered from REPLAYS (see above)."""
+
+    def __init__(self, upstream: str, fault: str | None = None, replay: bool = True):
         import threading
-        self.upstream, self.fault = upstream.rstrip("/"), fault
+        self.upstream, self.fault, self.replay = upstream.rstrip("/"), fault, replay
         self.http = httpx.Client(base_url=self.upstream, timeout=httpx.Timeout(300, connect=5), trust_env=False)
         self.stopping = threading.Event()
         self.history = History()
@@ -260,17 +300,27 @@ class _ChainHandler(_Handler):
             if owner.stopping.is_set():
                 return None         # the prober stopped waiting long ago
         try:
-            if body.get("stream"):
-                r = owner.http.post(self.path, json=body)
-                if r.status_code != 200:
-                    return self.send_json(r.status_code, r.json())
-                self.start_stream()
-                self.event(stream_bytes(rewrite_events(owner.fault, read_events(r.content))))
-                return
-            r = owner.http.post(self.path, json=body)
+            status, content = self.upstream(body)
         except httpx.HTTPError as e:
             return self.send_json(502, {"error": {"message": str(e)}})
-        answer = r.json()
-        if r.status_code == 200 and self.path == "/v1/chat/completions":
+        if body.get("stream"):
+            if status != 200:
+                return self.send_json(status, json.loads(content))
+            self.start_stream()
+            self.event(stream_bytes(rewrite_events(owner.fault, read_events(content))))
+            return
+        answer = json.loads(content) if content else {}
+        if status == 200 and self.path == "/v1/chat/completions":
             answer = rewrite_answer(owner.fault, body, answer, owner.history.see(body))
-        self.send_json(r.status_code, answer)
+        self.send_json(status, answer)
+
+    def upstream(self, body: dict) -> tuple[int, bytes]:
+        """(status, raw answer) of the real server, replayed where the same request was answered before."""
+        owner = self.owner
+        key = (owner.upstream, self.path, json.dumps(body, sort_keys=True))
+        if owner.replay and key in REPLAYS:
+            return REPLAYS[key]
+        r = owner.http.post(self.path, json=body)
+        if owner.replay and r.status_code == 200 and self.path in REPLAYED:
+            REPLAYS[key] = (r.status_code, r.content)
+        return r.status_code, r.content

@@ -56,3 +56,28 @@ def default_system_dropped(differing: set[str], names: set[str], reference_no_sy
     writes a system turn of its own there: the other side's template dropped that default system turn."""
     without = {n for n in names if not has_system(BRANCHES[n])}
     return bool(differing) and differing <= without and differing != names and "system" in reference_no_system
+
+
+# system messages where templates drop them (the gpt-oss template keeps only the first: vllm#44330): each message
+# distinct, so the one that never reaches the prompt can be named (TOK034 on the template, EPT085 on a server)
+_FIRST = {"role": "system", "content": "Answer every question in French."}
+_LATER = {"role": "system", "content": "From now on, answer in German."}
+_ASK = {"role": "user", "content": "Name one primary colour."}
+_REPLY = {"role": "assistant", "content": "Rouge."}
+_AGAIN = {"role": "user", "content": "Name another one."}
+SYSTEM_SHAPES = {
+    "system first": [_FIRST, _ASK],
+    "two system messages": [_FIRST, _LATER, _ASK],
+    "system mid-conversation": [_FIRST, _ASK, _REPLY, _LATER, _AGAIN],
+    "system after the first turn only": [_ASK, _REPLY, _LATER, _AGAIN],
+}
+
+
+def missing_messages(rendered: str, messages: list[dict]) -> list[int]:
+    """The indices of the messages whose text the rendered prompt does not hold."""
+    return [i for i, m in enumerate(messages) if m["content"] not in rendered]
+
+
+def describe(messages: list[dict], index: int) -> str:
+    m = messages[index]
+    return f"message {index} ({m['role']}: {m['content']!r})"

@@ -1,4 +1,5 @@
 """The serving chain (issue 35): tool calls, reasoning split, structured output, silent prompt cuts and greedy
 parity across streaming and caches, each probed end to end on a live server (EPT07x tools, EPT08x the rest).
 Importing this package registers the checks."""
-from checks.endpoint.chain import parity, prompt_length, reasoning, structured, tools  # noqa: F401 (registers)
+from checks.endpoint.chain import (  # noqa: F401 (registers)
+    call_ids, parity, prompt_length, reasoning, served_messages, structured, tools)

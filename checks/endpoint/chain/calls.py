@@ -27,6 +27,9 @@ def call_problems(call: ToolCall) -> list[str]:
     arguments, error = formats.decode_arguments(call.arguments)
     if error:
         return problems + [f"{call.name}: {error}"]
+    if arguments == {} and schema.get("required"):
+        return problems + [f"{call.name}: arguments \"{{}}\" although the tool requires {schema['required']}: the "
+                           f"server's parser lost the arguments the model wrote"]
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
     problems += [f"{call.name}: arguments {arguments} break the tool's schema: {e.message}" for e in errors[:3]]
     return problems
@@ -62,6 +65,15 @@ def markup_left(text: str, template: str | None) -> list[str]:
     message or a call left in content with its headers); [] for formats whose markers are the call's own."""
     own = formats.recognise(template)
     return harmony.has_markup(text) if own is not None and own.name == "harmony" else []
+
+
+def empty_calls_problem(answer: ChainAnswer) -> str | None:
+    """finish_reason "tool_calls" on an answer whose tool_calls list is empty: the client is told to run calls
+    it never gets."""
+    if answer.finish_reason == "tool_calls" and not answer.tool_calls:
+        return (f"finish_reason is 'tool_calls' but the tool_calls list is empty (content "
+                f"{answer.content.strip()[:80]!r}): the server's parser lost the call it saw")
+    return None
 
 
 def finish_problem(answer: ChainAnswer) -> str | None:

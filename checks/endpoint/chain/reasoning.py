@@ -96,3 +96,29 @@ def reasoning_split(ctx: EndpointContext):
         return
     yield Problem(f"reasoning split: {len(answer.reasoning or '')} characters of reasoning, "
                   f"{len(answer.content)} of content", severity="info", evidence=evidence)
+
+
+@check("EPT086", category="endpoint", severity="error", needs=("endpoint", "tokenizer"),
+       hint="update the server's reasoning parser (it must read the template's closed thinking block), or start it "
+            "without one for requests with thinking off; clients reading `content` get nothing")
+@asks_server
+def thinking_off_routing(ctx: EndpointContext):
+    """With thinking off (`chat_template_kwargs: {"enable_thinking": false}`) the answer lands in
+    `reasoning_content` and `content` is empty or null.
+
+    Runs for templates that read `enable_thinking` (Qwen3 and its kind). The reasoning question is asked with
+    thinking switched off: the template closes the thinking block in the generation prompt, so everything the
+    model writes is the answer. A reasoning parser that still treats the start of the answer as thinking routes
+    it all to `reasoning_content` (vLLM's Qwen3 and DeepSeek parsers with thinking off), and a client reading
+    `content` sees nothing; that is an error. The answer in `content` is information."""
+    if "enable_thinking" not in (ctx.reference.tokenizer.chat_template or ""):
+        raise Skip("the model's template has no enable_thinking switch")
+    answer = answers.ask_chat(ctx, "thinking-off", scenarios.THINKING_OFF, feature="chat_template_kwargs")
+    evidence = {"request": scenarios.THINKING_OFF, "answer": answer.summary()}
+    if not answer.content.strip() and (answer.reasoning or "").strip():
+        yield Problem(f"with thinking off the answer arrived in the reasoning field ({len(answer.reasoning)} "
+                      f"characters: {answer.reasoning.strip()[:60]!r}) and content is empty: the server's "
+                      f"reasoning parser ignores the closed thinking block", evidence=evidence, location=TEMPLATE)
+        return
+    yield Problem(f"with thinking off the answer is in content ({len(answer.content)} characters, reasoning "
+                  f"{len(answer.reasoning or '')})", severity="info", evidence=evidence)

@@ -22,14 +22,14 @@ SHOWN_CALL = {"city": "Paris", "unit": "celsius"}
 NAMED = "get_time"       # the named tool_choice: not the one the conversation asks for, so honouring it shows
 
 
-def one_shot(arguments_as_text: bool = True) -> list[dict]:
+def one_shot(arguments_as_text: bool = True, call_id: str = "call_1") -> list[dict]:
     """A conversation with one earlier call, then the same kind of question. No tool result follows the earlier
     call: with a result and an answer in between, SmolLM2-135M answers the new question with a made-up
     <tool_response> instead of a call; right after a call it calls again."""
     arguments = json.dumps(SHOWN_CALL) if arguments_as_text else dict(SHOWN_CALL)
     return [{"role": "user", "content": "What is the weather in Paris?"},
             {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
+                {"id": call_id, "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
             {"role": "user", "content": "What is the weather in Tokyo?"}]
 
 
@@ -37,12 +37,15 @@ def tool_schema(name: str | None) -> dict | None:
     return next((t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == name), None)
 
 
-def tool_request(tool_choice=None) -> dict:
-    request = {"messages": one_shot(), "tools": TOOLS, "max_tokens": 64}
+def tool_request(tool_choice=None, call_id: str = "call_1") -> dict:
+    request = {"messages": one_shot(call_id=call_id), "tools": TOOLS, "max_tokens": 64}
     if tool_choice is not None:
         request["tool_choice"] = tool_choice
     return request
 
+
+# ids of an earlier call that are not OpenAI's `call_...`: Kimi K2's `functions.NAME:INDEX` and a bare counter
+HISTORY_IDS = ("functions.get_weather:0", "call00003")
 
 NAMED_CHOICE = {"type": "function", "function": {"name": NAMED}}
 
@@ -55,6 +58,8 @@ STRUCTURED = {"messages": [{"role": "user", "content": "What is the capital of F
 
 REASONING = {"messages": [{"role": "user", "content": "What is 17 + 25? Think step by step, then answer."}],
              "max_tokens": 160}
+THINKING_OFF = {**REASONING, "chat_template_kwargs": {"enable_thinking": False}}    # Qwen3's switch, as vLLM and
+# llama-server take it from the request
 THINK_MARKERS = (("<think>", "</think>"), ("<thinking>", "</thinking>"), ("<|channel|>analysis", "<|end|>"),
                  ("[THINK]", "[/THINK]"))
 

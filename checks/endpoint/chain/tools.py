@@ -26,6 +26,12 @@ def _judge(ctx: EndpointContext, answer, choice: str):
                       evidence={**evidence, "markup": left},
                       hint="serve gpt-oss with its harmony parser (vLLM --tool-call-parser openai, llama.cpp "
                            "--jinja with the model's template)")
+    empty = calls.empty_calls_problem(answer)
+    if empty:
+        yield Problem(f"tool_choice {choice}: {empty}", evidence=evidence,
+                      hint="update the server's tool-call parser (vllm#48020: calls lost while the finish reason "
+                           "still says tool_calls)")
+        return
     if not answer.tool_calls:
         parsed = calls.raw_calls(answer.content, template)
         if parsed is not None:
@@ -97,6 +103,12 @@ def streamed_tool_calls(ctx: EndpointContext):
         raise Skip('the model made no tool call, under tool_choice auto nor "required": nothing to compare')
     streamed = answers.tool_answer(ctx, stream=True, choice=choice)
     evidence = {"tool_choice": choice or "auto", "non_streamed": plain.summary(), "streamed": streamed.summary()}
+    if plain.tool_calls and not streamed.tool_calls:
+        yield Problem(f"the stream lost the call: the non-streamed answer calls {_calls_view(plain)}, the streamed "
+                      f"one carries no tool call (finish {streamed.finish_reason!r}, content "
+                      f"{streamed.content.strip()[:60]!r}); a parser that misses a call whose begin and end arrive "
+                      f"in one delta (vllm#48020)", evidence=evidence)
+        return
     if _calls_view(plain) != _calls_view(streamed):
         yield Problem(f"streamed tool calls {_calls_view(streamed)} differ from the non-streamed "
                       f"{_calls_view(plain)}", evidence=evidence)

@@ -24,6 +24,10 @@ def logprob(token: str) -> dict:
                                                               {"token": " zulu", "logprob": -3.0}]}
 
 
+def thinking_off(body: dict) -> bool:
+    return (body.get("chat_template_kwargs") or {}).get("enable_thinking") is False
+
+
 class HealthyServer:
     def __init__(self, reference):
         self.ref = reference
@@ -63,6 +67,8 @@ class HealthyServer:
             return {"content": None, "tool_calls": [call]}, "tool_calls", []
         if body.get("response_format"):
             return {"content": json.dumps({"capital": "Paris", "country": "France"})}, "stop", []
+        if "step by step" in body["messages"][-1]["content"] and thinking_off(body):
+            return {"content": "The answer is 42."}, "stop", []
         if "step by step" in body["messages"][-1]["content"]:
             return {"content": "The answer is 42.", "reasoning_content": REASONING}, "stop", []
         return {"content": "".join(ANSWER)}, "length", list(ANSWER)

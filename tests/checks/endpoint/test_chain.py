@@ -44,14 +44,16 @@ def test_healthy_server_passes_every_chain_check(tools_ref):
     assert flagged(report) == {}
     runs = {r.id: r.status for r in report.checks}
     assert runs == {"EPT071": "passed", "EPT072": "passed", "EPT073": "passed", "EPT074": "passed",
-                    "EPT081": "skipped", "EPT082": "passed", "EPT083": "passed", "EPT084": "passed"}
+                    "EPT075": "passed", "EPT081": "skipped", "EPT082": "passed", "EPT083": "passed",
+                    "EPT084": "passed", "EPT085": "skipped", "EPT086": "skipped"}
     delivered = report.findings_for("EPT071")[-1]
     assert delivered.severity.value == "info" and "get_weather" in delivered.message
     assert "assemble into the non-streamed call" in report.findings_for("EPT072")[0].message
     # the whole chain stays well inside the default request budget (80): EPT083 asks 8 (5 shapes, 3 of them short
-    # and long), EPT084 6 on a server without a per-request cache switch, the tool checks 5, EPT081 and EPT082 1
+    # and long), EPT084 6 on a server without a per-request cache switch, the tool checks 7 (EPT075's two other
+    # history ids), EPT081 and EPT082 1
     chat = [p for p, _ in server.requests if p == "/v1/chat/completions"]
-    assert len(chat) <= 22
+    assert len(chat) <= 24
 
 
 @pytest.mark.parametrize("fault, check, severity, words", [
@@ -77,6 +79,11 @@ def test_healthy_server_passes_every_chain_check(tools_ref):
     ("late-cache-diverge", "EPT084", "error", f"part at token {chain_faults.LATE_TOKEN} "),
     ("drop-middle", "EPT083", "error", "mid-conversation probe"),
     ("drop-middle", "EPT083", "error", "assistant probe"),
+    ("empty-calls", "EPT071", "error", "the tool_calls list is empty"),
+    ("args-empty", "EPT071", "error", 'arguments "{}" although the tool requires'),
+    ("stream-call-lost", "EPT072", "error", "the stream lost the call"),
+    ("id-history", "EPT075", "error", "'functions.get_weather:0'"),
+    ("id-history", "EPT075", "error", "'call00003'"),
 ])
 def test_each_fault_is_caught(tools_ref, fault, check, severity, words):
     report = probe(tools_ref, fault)
@@ -98,6 +105,14 @@ def test_reasoning_split(think_ref, fault, severity, words):
     report = probe(think_ref, fault, select=["EPT081"])
     findings = report.findings_for("EPT081")
     assert len(findings) == 1 and findings[0].severity.value == severity and words in findings[0].message
+
+
+@pytest.mark.parametrize("fault, severity, words", [(None, "info", "the answer is in content"),
+                                                    ("thinking-off-misrouted", "error", "content is empty")])
+def test_answer_with_thinking_off(think_ref, fault, severity, words):
+    """Thinking switched off in the request: the answer belongs in content, never in the reasoning field."""
+    (finding,) = probe(think_ref, fault, select=["EPT086"]).findings_for("EPT086")
+    assert finding.severity.value == severity and words in finding.message
 
 
 def test_reasoning_without_a_parser_is_a_warning(think_ref):
