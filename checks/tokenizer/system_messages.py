@@ -18,7 +18,7 @@ def render_shapes(tok) -> dict[str, str | Exception]:
     return out
 
 
-@check("TOK034", category="tokenizer", severity="warning", needs=("tokenizer",),
+@check("TOK034", category="tokenizer", severity="error", needs=("tokenizer",),
        hint="render every system message (the model's template keeps only the first: merge later instructions "
             "into it, or fix the template to write them), or make the template raise on a shape it cannot render")
 def system_messages_reach_prompt(ctx):

@@ -9,6 +9,7 @@ template. The healthy server must give no warning and no error; each planted fau
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from tests.load_servers import LlamaCppServer
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]
 CHAIN = ["EPT07", "EPT08"]
+GPT_OSS_TEMPLATE = Path(__file__).parents[2] / "checks" / "tokenizer" / "tool_templates" / "openai-gpt-oss-120b.jinja"
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +68,13 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     with them under a load average of 7-9), since it is the one run that sees every check quiet together on a real
     parser; EPT083's 4k-token prompts and EPT084's cache on/off answers are most of it. Each fault below runs only
     its own check."""
-    report = probe(reference, server.url, select=["EPT001", *CHAIN])
+    with ChainProxy(server.url) as proxy:      # transparent: its answers are replayed to the faults below
+        report = probe(reference, proxy.url, select=["EPT001", *CHAIN])
     assert flagged(report) == []
     runs = {r.id: r.status for r in report.checks}
     assert runs["EPT071"] == "passed" and runs["EPT082"] == "passed" and runs["EPT083"] == "passed"
-    assert runs["EPT081"] == "skipped"           # the tool template has no thinking markers
+    assert runs["EPT075"] == "passed" and runs["EPT085"] == "passed"
+    assert runs["EPT081"] == "skipped" and runs["EPT086"] == "skipped"      # no thinking markers, no switch
     assert "get_weather" in report.findings_for("EPT071")[-1].message
     requests = report.findings_for("EPT001")[0].evidence["requests"]["count"]
     print("requests:", requests)
@@ -98,9 +102,16 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     ("prefix-word", "EPT084", "error"),
     ("late-cache-diverge", "EPT084", "error"),
     ("drop-middle", "EPT083", "error"),
+    ("empty-calls", "EPT071", "error"),
+    ("args-empty", "EPT071", "error"),
+    ("stream-call-lost", "EPT072", "error"),
+    ("id-history", "EPT075", "error"),
 ])
 def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, severity):
-    """One check behind the proxy per fault, on the module's one llama-server (no server of its own): EPT083 asks
+    """One check behind the proxy per fault, on the module's one llama-server (no server of its own). The proxy
+    replays the server's answer to a request it has answered before in the session (the healthy run above asked
+    them all), so a fault costs only the requests it rewrites: a cut or thinned prompt is read again, an answer
+    rewritten on its way back costs nothing upstream. Without the replay EPT083 asks
     8 prompts of max_tokens 1 (10k prompt tokens in all, the longest ~4k), EPT084 7 answers run to their stop
     (51 tokens; 75 after the 1k shared prefix): seconds on an idle 2-core box (measured under a load average of
     7-9: EPT083 165 s, EPT084 31-49 s; under 12 with 6 prompts and 24-token answers: EPT083 195-317 s, EPT084
@@ -156,6 +167,33 @@ def test_llama_server_reasoning_split(think_server, fault, severity, words):
         report = probe(ref, proxy.url, select=["EPT081"])
     (finding,) = report.findings
     assert finding.severity.value == severity and words in finding.message
+
+
+@pytest.mark.parametrize("fault, severity, words", [(None, "info", "the answer is in content"),
+                                                    ("thinking-off-misrouted", "error", "content is empty")])
+def test_llama_server_answer_with_thinking_off(think_server, fault, severity, words):
+    """`chat_template_kwargs: {"enable_thinking": false}`: the thinking template closes its block in the generation
+    prompt and llama-server returns the answer in content; the proxy moves it to reasoning_content (vLLM's
+    Qwen3 parser with thinking off)."""
+    ref = Reference.load(or_fail(chain_assets.model_dir, "think"))
+    with ChainProxy(think_server.url, fault) as proxy:
+        report = probe(ref, proxy.url, select=["EPT086"])
+    (finding,) = report.findings
+    assert finding.severity.value == severity and words in finding.message
+
+
+def test_llama_server_serving_the_gpt_oss_template_drops_later_system_messages(live_server, reference):
+    """llama-server --jinja --chat-template-file with gpt-oss's released template in front of a model whose own
+    template renders every system message: its /apply-template prompt keeps only the first (vllm#44330's
+    template); the reference template keeps them all, so the server dropped them."""
+    s = live_server(LlamaCppServer, or_fail(chain_assets.gguf, "tools"), "--jinja", "--chat-template-file",
+                    str(GPT_OSS_TEMPLATE), parallel=1, ctx=2048)
+    report = probe(reference, s.url, select=["EPT085"])
+    dropped = [(f.evidence["shape"], f.message.split(" of the ")[0]) for f in report.findings]
+    later = "the server drops message {} (system: 'From now on, answer in German.')"
+    assert dropped == [("two system messages", later.format(1)), ("system mid-conversation", later.format(3)),
+                       ("system after the first turn only", later.format(2))]
+    assert flagged(report) == [("EPT085", "error")]
 
 
 @pytest.fixture(scope="module")
