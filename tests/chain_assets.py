@@ -5,9 +5,9 @@ template (tools in the system turn inside <tools>, calls as <tool_call>{json}</t
 <tool_response> in a user turn) with SmolLM2's default system line; llama.cpp's template analysis reads it as a
 Hermes-style tool-call format. `THINK_TEMPLATE` (think.jinja) adds Qwen3's thinking: the generation prompt opens
 `<think>\\n`, so what the model writes first is reasoning (with `enable_thinking` false it writes Qwen3's closed
-block `<think>\\n\\n</think>\\n\\n` instead: what the model writes is the answer). Both exist as a Hugging Face directory (hard links to the
-cached SmolLM2 files, a new tokenizer_config.json) for the reference and as a GGUF (the cached Q4_1 with
-tokenizer.chat_template replaced) for the server.
+block `<think>\\n\\n</think>\\n\\n` instead: what the model writes is the answer). Both exist as a Hugging
+Face directory (hard links to the cached SmolLM2 files, a new tokenizer_config.json) for the reference and as a
+GGUF (the cached Q4_1 with tokenizer.chat_template replaced) for the server.
 """
 from __future__ import annotations
 

@@ -28,8 +28,9 @@ def system_messages_reach_prompt(ctx):
     answer; one after the first turn only), every message distinct, and names each message whose text the
     prompt does not hold. Clients put instructions in later system messages (an agent's step, a tool policy);
     a template that keeps only the first (the gpt-oss template: vllm#44330) loses them while the server answers
-    200. A dropped first system message or user turn is an error; a later system message a warning. A template
-    that raises on a shape refuses it openly (info)."""
+    200. A conversation's only system message or a user turn dropped is an error; one of two system messages a
+    warning (DeepSeek-R1's template keeps the last, gpt-oss's the first). A template that raises on a shape
+    refuses it openly (info)."""
     tok = ctx.tokenizer
     if not tok.chat_template:
         raise Skip("no chat template (base model)")
@@ -42,9 +43,9 @@ def system_messages_reach_prompt(ctx):
         missing = missing_messages(rendered, messages)
         kept.append(shape) if not missing else None
         for i in missing:
-            first = messages[i]["role"] == "user" or i == 0
+            alone = messages[i]["role"] == "user" or len(messages) == 2     # no other system message kept
             yield Problem(f"the template drops {describe(messages, i)} of the {shape!r} conversation: it never "
-                          f"reaches the prompt, and rendering raises no error", severity="error" if first else
+                          f"reaches the prompt, and rendering raises no error", severity="error" if alone else
                           "warning", location=template_location(ctx),
                           evidence={"shape": shape, "messages": messages, "rendered": rendered[-1500:]})
     if refused:

@@ -29,12 +29,21 @@ def test_templates_that_render_every_system_message_are_quiet(broken_copy, name)
     assert "every message reaches the prompt" in report.findings[0].message
 
 
-def test_a_template_without_a_system_branch_drops_the_first_one_as_an_error(broken_copy):
+def test_a_template_without_a_system_branch_drops_the_only_one_as_an_error(broken_copy):
     report = findings(tool_model(broken_copy, "qwen2.5-7b-instruct", template=SYSTEM_LESS), select=["TOK034"])
-    errors = [f.message for f in report.findings if f.severity.value == "error"]
-    assert errors == ["the template drops message 0 (system: 'Answer every question in French.') of the 'system "
-                      "first' conversation: it never reaches the prompt, and rendering raises no error",
-                      "the template drops message 0 (system: 'Answer every question in French.') of the 'two "
-                      "system messages' conversation: it never reaches the prompt, and rendering raises no error",
-                      "the template drops message 0 (system: 'Answer every question in French.') of the 'system "
-                      "mid-conversation' conversation: it never reaches the prompt, and rendering raises no error"]
+    levels = [(f.evidence["shape"], f.severity.value) for f in report.findings if f.severity.value != "info"]
+    assert levels[0] == ("system first", "error")
+    assert "drops message 0 (system: 'Answer every question in French.')" in report.findings[0].message
+    assert {level for shape, level in levels[1:]} == {"warning"}      # a second system message dropped as well
+
+
+
+def test_deepseek_r1_template_keeps_the_last_of_two_system_messages(broken_copy):
+    """llama.cpp's copy of DeepSeek-R1-Distill-Qwen's template: each system message overwrites the one before, so
+    the first of two never reaches the prompt (a warning: the conversation keeps one)."""
+    from tests.assets_gguf import llamacpp_chat_templates
+    text = llamacpp_chat_templates()["deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"]
+    report = findings(tool_model(broken_copy, "deepseek-r1-distill-qwen-32b", template=text), select=["TOK034"])
+    dropped = [(f.evidence["shape"], f.severity.value) for f in report.findings if f.severity.value != "info"]
+    assert dropped == [("two system messages", "warning"), ("system mid-conversation", "warning")]
+    assert all("drops message 0 (system" in f.message for f in report.findings if f.severity.value == "warning")
