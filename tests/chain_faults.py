@@ -35,6 +35,8 @@ broken server or gateway does:
                       `functions.get_weather:0`, `call00003`) answered with its calls dropped and finish "stop"
     thinking-off-misrouted   with chat_template_kwargs enable_thinking false, the answer moved to
                       reasoning_content and content null
+    zero-arg-lost     a call whose arguments are "{}" (a tool without parameters) dropped, content empty, finish
+                      "stop", streamed or not (ollama#17328's parser)
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ FAULTS = ("raw-text-call", "args-not-json", "args-double", "args-schema", "finis
           "tools-dropped", "think-leak", "reasoning-dropped", "format-ignored", "format-invalid", "truncate",
           "stream-diverge", "cache-diverge", "cut:user:middle", "cut:system:start", "cut:tool:end", "stream-word",
           "seen-word", "prefix-word", "late-stream-diverge", "late-cache-diverge", "drop-middle", "empty-calls",
-          "args-empty", "stream-call-lost", "id-history", "thinking-off-misrouted")
+          "args-empty", "stream-call-lost", "id-history", "thinking-off-misrouted", "zero-arg-lost")
 OPENAI_ID = re.compile(r"call_[A-Za-z0-9]+")
 LONG_PROMPT_CHARS = 4000
 CUT_CHARS = 600             # a "long" message for the cut faults (the short probes are ~700 characters)
@@ -158,6 +160,9 @@ def rewrite_answer(fault: str | None, request: dict, answer: dict, seen: tuple =
         text = "".join(f'<tool_call>\n{{"name": "{c["function"]["name"]}", "arguments": '
                        f'{c["function"]["arguments"]}}}\n</tool_call>' for c in calls)
         message["content"], message["tool_calls"], choice["finish_reason"] = text, [], "stop"
+    elif fault == "zero-arg-lost" and calls and all(json.loads(c["function"]["arguments"] or "{}") == {}
+                                                     for c in calls):
+        message["tool_calls"], message["content"], choice["finish_reason"] = [], "", "stop"
     elif (fault == "empty-calls" and calls) or (fault == "id-history" and calls and odd_ids(request)):
         message["tool_calls"], message["content"] = [], message.get("content") or ""
         choice["finish_reason"] = "tool_calls" if fault == "empty-calls" else "stop"
@@ -194,14 +199,29 @@ def odd_ids(request: dict) -> bool:
                for c in m.get("tool_calls") or [])
 
 
+def _delta(event: dict) -> dict:
+    return ((event.get("choices") or [{}])[0] or {}).get("delta") or {}
+
+
+def streamed_arguments(events: list[dict]) -> str | None:
+    """The argument fragments of a stream's calls, joined (None: the stream carries no call)."""
+    fragments = [(c.get("function") or {}).get("arguments") or "" for e in events for c in _delta(e).get("tool_calls")
+                 or []]
+    return "".join(fragments) if fragments else None
+
+
 def thinking_off(request: dict) -> bool:
     return (request.get("chat_template_kwargs") or {}).get("enable_thinking") is False
 
 
 def rewrite_events(fault: str | None, events: list[dict]) -> list[dict]:
     """A stream's JSON events as the faulty server sends them."""
-    if fault == "stream-call-lost":
-        return [e for e in events if not ((e.get("choices") or [{}])[0] or {}).get("delta", {}).get("tool_calls")]
+    if fault == "stream-call-lost" or (fault == "zero-arg-lost" and streamed_arguments(events) == "{}"):
+        kept = [e for e in events if not _delta(e).get("tool_calls")]
+        for e in kept if fault == "zero-arg-lost" else ():
+            if (e.get("choices") or [{}])[0].get("finish_reason"):
+                e["choices"][0]["finish_reason"] = "stop"
+        return kept
     if fault not in ("stream-args", "stream-diverge", "late-stream-diverge", "stream-word"):
         return events
     out, texts = [], 0

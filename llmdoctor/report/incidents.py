@@ -48,6 +48,12 @@ CHAT: tuple[Signature, ...] = (
         ("the streaming tool parser misses a call whose begin and end markers arrive in one delta",),
         checks=(), probes=(_PROBE.format("EPT072"),), references=("vllm#48020",)),
     Signature(
+        "zero-argument-call-lost", "A call to a tool without arguments is lost",
+        (r"(zero|no)[- ]arg(ument)?s? (tool )?(call )?(is |are |gets? )?(lost|dropped|discarded|missing|ignored)",
+         r"tool (call )?(with|without) (no |omitted |empty )?arguments? .{0,30}(lost|dropped|discarded|ignored)"),
+        ("the tool parser treats a call without arguments as no call",),
+        checks=(), probes=(_PROBE.format("EPT076"),), references=("ollama#17328",)),
+    Signature(
         "tool-call-arguments-empty", "Tool call arguments \"{}\" where the model wrote some",
         (r"arguments? (is |are |come back |returned )?(as )?.?\{\}.? ?(empty|although|but|instead|where)",
          r"empty (tool[- ]call )?arguments", r"arguments (are |is )?(lost|dropped|empty)"),

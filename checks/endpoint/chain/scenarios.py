@@ -44,6 +44,16 @@ def tool_request(tool_choice=None, call_id: str = "call_1") -> dict:
     return request
 
 
+# a tool without parameters, shown called once (arguments "{}"), then asked for again (SmolLM2-135M calls it)
+NO_ARGS_TOOL = {"type": "function", "function": {
+    "name": "get_server_time", "description": "Get the server's current time.",
+    "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}}
+NO_ARGS_REQUEST = {"messages": [
+    {"role": "user", "content": "What time is it on the server?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_server_time", "arguments": "{}"}}]},
+    {"role": "user", "content": "And what time is it on the server now?"}], "tools": [NO_ARGS_TOOL], "max_tokens": 64}
+
 # ids of an earlier call that are not OpenAI's `call_...`: Kimi K2's `functions.NAME:INDEX` and a bare counter
 HISTORY_IDS = ("functions.get_weather:0", "call00003")
 

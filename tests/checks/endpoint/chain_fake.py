@@ -61,8 +61,9 @@ class HealthyServer:
     def message(self, body: dict) -> tuple[dict, str, list[str]]:
         if body.get("tools") and body.get("tool_choice") != "none":
             choice = body.get("tool_choice")
-            name = choice["function"]["name"] if isinstance(choice, dict) else "get_weather"
-            arguments = CALL_ARGUMENTS if name == "get_weather" else {"city": "Tokyo"}
+            offered = [t["function"]["name"] for t in body["tools"]]
+            name = choice["function"]["name"] if isinstance(choice, dict) else offered[0]
+            arguments = {"get_weather": CALL_ARGUMENTS, "get_server_time": {}}.get(name, {"city": "Tokyo"})
             call = {"id": "call_9", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
             return {"content": None, "tool_calls": [call]}, "tool_calls", []
         if body.get("response_format"):

@@ -44,16 +44,16 @@ def test_healthy_server_passes_every_chain_check(tools_ref):
     assert flagged(report) == {}
     runs = {r.id: r.status for r in report.checks}
     assert runs == {"EPT071": "passed", "EPT072": "passed", "EPT073": "passed", "EPT074": "passed",
-                    "EPT075": "passed", "EPT081": "skipped", "EPT082": "passed", "EPT083": "passed",
+                    "EPT075": "passed", "EPT076": "passed", "EPT081": "skipped", "EPT082": "passed", "EPT083": "passed",
                     "EPT084": "passed", "EPT085": "skipped", "EPT086": "skipped"}
     delivered = report.findings_for("EPT071")[-1]
     assert delivered.severity.value == "info" and "get_weather" in delivered.message
     assert "assemble into the non-streamed call" in report.findings_for("EPT072")[0].message
     # the whole chain stays well inside the default request budget (80): EPT083 asks 8 (5 shapes, 3 of them short
-    # and long), EPT084 6 on a server without a per-request cache switch, the tool checks 7 (EPT075's two other
-    # history ids), EPT081 and EPT082 1
+    # and long), EPT084 6 on a server without a per-request cache switch, the tool checks 9 (EPT075's two other
+    # history ids, EPT076's zero-argument call streamed and not), EPT081 and EPT082 1
     chat = [p for p, _ in server.requests if p == "/v1/chat/completions"]
-    assert len(chat) <= 24
+    assert len(chat) <= 26
 
 
 @pytest.mark.parametrize("fault, check, severity, words", [
@@ -84,6 +84,8 @@ def test_healthy_server_passes_every_chain_check(tools_ref):
     ("stream-call-lost", "EPT072", "error", "the stream lost the call"),
     ("id-history", "EPT075", "error", "'functions.get_weather:0'"),
     ("id-history", "EPT075", "error", "'call00003'"),
+    ("zero-arg-lost", "EPT076", "error", "non-streamed: the call of get_server_time() (no arguments) is lost"),
+    ("zero-arg-lost", "EPT076", "error", "streamed: the call of get_server_time() (no arguments) is lost"),
 ])
 def test_each_fault_is_caught(tools_ref, fault, check, severity, words):
     report = probe(tools_ref, fault)

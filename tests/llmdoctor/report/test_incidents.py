@@ -28,6 +28,7 @@ CHAT_SYMPTOMS = {
     "ids like call00003 in the history": "tool-call-history-id",
     "arguments come back as {} although the model wrote a city": "tool-call-arguments-empty",
     "with enable_thinking false the content is null": "thinking-off-answer-in-reasoning",
+    "zero-argument tool call is lost": "zero-argument-call-lost",
 }
 
 

@@ -73,7 +73,7 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     assert flagged(report) == []
     runs = {r.id: r.status for r in report.checks}
     assert runs["EPT071"] == "passed" and runs["EPT082"] == "passed" and runs["EPT083"] == "passed"
-    assert runs["EPT075"] == "passed" and runs["EPT085"] == "passed"
+    assert runs["EPT075"] == "passed" and runs["EPT076"] == "passed" and runs["EPT085"] == "passed"
     assert runs["EPT081"] == "skipped" and runs["EPT086"] == "skipped"      # no thinking markers, no switch
     assert "get_weather" in report.findings_for("EPT071")[-1].message
     requests = report.findings_for("EPT001")[0].evidence["requests"]["count"]
@@ -106,6 +106,7 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     ("args-empty", "EPT071", "error"),
     ("stream-call-lost", "EPT072", "error"),
     ("id-history", "EPT075", "error"),
+    ("zero-arg-lost", "EPT076", "error"),
 ])
 def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, severity):
     """One check behind the proxy per fault, on the module's one llama-server (no server of its own). The proxy
