@@ -297,6 +297,7 @@ class ChainProxy(_Base):
     def __init__(self, upstream: str, fault: str | None = None, replay: bool = True):
         import threading
         self.upstream, self.fault, self.replay = upstream.rstrip("/"), fault, replay
+        self.asked = self.replayed = 0          # POSTs sent upstream, POSTs answered from REPLAYS
         self.http = httpx.Client(base_url=self.upstream, timeout=httpx.Timeout(300, connect=5), trust_env=False)
         self.stopping = threading.Event()
         self.history = History()
@@ -339,7 +340,9 @@ class _ChainHandler(_Handler):
         owner = self.owner
         key = (owner.upstream, self.path, json.dumps(body, sort_keys=True))
         if owner.replay and key in REPLAYS:
+            owner.replayed += 1
             return REPLAYS[key]
+        owner.asked += 1
         r = owner.http.post(self.path, json=body)
         if owner.replay and r.status_code == 200 and self.path in REPLAYED:
             REPLAYS[key] = (r.status_code, r.content)

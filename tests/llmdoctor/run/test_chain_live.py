@@ -78,7 +78,9 @@ def test_healthy_llama_server_has_no_warning(server, reference):
     assert "get_weather" in report.findings_for("EPT071")[-1].message
     requests = report.findings_for("EPT001")[0].evidence["requests"]["count"]
     print("requests:", requests)
-    assert requests <= 38           # detection and the whole chain (EPT083 8, EPT084 7): inside the budget of 80
+    # detection and the whole chain (EPT083 8, EPT084 7, EPT075 and EPT076 2 each, EPT085's 4 renderings): inside
+    # the budget of 80
+    assert requests <= 46
 
 
 @pytest.mark.parametrize("fault, check, severity", [
@@ -122,6 +124,7 @@ def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, sever
     before, and in an answer after another request sharing its long prefix."""
     with ChainProxy(server.url, fault) as proxy:
         report = probe(reference, proxy.url, select=[check])
+    print(f"{fault}: {proxy.asked} requests sent to llama-server, {proxy.replayed} replayed")
     assert (check, severity) in flagged(report), fault
     assert all(c == check for c, _ in flagged(report, ("error",)))
     if fault.startswith("late-"):       # past the 24 tokens once compared, named by its position
