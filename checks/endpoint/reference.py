@@ -33,9 +33,6 @@ class Reference:
     eos_sources: dict[int, list[str]] = field(default_factory=dict)   # id -> where it is declared
     _engine: object = None
     _pieces: dict | None = None
-    # the reference's renderings and token counts by their input: the same conversation renders and counts the same
-    # in every run against it (a session probing several servers, or one server behind several proxies)
-    memo: dict = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> "Reference":

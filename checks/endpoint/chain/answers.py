@@ -60,17 +60,17 @@ def tools_prompt(ctx: EndpointContext) -> str | None:
 
 
 def reference_render(ctx: EndpointContext, messages: list[dict], tools: list | None = None) -> str | None:
-    """The reference template's prompt (None: the template refuses this conversation). Kept on the reference by
-    the conversation's content (an id() of a list can be reused by another list once the first is gone)."""
+    """The reference template's prompt (None: the template refuses this conversation). Cached by the
+    conversation's content (an id() of a list can be reused by another list once the first is gone)."""
     key = "render:" + json.dumps([messages, tools], sort_keys=True, default=str)
-    memo = ctx.reference.memo
-    if key not in memo:
+    if key not in ctx.state:
         try:
             extra = {"tools": tools} if tools else {}
-            memo[key] = ctx.reference.tokenizer.apply_chat_template(messages, add_generation_prompt=True, **extra)
+            ctx.state[key] = ctx.reference.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                                         **extra)
         except Exception:  # a template that cannot render this shape (ChatTemplateError and the like)
-            memo[key] = None
-    return memo[key]
+            ctx.state[key] = None
+    return ctx.state[key]
 
 
 REFERENCE_ONE_SHOT = scenarios.one_shot(arguments_as_text=False)
@@ -87,19 +87,8 @@ def count(ctx: EndpointContext, text: str | None) -> int | None:
     the tokenizer adds in front where the template did not write one."""
     if text is None:
         return None
-    key = ("count", text)
-    if key not in ctx.reference.memo:
-        tok = ctx.reference.tokenizer
-        plain = tok.encode(text, add_special_tokens=False)
-        bos = tok.bos_token_id
-        added = bos is not None and tok.encode(text, add_special_tokens=True)[:1] == [bos] and plain[:1] != [bos]
-        ctx.reference.memo[key] = len(plain) + int(added)
-    return ctx.reference.memo[key]
-
-
-def length(ctx: EndpointContext, text: str) -> int:
-    """The reference tokenizer's count of `text` alone (no special tokens), kept on the reference."""
-    key = ("length", text)
-    if key not in ctx.reference.memo:
-        ctx.reference.memo[key] = len(ctx.reference.tokenizer.encode(text, add_special_tokens=False))
-    return ctx.reference.memo[key]
+    tok = ctx.reference.tokenizer
+    plain = tok.encode(text, add_special_tokens=False)
+    bos = tok.bos_token_id
+    added = bos is not None and tok.encode(text, add_special_tokens=True)[:1] == [bos] and plain[:1] != [bos]
+    return len(plain) + int(added)

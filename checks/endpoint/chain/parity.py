@@ -29,7 +29,7 @@ def _ask(ctx, key, messages, *, stream=False, cache=False):
 def prefix_messages(ctx: EndpointContext) -> tuple[list[dict], list[dict]]:
     window = getattr(ctx.ask("context", lambda: ctx.surface.context()), "max_context", None)
     target = min(PREFIX_TOKENS, (window or 4 * PREFIX_TOKENS) // 2, ctx.reference.max_context // 2)
-    per = answers.length(ctx, scenarios.shared_prefix(8)) / 8
+    per = len(ctx.reference.tokenizer.encode(scenarios.shared_prefix(8), add_special_tokens=False)) / 8
     prefix = scenarios.shared_prefix(max(int(target / per), 4))
     return scenarios.prefixed(prefix, scenarios.SUFFIXES[0]), scenarios.prefixed(prefix, scenarios.SUFFIXES[1])
 

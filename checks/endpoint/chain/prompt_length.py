@@ -22,7 +22,7 @@ QUESTION = "What year was the lighthouse in note (1) built?"
 
 def notes(ctx: EndpointContext, target: int) -> str:
     """Numbered notes of about `target` reference tokens (every part distinct: a cut anywhere shows)."""
-    per = answers.length(ctx, scenarios.shared_prefix(8)) / 8
+    per = len(ctx.reference.tokenizer.encode(scenarios.shared_prefix(8), add_special_tokens=False)) / 8
     return scenarios.shared_prefix(max(int(target / per), 4))
 
 
@@ -72,7 +72,7 @@ def one_probe(ctx: EndpointContext, shape: str, target: int):
     if rendered is None:
         return {"shape": shape, "skipped": "the reference template cannot render it"}
     expected = answers.count(ctx, rendered)
-    own = answers.length(ctx, messages[index]["content"])
+    own = len(ctx.reference.tokenizer.encode(messages[index]["content"], add_special_tokens=False))
     request = {"messages": messages, "max_tokens": 1, **({"tools": tools} if tools else {})}
     row = {"shape": shape, "role": messages[index]["role"], "message_tokens": own, "reference_prompt_tokens": expected}
     if tools:       # a server that drops the tools reads this many (EPT073's fault, not a cut message)
