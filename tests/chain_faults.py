@@ -281,12 +281,13 @@ def fault_transport(fault: str | None, upstream) -> httpx.MockTransport:
     return httpx.MockTransport(handle)
 
 
-# The real server's answers, kept for the session: (upstream, path, request as sent upstream) -> (status, raw
-# answer). Every chain request is greedy and the healthy run shows that the server's answers do not depend on
-# its cache or on what came before (EPT084), so a request no fault rewrote gets the answer it got the first
-# time; only what a fault changes upstream is asked again. Each fault is still planted on a real answer, as it
-# comes back through the proxy.
-REPLAYS: dict[tuple, tuple[int, bytes]] = {}
+# The real server's answers, kept for the session: (upstream, path, request as sent upstream) -> its answers
+# (status, raw answer) in the order they came. Every chain request is greedy and the healthy run shows that the
+# server's answers do not depend on its cache or on what came before (EPT084), so the n-th time a proxy sends a
+# request no fault rewrote, it gets the answer the n-th such request got from an earlier proxy; a proxy never
+# replays what it asked itself (the same request twice in one run, as EPT084 sends it, reaches the server twice).
+# Only what a fault changes upstream is asked again, and each fault is still planted on a real answer.
+REPLAYS: dict[tuple, list[tuple[int, bytes]]] = {}
 REPLAYED = ("/v1/chat/completions", "/apply-template", "/tokenize", "/detokenize")
 
 
@@ -298,6 +299,7 @@ class ChainProxy(_Base):
         import threading
         self.upstream, self.fault, self.replay = upstream.rstrip("/"), fault, replay
         self.asked = self.replayed = 0          # POSTs sent upstream, POSTs answered from REPLAYS
+        self.sent: dict[tuple, int] = {}        # how many times this proxy has had each request
         self.http = httpx.Client(base_url=self.upstream, timeout=httpx.Timeout(300, connect=5), trust_env=False)
         self.stopping = threading.Event()
         self.history = History()
@@ -336,14 +338,17 @@ class _ChainHandler(_Handler):
         self.send_json(status, answer)
 
     def upstream(self, body: dict) -> tuple[int, bytes]:
-        """(status, raw answer) of the real server, replayed where the same request was answered before."""
+        """(status, raw answer) of the real server, replayed where an earlier proxy had the same request answered
+        as often as this one has had it."""
         owner = self.owner
         key = (owner.upstream, self.path, json.dumps(body, sort_keys=True))
-        if owner.replay and key in REPLAYS:
+        n = owner.sent[key] = owner.sent.get(key, 0) + 1
+        recorded = REPLAYS.setdefault(key, [])
+        if owner.replay and n <= len(recorded):
             owner.replayed += 1
-            return REPLAYS[key]
+            return recorded[n - 1]
         owner.asked += 1
         r = owner.http.post(self.path, json=body)
-        if owner.replay and r.status_code == 200 and self.path in REPLAYED:
-            REPLAYS[key] = (r.status_code, r.content)
+        if owner.replay and r.status_code == 200 and self.path in REPLAYED and n == len(recorded) + 1:
+            recorded.append((r.status_code, r.content))
         return r.status_code, r.content
