@@ -7,7 +7,7 @@ command that shows each; `tests/llmdoctor/report/test_incidents.py` keeps the tw
 """
 from __future__ import annotations
 
-from llmdoctor.report.signatures import Signature
+from llmdoctor.report.signature_types import Signature
 
 # ---- files and conversion --------------------------------------------------------------------------
 FILES: tuple[Signature, ...] = (
