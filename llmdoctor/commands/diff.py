@@ -68,10 +68,10 @@ def diff_command(click_ctx, ref, cand, text_file, ctx_len, chunks, select, ignor
             url, other = (ref, cand) if is_url(ref) else (cand, ref)
             raise InputError(f"diff compares two models or two servers: {url} is a URL, {other} is not; to compare "
                              f"a server with a model run `llmdoctor probe endpoint {url} --model {other}`")
-        _refuse(given & MODEL_ONLY, "models")
+        _refuse(given & MODEL_ONLY.keys(), "models")
         _diff_servers(ref, cand, model, prompts, max_tokens, timeout_s, api_key_env, select, ignore, fmt, output,
                       fail_on, known, quick)
-    _refuse(given & SERVER_ONLY, "servers")
+    _refuse(given & SERVER_ONLY.keys(), "servers")
     from llmdoctor.run.diff_runner import run_diff
     from llmdoctor.run.output_guard import refuse_inside_model
     from llmdoctor.run.progress import Progress
@@ -103,11 +103,12 @@ SERVER_ONLY = {"model": "--model", "prompts": "--prompts", "max_tokens": "--max-
                "api_key_env": "--api-key-env"}
 
 
-def _refuse(names: set[str], compared: str) -> None:
+def _refuse(names, read_for: str) -> None:
     """Options that do nothing for what is compared are refused in one line, never silently ignored."""
     if names:
         flags = sorted((MODEL_ONLY | SERVER_ONLY)[n] for n in names)
-        raise InputError(f"{', '.join(flags)}: not used when diff compares two {compared}")
+        other = "servers" if read_for == "models" else "models"
+        raise InputError(f"{', '.join(flags)}: read only when diff compares two {read_for}, and these are two {other}")
 
 
 def _diff_servers(url_a, url_b, model, prompts, max_tokens, timeout_s, api_key_env, select, ignore, fmt, output,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass, field
 
 import httpx
+
+from tests.load_servers import _Base, _Handler
 
 WORDS = (" alpha", " bravo", " charlie", " delta", " echo", " foxtrot", " golf", " hotel")
 
@@ -75,3 +78,28 @@ class FakeServer:
         if logprobs is not None:
             choice["logprobs"] = logprobs
         return httpx.Response(200, json={"choices": [choice], "usage": usage})
+
+
+class HttpFake(_Base):
+    """A FakeServer behind a real HTTP port (127.0.0.1), for the CLI: `with HttpFake(FakeServer()) as s: s.url`."""
+
+    def __init__(self, fake: FakeServer):
+        self.fake = fake
+        self.stopping = threading.Event()
+        self.handler = _FakeHandler
+
+
+class _FakeHandler(_Handler):
+    def do_GET(self):
+        self._answer("GET", b"")
+
+    def do_POST(self):
+        self._answer("POST", self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+    def _answer(self, method: str, content: bytes):
+        response = self.owner.fake.handle(httpx.Request(method, f"http://fake{self.path}", content=content))
+        self.send_response(response.status_code)
+        self.send_header("Content-Type", response.headers.get("content-type", "application/json"))
+        self.send_header("Content-Length", str(len(response.content)))
+        self.end_headers()
+        self.wfile.write(response.content)
