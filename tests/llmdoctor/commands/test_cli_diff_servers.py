@@ -57,7 +57,8 @@ def test_a_url_beside_a_directory_is_one_line(tmp_path):
 
 def test_options_of_the_other_kind_are_refused_not_ignored(tmp_path):
     one_line_error(invoke("diff", "http://127.0.0.1:9", "http://127.0.0.1:10", "--text", tmp_path / "t.txt",
-                          "--device", "cpu"), "--device, --text: read only when diff compares two models, and these are two servers")
+                          "--device", "cpu"),
+                   "--device, --text: read only when diff compares two models, and these are two servers")
     one_line_error(invoke("diff", tmp_path, tmp_path, "--prompts", "2"),
                    "--prompts: read only when diff compares two servers, and these are two models")
 
