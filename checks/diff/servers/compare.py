@@ -2,8 +2,8 @@
 and the KL divergence their returned top logprobs allow at each position they share.
 
 Servers name tokens by their text (vLLM gives no ids), so pieces are compared as text. The KL is a lower bound of
-the full one: over the partition {tokens in both top lists} + {everything else} (coarsening never raises a KL
-divergence), so a server that returns 5 alternatives still gives a number that only misses what lies outside them.
+the full one (see top_kl): a server that returns 5 alternatives still gives a number that only misses what lies
+outside them.
 """
 from __future__ import annotations
 
@@ -95,17 +95,24 @@ def divergence(ref: list[TokenLogprob] | None, ref_text: str, cand: list[TokenLo
 
 
 def top_kl(p: dict[str, float], q: dict[str, float]) -> float | None:
-    """KL(P || Q) over {pieces in both top lists} + {rest}, from two top lists of logprobs (None: no common piece)."""
-    common = [k for k in p if k in q]
-    if not common:
+    """The least KL(P || Q) two top lists of logprobs allow (None: an empty list).
+
+    Cells: each piece in both lists; `missing`, the pieces of P's list that Q does not list (Q gives each at most
+    its own last listed probability); the rest. Merging pieces into cells never raises a KL divergence, and Q's
+    share of `missing` is only bounded, so it is set where it makes the KL least: proportional to P's share
+    (q_missing / q_rest = p_missing / p_rest), capped by what Q's list allows."""
+    if not p or not q:
         return None
-    ps = [math.exp(p[k]) for k in common]
-    qs = [math.exp(q[k]) for k in common]
-    p_rest, q_rest = max(1.0 - sum(ps), 0.0), max(1.0 - sum(qs), FLOOR)
-    kl = sum(x * math.log(x / max(y, FLOOR)) for x, y in zip(ps, qs) if x > 0)
-    if p_rest > FLOOR:
-        kl += p_rest * math.log(p_rest / q_rest)
-    return max(kl, 0.0)
+    common = [k for k in p if k in q]
+    ps, qs = [math.exp(p[k]) for k in common], [math.exp(q[k]) for k in common]
+    p_missing = sum(math.exp(v) for k, v in p.items() if k not in q)
+    q_left = max(1.0 - sum(math.exp(v) for v in q.values()), 0.0)      # what Q's list does not place
+    cap = min((len(p) - len(common)) * math.exp(min(q.values())), q_left)
+    p_rest = max(1.0 - sum(ps) - p_missing, 0.0)
+    m = max(1.0 - sum(qs), 0.0)                                         # Q's mass outside the common pieces
+    q_missing = min(m * p_missing / (p_missing + p_rest), cap) if p_missing + p_rest > 0 else 0.0
+    cells = list(zip(ps, qs)) + [(p_missing, q_missing), (p_rest, m - q_missing)]
+    return max(sum(x * math.log(x / max(y, FLOOR)) for x, y in cells if x > FLOOR), 0.0)
 
 
 def kl_by_position(ref: list[TokenLogprob] | None, cand: list[TokenLogprob] | None,

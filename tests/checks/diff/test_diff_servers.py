@@ -3,6 +3,7 @@ to see, planted on one side, and the identical pair quiet; the pure comparisons;
 from __future__ import annotations
 
 import math
+import random
 
 import httpx
 import pytest
@@ -138,15 +139,29 @@ def test_divergence_ignores_a_trailing_invisible_stop_token():
 
 def test_top_kl_is_a_lower_bound_of_the_full_kl_and_zero_when_equal():
     p = [0.5, 0.2, 0.15, 0.1, 0.05]
-    q = [0.3, 0.3, 0.2, 0.1, 0.1]
+    q = [0.1, 0.3, 0.3, 0.2, 0.1]          # Q's top three are b, c, d: "a" lies below them
     full = sum(x * math.log(x / y) for x, y in zip(p, q))
     keys = ["a", "b", "c", "d", "e"]
-    top_p = {k: math.log(x) for k, x in zip(keys[:3], p)}         # each side lists three
+    top_p = {k: math.log(x) for k, x in zip(keys[:3], p[:3])}     # each side lists its top three
     top_q = {k: math.log(x) for k, x in zip(keys[1:4], q[1:4])}
     bound = top_kl(top_p, top_q)
     assert 0 < bound <= full
     assert top_kl(top_p, top_p) == pytest.approx(0.0, abs=1e-12)
-    assert top_kl({"a": -0.1}, {"b": -0.1}) is None
+    disjoint = top_kl({"a": math.log(0.9)}, {"b": math.log(0.9)})     # Q gives "a" at most its 0.1 left over
+    assert disjoint == pytest.approx(0.8 * math.log(0.9 / 0.1), rel=1e-9)
+    assert top_kl({}, top_q) is None
+
+
+def test_top_kl_never_exceeds_the_full_kl_on_random_distributions():
+    rng = random.Random(0)
+    for _ in range(500):
+        n, k = rng.randint(2, 12), rng.randint(1, 5)
+        p = [rng.random() ** 4 for _ in range(n)]
+        q = [x * math.exp(rng.gauss(0, rng.choice((0.01, 0.5, 3)))) for x in p]
+        p, q = [x / sum(p) for x in p], [x / sum(q) for x in q]
+        full = sum(x * math.log(x / y) for x, y in zip(p, q))
+        top = lambda d: {str(i): math.log(d[i]) for i in sorted(range(n), key=lambda i: -d[i])[:k]}  # noqa: E731
+        assert top_kl(top(p), top(q)) <= full + 1e-12
     same = [tok(" a", math.log(0.6), _b=math.log(0.3))] * 3
     assert kl_by_position(same, same, None) == pytest.approx([0.0] * 3, abs=1e-12)
     assert len(kl_by_position(same, same, 0)) == 1
