@@ -11,9 +11,25 @@ from probes.endpoint import EndpointError
 KLD_WARN, KLD_ERROR = 0.05, 0.5
 
 
-def _shared_positions(ref, cand) -> list[float | None]:
+def _by_prompt(text: str, ref, cand) -> dict | None:
+    """Both directions' KL at every shared position of one prompt's answers (None: no comparable position)."""
     upto = first_difference(pieces(ref.tokens, ref.text), pieces(cand.tokens, cand.text))
-    return kl_by_position(ref.tokens, cand.tokens, upto)
+    forward = [k for k in kl_by_position(ref.tokens, cand.tokens, upto) if k is not None]
+    backward = [k for k in kl_by_position(cand.tokens, ref.tokens, upto) if k is not None]
+    if not forward or not backward:
+        return None
+    return {"prompt": text, "positions": len(forward), "kld": _stats(forward), "kld_reversed": _stats(backward),
+            "kld_by_position": [round(k, 6) for k in forward],
+            "kld_reversed_by_position": [round(k, 6) for k in backward]}
+
+
+def _stats(values: list[float]) -> dict:
+    worst = max(range(len(values)), key=values.__getitem__)
+    return {"mean": round(sum(values) / len(values), 6), "max": round(values[worst], 6), "max_at": worst}
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    return sum(r[key]["mean"] * r["positions"] for r in rows) / sum(r["positions"] for r in rows)
 
 
 @check("DIF061", category="diff", severity="error", needs=("servers",),
@@ -23,32 +39,33 @@ def top_logprob_kl(ctx):
     """The servers' next-token distributions differ: KL divergence of the returned top logprobs by position.
 
     At every position both greedy answers reached with the same context (up to and including the first
-    differing token), KL(reference || candidate) over {pieces in both top lists} + {rest}: a lower bound of the
-    full KL that the top lists allow. Mean above `DIF061.kld_warn` (0.05) is a warning, above `kld_error` (0.5)
-    an error; below, info with the numbers (near-equal). Skipped when a server returns no logprobs."""
+    differing token), KL(reference || candidate) and KL(candidate || reference), each the least the two top
+    lists allow (checks/diff/servers/compare.py top_kl: a lower bound of the full KL). The larger of the two
+    means above `DIF061.kld_warn` (0.05) is a warning, above `kld_error` (0.5) an error; below, info with the
+    numbers (near-equal). Skipped when a server returns no logprobs."""
     warn, error = ctx.threshold("DIF061", "kld_warn", KLD_WARN), ctx.threshold("DIF061", "kld_error", KLD_ERROR)
-    rows, values = [], []
+    rows = []
     for text, ref, cand in ctx.greedy_pairs():
         if isinstance(ref, EndpointError) or isinstance(cand, EndpointError):
             continue
         if not ref.tokens or not cand.tokens:
             raise Skip(f"the {'reference' if not ref.tokens else 'candidate'} server returned no logprobs")
-        kls = [k for k in _shared_positions(ref, cand) if k is not None]
-        values.extend(kls)
-        if kls:
-            worst = max(range(len(kls)), key=kls.__getitem__)
-            rows.append({"prompt": text, "positions": len(kls), "mean_kld": round(sum(kls) / len(kls), 6),
-                         "max_kld": round(kls[worst], 6), "max_at": worst,
-                         "kld_by_position": [round(k, 6) for k in kls]})
-    if not values:
+        row = _by_prompt(text, ref, cand)
+        if row is not None:
+            rows.append(row)
+    if not rows:
         raise Skip("no position where both servers returned comparable top logprobs")
-    mean, peak = sum(values) / len(values), max(values)
-    evidence = {"positions": len(values), "mean_kld": round(mean, 6), "max_kld": round(peak, 6),
-                "bound": "lower bound: KL over the pieces in both top lists + the rest", "by_prompt": rows}
-    summary = f"top-logprob KL(reference || candidate) mean {mean:.6f}, max {peak:.6f} over {len(values)} positions"
-    if mean > error:
+    forward, backward = _mean(rows, "kld"), _mean(rows, "kld_reversed")
+    positions = sum(r["positions"] for r in rows)
+    peak = max(max(r["kld"]["max"], r["kld_reversed"]["max"]) for r in rows)
+    evidence = {"positions": positions, "mean_kld": round(forward, 6), "mean_kld_reversed": round(backward, 6),
+                "max_kld": peak, "bound": "the least KL the top lists allow (a lower bound)", "by_prompt": rows}
+    summary = (f"top-logprob KL mean {forward:.6f} (reference || candidate), {backward:.6f} (candidate || "
+               f"reference), max {peak:.6f} over {positions} positions")
+    worst = max(forward, backward)
+    if worst > error:
         yield Problem(f"{summary}: the servers' distributions differ", evidence=evidence)
-    elif mean > warn:
+    elif worst > warn:
         yield Problem(f"{summary}: above {warn}", severity="warning", evidence=evidence)
     else:
         yield Problem(f"near-equal: {summary}", severity="info", evidence=evidence)

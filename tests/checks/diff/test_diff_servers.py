@@ -37,7 +37,8 @@ def test_identical_servers_are_quiet_and_say_so():
                                                       "DIF063": "passed"}
     messages = {f.check: f.message for f in report.findings}
     assert messages["DIF060"] == "all 2 greedy answers are identical token for token"
-    assert messages["DIF061"].startswith("near-equal: top-logprob KL(reference || candidate) mean 0.000000")
+    assert messages["DIF061"].startswith("near-equal: top-logprob KL mean 0.000000 (reference || candidate), "
+                                         "0.000000 (candidate || reference)")
     assert report.exit_code("warning") == 0
     assert report.model == "http://a.test:8000 vs http://b.test:8000"
 
@@ -52,7 +53,8 @@ def test_a_confident_flip_is_a_real_difference_with_both_margins():
     assert found[0].evidence["common"] == " alpha bravo"
     kl = [f for f in report.findings if f.check == "DIF061"][0]
     row = kl.evidence["by_prompt"][0]              # the KL of the swapped pair at the flip: (0.6 - 0.3) ln 2
-    assert row["positions"] == 3 and row["max_at"] == 2 and row["max_kld"] == pytest.approx(0.3 * math.log(2), abs=1e-6)
+    assert row["positions"] == 3 and row["kld"]["max_at"] == 2
+    assert row["kld"]["max"] == row["kld_reversed"]["max"] == pytest.approx(0.3 * math.log(2), abs=1e-6)
     assert kl.severity.value == "warning"          # mean 0.069 over the three positions: above 0.05
 
 
