@@ -37,7 +37,7 @@ from llmdoctor.commands.options import (InputError, budget_option, device_option
                    "base_model_name_or_path when local).")
 @click.option("--model", "model", type=click.Path(exists=True, path_type=Path), default=None,
               help="Two servers: the model directory (or GGUF) both should serve; its tokenizer counts the prompts "
-                   "(DIF062).")
+                   "(DIF072).")
 @click.option("--prompts", type=click.IntRange(1, 32), default=None,
               help=f"Two servers: probe prompts sent to both [default: {DEFAULT_PROMPTS}, {QUICK_PROMPTS} with "
                    f"--quick].")
@@ -59,7 +59,7 @@ def diff_command(click_ctx, ref, cand, text_file, ctx_len, chunks, select, ignor
 
     REF and CAND may instead both be URLs of live OpenAI-compatible servers (http://host:port or .../v1) that
     should serve the same model: greedy answers with the first differing token and both margins, top-logprob
-    KL by position, prompt token counts, tool-call and structured-output parity (DIF060-DIF063)."""
+    KL by position, prompt token counts, tool-call and structured-output parity (DIF070-DIF073)."""
     from llmdoctor.run.server_diff import is_url
     given = {name for name in click_ctx.params
              if click_ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}

@@ -1,4 +1,4 @@
-"""`llmdoctor diff URL_A URL_B`: two live OpenAI-compatible servers compared request by request (the DIF06x
+"""`llmdoctor diff URL_A URL_B`: two live OpenAI-compatible servers compared request by request (the DIF07x
 checks, checks/diff/servers/), with the report, selection and exit codes of `diff DIR DIR`.
 
 Both servers are connected before any check runs (the model list, then the server kind): a server that cannot be

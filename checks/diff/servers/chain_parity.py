@@ -1,4 +1,4 @@
-"""DIF063: the same tool request and the same structured-output request to both servers: do they answer in the
+"""DIF073: the same tool request and the same structured-output request to both servers: do they answer in the
 same shape (a tool call with the same name and arguments, JSON with the same content), or does one refuse?"""
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def differences(a: dict, b: dict) -> list[str]:
     return out
 
 
-@check("DIF063", category="diff", severity="warning", needs=("servers",),
+@check("DIF073", category="diff", severity="warning", needs=("servers",),
        hint="A tool or structured-output difference between two servers of the same model is their serving chain: "
             "the tool parser, the chat template (llama-server needs --jinja for tools), the grammar or "
             "guided-decoding backend; `probe endpoint URL --select EPT07,EPT08` judges each side.")

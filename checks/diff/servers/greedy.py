@@ -1,4 +1,4 @@
-"""DIF060: the two servers' greedy answers to the same chat prompts, request by request: the first token where
+"""DIF070: the two servers' greedy answers to the same chat prompts, request by request: the first token where
 they part and each side's margin there (a near tie that flipped, or a real difference)."""
 from __future__ import annotations
 
@@ -27,19 +27,19 @@ def _failed(text: str, ref, cand) -> Problem:
                    evidence={"prompt": text, "errors": which})
 
 
-@check("DIF060", category="diff", severity="warning", needs=("servers",),
+@check("DIF070", category="diff", severity="warning", needs=("servers",),
        hint="A real difference on the first tokens: the servers do not run the same model the same way (weights, "
-            "quantization, template, RoPE or sampling settings); DIF062 and `probe endpoint URL --model DIR` on each "
+            "quantization, template, RoPE or sampling settings); DIF072 and `probe endpoint URL --model DIR` on each "
             "say which side is wrong. A near tie is numerics.")
 def greedy_agreement(ctx):
     """The two servers' greedy answers part: the first differing token, and each side's margin there.
 
     Both servers get the same chat prompts (temperature 0, each server's plain-greedy switches, top logprobs).
     At the first token where the answers differ, a side's margin is its logprob of its own pick minus its
-    logprob of the other side's pick: both within `DIF060.tie_nats` (0.5) is a near tie that flipped (info),
+    logprob of the other side's pick: both within `DIF070.tie_nats` (0.5) is a near tie that flipped (info),
     anything larger is a real difference (warning). A request one side answers and the other refuses is a
     warning too. Info when every answer is identical."""
-    tie = ctx.threshold("DIF060", "tie_nats", TIE_NATS)
+    tie = ctx.threshold("DIF070", "tie_nats", TIE_NATS)
     rows, differing, ties = [], 0, 0
     for text, ref, cand in ctx.greedy_pairs():
         if isinstance(ref, EndpointError) or isinstance(cand, EndpointError):

@@ -1,4 +1,4 @@
-"""DIF061: the KL divergence of the two servers' returned top logprobs, position by position, over the part of
+"""DIF071: the KL divergence of the two servers' returned top logprobs, position by position, over the part of
 each greedy answer both servers generated from the same context."""
 from __future__ import annotations
 
@@ -32,18 +32,18 @@ def _mean(rows: list[dict], key: str) -> float:
     return sum(r[key]["mean"] * r["positions"] for r in rows) / sum(r["positions"] for r in rows)
 
 
-@check("DIF061", category="diff", severity="error", needs=("servers",),
+@check("DIF071", category="diff", severity="error", needs=("servers",),
        hint="Same weights served two ways read a KL near 0 (numerics); a large one means different weights, "
-            "quantization or a different prompt: DIF062 and DIF060 narrow it down.")
+            "quantization or a different prompt: DIF072 and DIF070 narrow it down.")
 def top_logprob_kl(ctx):
     """The servers' next-token distributions differ: KL divergence of the returned top logprobs by position.
 
     At every position both greedy answers reached with the same context (up to and including the first
     differing token), KL(reference || candidate) and KL(candidate || reference), each the least the two top
     lists allow (checks/diff/servers/compare.py top_kl: a lower bound of the full KL). The larger of the two
-    means above `DIF061.kld_warn` (0.05) is a warning, above `kld_error` (0.5) an error; below, info with the
+    means above `DIF071.kld_warn` (0.05) is a warning, above `kld_error` (0.5) an error; below, info with the
     numbers (near-equal). Skipped when a server returns no logprobs."""
-    warn, error = ctx.threshold("DIF061", "kld_warn", KLD_WARN), ctx.threshold("DIF061", "kld_error", KLD_ERROR)
+    warn, error = ctx.threshold("DIF071", "kld_warn", KLD_WARN), ctx.threshold("DIF071", "kld_error", KLD_ERROR)
     rows = []
     for text, ref, cand in ctx.greedy_pairs():
         if isinstance(ref, EndpointError) or isinstance(cand, EndpointError):

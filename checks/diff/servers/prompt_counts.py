@@ -1,4 +1,4 @@
-"""DIF062: how many tokens each server says the same prompts are (usage.prompt_tokens), as chat questions and
+"""DIF072: how many tokens each server says the same prompts are (usage.prompt_tokens), as chat questions and
 as plain completion prompts, and with --model the count the model's own tokenizer gives."""
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _which(row: dict) -> str:
     return f"; the model's tokenizer says {row['model']} ({' and '.join(agree) or 'neither server'} agrees)"
 
 
-@check("DIF062", category="diff", severity="warning", needs=("servers",),
+@check("DIF072", category="diff", severity="warning", needs=("servers",),
        hint="A different count means a different prompt: another chat template, a BOS added twice or not at all, "
             "or another tokenizer (pre-tokenizer, vocabulary). --model DIR says which side counts like the model.")
 def prompt_token_counts(ctx):

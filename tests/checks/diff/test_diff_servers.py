@@ -1,4 +1,4 @@
-"""`diff URL_A URL_B` on fake servers (tests/checks/diff/server_fakes.py): each difference the DIF06x checks claim
+"""`diff URL_A URL_B` on fake servers (tests/checks/diff/server_fakes.py): each difference the DIF07x checks claim
 to see, planted on one side, and the identical pair quiet; the pure comparisons; the one-line errors."""
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ def loud(report) -> dict[str, list[str]]:
 def test_identical_servers_are_quiet_and_say_so():
     report = diff(FakeServer(), FakeServer())
     assert loud(report) == {}
-    assert {c.id: c.status for c in report.checks} == {"DIF060": "passed", "DIF061": "passed", "DIF062": "passed",
-                                                      "DIF063": "passed"}
+    assert {c.id: c.status for c in report.checks} == {"DIF070": "passed", "DIF071": "passed", "DIF072": "passed",
+                                                      "DIF073": "passed"}
     messages = {f.check: f.message for f in report.findings}
-    assert messages["DIF060"] == "all 2 greedy answers are identical token for token"
-    assert messages["DIF061"].startswith("near-equal: top-logprob KL mean 0.000000 (reference || candidate), "
+    assert messages["DIF070"] == "all 2 greedy answers are identical token for token"
+    assert messages["DIF071"].startswith("near-equal: top-logprob KL mean 0.000000 (reference || candidate), "
                                          "0.000000 (candidate || reference)")
     assert report.exit_code("warning") == 0
     assert report.model == "http://a.test:8000 vs http://b.test:8000"
@@ -45,13 +45,13 @@ def test_identical_servers_are_quiet_and_say_so():
 
 def test_a_confident_flip_is_a_real_difference_with_both_margins():
     report = diff(FakeServer(), FakeServer(flip_at=2))
-    found = [f for f in report.findings if f.check == "DIF060"]
+    found = [f for f in report.findings if f.check == "DIF070"]
     assert [f.severity.value for f in found] == ["warning", "warning"]
     margin_nats = math.log(0.6 / 0.3)
     assert found[0].message.endswith(f"answers part at token 3: reference ' charlie' vs candidate ' delta' (margins: "
                                      f"reference {margin_nats:.3f} nats, candidate {margin_nats:.3f} nats)")
     assert found[0].evidence["common"] == " alpha bravo"
-    kl = [f for f in report.findings if f.check == "DIF061"][0]
+    kl = [f for f in report.findings if f.check == "DIF071"][0]
     row = kl.evidence["by_prompt"][0]              # the KL of the swapped pair at the flip: (0.6 - 0.3) ln 2
     assert row["positions"] == 3 and row["kld"]["max_at"] == 2
     assert row["kld"]["max"] == row["kld_reversed"]["max"] == pytest.approx(0.3 * math.log(2), abs=1e-6)
@@ -60,14 +60,14 @@ def test_a_confident_flip_is_a_real_difference_with_both_margins():
 
 def test_a_near_tie_that_flipped_is_info():
     report = diff(FakeServer(p_pick=0.4, p_next=0.36), FakeServer(p_pick=0.4, p_next=0.36, flip_at=0))
-    found = [f for f in report.findings if f.check == "DIF060"]
+    found = [f for f in report.findings if f.check == "DIF070"]
     assert [f.severity.value for f in found] == ["info", "info"]
     assert found[0].message.startswith("near tie flipped: ")
 
 
 def test_prompt_counts_differ_by_the_extra_token_on_both_routes():
     report = diff(FakeServer(), FakeServer(extra_prompt_tokens=1))
-    found = loud(report)["DIF062"]
+    found = loud(report)["DIF072"]
     assert len(found) == 4 and all("candidate" in m for m in found)
     assert "(chat): reference counts 10 prompt tokens, candidate 11" in found[0]
 
@@ -75,29 +75,29 @@ def test_prompt_counts_differ_by_the_extra_token_on_both_routes():
 def test_tool_and_structured_output_parity():
     report = diff(FakeServer(), FakeServer(call_arguments={"city": "Paris", "unit": "fahrenheit"},
                                            refuse_format=True))
-    assert loud(report)["DIF063"] == [
+    assert loud(report)["DIF073"] == [
         "tool call: the same tools called with other arguments",
         "structured output: only the candidate refuses it (POST /v1/chat/completions: HTTP 400: response_format "
         "json_schema not supported)"]
     report = diff(FakeServer(call_arguments=None), FakeServer())
-    assert loud(report)["DIF063"] == ["tool call: tool calls [] vs ['get_weather']; content differs"]
+    assert loud(report)["DIF073"] == ["tool call: tool calls [] vs ['get_weather']; content differs"]
     report = diff(FakeServer(refuse_format=True), FakeServer(refuse_format=True))
-    assert "DIF063" not in loud(report)
+    assert "DIF073" not in loud(report)
     assert any(f.message == "structured output: both servers refuse it" for f in report.findings)
 
 
 def test_no_logprobs_skips_the_kl_and_compares_text():
     report = diff(FakeServer(logprobs=False), FakeServer())
     statuses = {c.id: (c.status, c.reason) for c in report.checks}
-    assert statuses["DIF061"] == ("skipped", "the reference server returned no logprobs")
-    assert statuses["DIF060"][0] == "failed"       # one piece of text against six tokens: the first token differs
-    first = [f for f in report.findings if f.check == "DIF060"][0]
+    assert statuses["DIF071"] == ("skipped", "the reference server returned no logprobs")
+    assert statuses["DIF070"][0] == "failed"       # one piece of text against six tokens: the first token differs
+    first = [f for f in report.findings if f.check == "DIF070"][0]
     assert "reference unknown (no logprobs)" in first.message
 
 
 def test_select_runs_only_the_named_check():
-    report = diff(FakeServer(), FakeServer(), select=["DIF062"])
-    assert [c.id for c in report.checks] == ["DIF062"]
+    report = diff(FakeServer(), FakeServer(), select=["DIF072"])
+    assert [c.id for c in report.checks] == ["DIF072"]
 
 
 def test_unreachable_and_non_openai_servers_are_one_line_errors():

@@ -28,8 +28,8 @@ OPTIONS = ServerDiffOptions(ServerOptions(prompts=2, max_tokens=8), timeout_s=30
 @dataclass(frozen=True)
 class Pair:
     servers: Callable[[pytest.FixtureRequest], tuple[str, str]]   # (reference URL, candidate URL)
-    chain_differences: tuple[str, ...]   # DIF063 messages (prefixes) this pair shows: true properties of the servers
-    kld_below: float = 0.05              # DIF061's mean: near-equal (its warning threshold)
+    chain_differences: tuple[str, ...]   # DIF073 messages (prefixes) this pair shows: true properties of the servers
+    kld_below: float = 0.05              # DIF071's mean: near-equal (its warning threshold)
 
 
 def llama_server_and_llama_cpp_python(request) -> tuple[str, str]:
@@ -64,12 +64,12 @@ def test_the_same_model_on_two_servers_is_near_equal(name, request, smollm2_dir)
     url_a, url_b = pair.servers(request)
     report = run_server_diff(url_a, url_b, OPTIONS, tokenizer=Tokenizer.from_pretrained(smollm2_dir))
     show(report)
-    assert loud(report, "DIF060") == [] and loud(report, "DIF062") == [] and loud(report, "DIF061") == []
-    kl = report.findings_for("DIF061")[0]
+    assert loud(report, "DIF070") == [] and loud(report, "DIF072") == [] and loud(report, "DIF071") == []
+    kl = report.findings_for("DIF071")[0]
     assert kl.message.startswith("near-equal: ") and kl.evidence["mean_kld"] < pair.kld_below
-    counts = report.findings_for("DIF062")[0].evidence["counts"]
+    counts = report.findings_for("DIF072")[0].evidence["counts"]
     assert all(row["reference"] == row["candidate"] == row["model"] for row in counts)   # the model's tokenizer too
-    chain = loud(report, "DIF063")
+    chain = loud(report, "DIF073")
     assert all(any(m.startswith(known) for known in pair.chain_differences) for m in chain), chain
     assert any(m.startswith(pair.chain_differences[0]) for m in chain), chain
 
@@ -81,12 +81,12 @@ def test_a_faulted_twin_is_caught_at_the_first_token(live_server, smollm2_gguf):
     Cost: ~25 s on the shared 2-core box (load average ~10): a broken server started for it, 4 requests each"""
     healthy = live_server(LlamaServer, smollm2_gguf)
     broken = live_server(LlamaServer, or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
-    report = run_server_diff(healthy.url, broken.url, OPTIONS, select=["DIF060", "DIF061", "DIF062"])
+    report = run_server_diff(healthy.url, broken.url, OPTIONS, select=["DIF070", "DIF071", "DIF072"])
     show(report)
-    parted = [f for f in report.findings if f.check == "DIF060"]
+    parted = [f for f in report.findings if f.check == "DIF070"]
     assert [f.severity.value for f in parted] == ["warning", "warning"]
     assert all(f.evidence["step"] == 0 and "answers part at token 1: " in f.message for f in parted)
     assert all(f.evidence["reference_token"] != f.evidence["candidate_token"] for f in parted)
-    assert report.findings_for("DIF061")[0].severity.value == "error"
-    assert loud(report, "DIF062") == []
+    assert report.findings_for("DIF071")[0].severity.value == "error"
+    assert loud(report, "DIF072") == []
     assert report.exit_code() == 1

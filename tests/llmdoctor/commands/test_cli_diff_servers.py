@@ -30,8 +30,8 @@ def test_two_servers_report_like_a_diff_and_fail_on_a_difference():
         assert result.exit_code == 0, result.output
         report = json.loads(result.output)
         assert report["model"] == f"{a.url} vs {same.url}"
-        assert {c["id"] for c in report["checks"]} == {"DIF060", "DIF061", "DIF062", "DIF063"}
-        result = invoke("diff", a.url, flipped.url, *FAST, "--fail-on", "warning", "--select", "DIF060",
+        assert {c["id"] for c in report["checks"]} == {"DIF070", "DIF071", "DIF072", "DIF073"}
+        result = invoke("diff", a.url, flipped.url, *FAST, "--fail-on", "warning", "--select", "DIF070",
                         "--format", "json")
         assert result.exit_code == 1
         message = json.loads(result.output)["findings"][0]["message"]
@@ -41,7 +41,7 @@ def test_two_servers_report_like_a_diff_and_fail_on_a_difference():
 def test_quick_and_the_options_are_honoured():
     fake = FakeServer()
     with HttpFake(FakeServer()) as a, HttpFake(fake) as b:
-        result = invoke("diff", a.url, b.url, "--quick", "--select", "DIF060", "--format", "json")
+        result = invoke("diff", a.url, b.url, "--quick", "--select", "DIF070", "--format", "json")
         assert result.exit_code == 0, result.output
         answers = json.loads(result.output)["findings"][0]["evidence"]["answers"]
         assert len(answers) == 2 and answers[0]["tokens"] == [7, 7]     # two prompts; the fake stops at 7 words
