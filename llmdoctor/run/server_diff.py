@@ -52,8 +52,9 @@ def _connect(role: str, url: str, options: ServerDiffOptions, api_key, transport
         connection = connect(client, served)
     except EndpointError as e:
         client.close()
-        raise ServerDiffError(f"{url}: not an OpenAI-compatible server that answers ({e}); start it, or check the "
-                              f"URL/port") from None
+        fix = ("start it, or check the URL/port" if e.status is None and not e.limit else
+               "give the root (or /v1) URL of an OpenAI-compatible server" if e.status else "raise --timeout")
+        raise ServerDiffError(f"{url}: not an OpenAI-compatible server that answers ({e}); {fix}") from None
     except ValueError as e:      # /v1/models answered with something that is not its JSON shape
         client.close()
         raise ServerDiffError(f"{url}: GET /v1/models does not answer as an OpenAI-compatible server ({e})") from None

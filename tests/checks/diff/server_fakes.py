@@ -26,6 +26,7 @@ class FakeServer:
     refuse_format: bool = False
     call_arguments: dict | None = field(default_factory=lambda: {"city": "Paris", "unit": "celsius"})
     models_status: int = 200
+    models_html: bool = False              # /v1/models answers 200 with a web page (not an API server)
     seen: list[str] = field(default_factory=list)
 
     def transport(self) -> httpx.MockTransport:
@@ -35,8 +36,8 @@ class FakeServer:
         path = request.url.path
         self.seen.append(path)
         if request.method == "GET" and path == "/v1/models":
-            if self.models_status != 200:
-                return httpx.Response(self.models_status, text="<html>not found</html>")
+            if self.models_status != 200 or self.models_html:
+                return httpx.Response(self.models_status, text="<html>a web page</html>")
             return httpx.Response(200, json={"object": "list", "data": [{"id": "fake-model"}]})
         body = json.loads(request.content) if request.content else {}
         if path == "/v1/chat/completions":

@@ -113,6 +113,24 @@ def test_unreachable_and_non_openai_servers_are_one_line_errors():
         run_server_diff(URL_A, URL_B, options, transports=(FakeServer(models_status=404).transport(), None))
     assert str(e.value).startswith("http://a.test:8000: not an OpenAI-compatible server that answers (GET /v1/models: "
                                    "HTTP 404")
+    with pytest.raises(ServerDiffError) as e:
+        run_server_diff(URL_A, URL_B, options, transports=(FakeServer().transport(),
+                                                           FakeServer(models_html=True).transport()))
+    assert str(e.value) == ("http://b.test:8000/v1: not an OpenAI-compatible server that answers (GET /v1/models: "
+                            "HTTP 200 but the body is not JSON: '<html>a web page</html>'); give the root (or /v1) URL "
+                            "of an OpenAI-compatible server")
+
+
+def test_a_server_that_lists_models_but_answers_no_chat():
+    """An API that lists models and has no chat route (an embeddings server): DIF070 says which side failed."""
+    class NoChat(FakeServer):
+        def chat(self, body):
+            return httpx.Response(404, json={"error": {"message": "no chat here"}})
+    report = diff(FakeServer(), NoChat())
+    found = loud(report)["DIF070"]
+    assert found[0] == ("'The capital of France is': no greedy answer to compare (candidate: POST "
+                        "/v1/chat/completions: HTTP 404: no chat here)")
+    assert {c.id: c.status for c in report.checks}["DIF071"] == "skipped"
 
 
 # ------------------------------------------------------------------------------------------- the comparisons

@@ -15,6 +15,7 @@ from typing import Callable
 import pytest
 
 from checks.diff.servers.context import ServerOptions
+from checks.diff.servers.logprobs import KLD_WARN
 from llmdoctor.run.server_diff import ServerDiffOptions, run_server_diff
 from reference_engine.tokenizer import Tokenizer
 from tests.assets import or_fail
@@ -28,8 +29,10 @@ OPTIONS = ServerDiffOptions(ServerOptions(prompts=2, max_tokens=8), timeout_s=30
 @dataclass(frozen=True)
 class Pair:
     servers: Callable[[pytest.FixtureRequest], tuple[str, str]]   # (reference URL, candidate URL)
-    chain_differences: tuple[str, ...]   # DIF073 messages (prefixes) this pair shows: true properties of the servers
-    kld_below: float = 0.05              # DIF071's mean: near-equal (its warning threshold)
+    chain_differences: tuple[str, ...]   # DIF073 messages (prefixes) this pair shows, the first required: true
+    #                                      properties of the two servers, named in the PAIRS comment
+    kld_below: float = KLD_WARN          # both KL means under it; above DIF071's warning threshold (two quantizations,
+    #                                      e.g. vLLM on the float32 directory against a Q4_1 GGUF) DIF071 may warn
 
 
 def llama_server_and_llama_cpp_python(request) -> tuple[str, str]:
@@ -64,9 +67,10 @@ def test_the_same_model_on_two_servers_is_near_equal(name, request, smollm2_dir)
     url_a, url_b = pair.servers(request)
     report = run_server_diff(url_a, url_b, OPTIONS, tokenizer=Tokenizer.from_pretrained(smollm2_dir))
     show(report)
-    assert loud(report, "DIF070") == [] and loud(report, "DIF072") == [] and loud(report, "DIF071") == []
+    assert loud(report, "DIF070") == [] and loud(report, "DIF072") == []
     kl = report.findings_for("DIF071")[0]
-    assert kl.message.startswith("near-equal: ") and kl.evidence["mean_kld"] < pair.kld_below
+    assert max(kl.evidence["mean_kld"], kl.evidence["mean_kld_reversed"]) < pair.kld_below
+    assert kl.message.startswith("near-equal: ") or pair.kld_below > KLD_WARN
     counts = report.findings_for("DIF072")[0].evidence["counts"]
     assert all(row["reference"] == row["candidate"] == row["model"] for row in counts)   # the model's tokenizer too
     chain = loud(report, "DIF073")
