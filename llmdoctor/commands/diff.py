@@ -50,9 +50,13 @@ from llmdoctor.commands.options import (InputError, budget_option, device_option
 @click.option("--api-key-env", metavar="VAR", default=None,
               help="Two servers: environment variable holding the API key both are sent (never written to the "
                    "report).")
+@click.option("--served-name", "served_names", multiple=True, metavar="NAME",
+              help="Two servers: the model name put in requests, once for both or twice (URL_A's, then URL_B's) "
+                   "[default: each server's first /v1/models entry].")
 @click.pass_context
 def diff_command(click_ctx, ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device,
-                 dtype, quick, memory_budget, known, base, model, prompts, max_tokens, timeout_s, api_key_env):
+                 dtype, quick, memory_budget, known, base, model, prompts, max_tokens, timeout_s, api_key_env,
+                 served_names):
     """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline
     JSON from `llmdoctor baseline`): config, tokenizer, weights, logit statistics, the first layer where they
     part ways, and greedy generations.
@@ -69,8 +73,11 @@ def diff_command(click_ctx, ref, cand, text_file, ctx_len, chunks, select, ignor
             raise InputError(f"diff compares two models or two servers: {url} is a URL, {other} is not; to compare "
                              f"a server with a model run `llmdoctor probe endpoint {url} --model {other}`")
         _refuse(given & MODEL_ONLY.keys(), "models")
-        _diff_servers(ref, cand, model, prompts, max_tokens, timeout_s, api_key_env, select, ignore, fmt, output,
-                      fail_on, known, quick)
+        if len(served_names) > 2:
+            raise InputError(f"--served-name given {len(served_names)} times: once for both servers, or twice")
+        names = (served_names * 2)[:2] if served_names else (None, None)
+        _diff_servers(ref, cand, model, prompts, max_tokens, timeout_s, api_key_env, names, select, ignore, fmt,
+                      output, fail_on, known, quick)
     _refuse(given & SERVER_ONLY.keys(), "servers")
     from llmdoctor.run.diff_runner import run_diff
     from llmdoctor.run.output_guard import refuse_inside_model
@@ -100,7 +107,7 @@ def diff_command(click_ctx, ref, cand, text_file, ctx_len, chunks, select, ignor
 MODEL_ONLY = {"text_file": "--text", "ctx_len": "--ctx", "chunks": "--chunks", "device": "--device",
               "dtype": "--dtype", "memory_budget": "--memory-budget", "base": "--base"}
 SERVER_ONLY = {"model": "--model", "prompts": "--prompts", "max_tokens": "--max-tokens", "timeout_s": "--timeout",
-               "api_key_env": "--api-key-env"}
+               "api_key_env": "--api-key-env", "served_names": "--served-name"}
 
 
 def _refuse(names, read_for: str) -> None:
@@ -111,8 +118,8 @@ def _refuse(names, read_for: str) -> None:
         raise InputError(f"{', '.join(flags)}: read only when diff compares two {read_for}, and these are two {other}")
 
 
-def _diff_servers(url_a, url_b, model, prompts, max_tokens, timeout_s, api_key_env, select, ignore, fmt, output,
-                  fail_on, known, quick):
+def _diff_servers(url_a, url_b, model, prompts, max_tokens, timeout_s, api_key_env, served_names, select, ignore,
+                  fmt, output, fail_on, known, quick):
     from checks.diff.servers.context import ServerOptions
     from llmdoctor.run.output_guard import refuse_inside_model
     from llmdoctor.run.selection import parse_selectors
@@ -125,7 +132,7 @@ def _diff_servers(url_a, url_b, model, prompts, max_tokens, timeout_s, api_key_e
         tokenizer = Tokenizer.from_pretrained(model)     # ModelDirError: one line, exit 2 (the CLI's handler)
     requests = ServerOptions(prompts or (QUICK_PROMPTS if quick else DEFAULT_PROMPTS),
                              max_tokens or (QUICK_MAX_TOKENS if quick else DEFAULT_MAX_TOKENS))
-    options = ServerDiffOptions(requests, timeout_s or 60.0, api_key_env)
+    options = ServerDiffOptions(requests, timeout_s or 60.0, api_key_env, tuple(served_names))
     try:
         report = run_server_diff(url_a, url_b, options, tokenizer=tokenizer, select=parse_selectors(select) or None,
                                  ignore=parse_selectors(ignore), fail_on=fail_on)

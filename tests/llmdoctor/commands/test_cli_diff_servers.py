@@ -48,6 +48,24 @@ def test_quick_and_the_options_are_honoured():
         assert fake.seen.count("/v1/chat/completions") == 2
 
 
+def test_served_names_go_into_each_servers_requests():
+    a_fake, b_fake = FakeServer(), FakeServer()
+    models = {}
+    for fake, key in ((a_fake, "a"), (b_fake, "b")):
+        chat = fake.chat
+
+        def record(body, chat=chat, key=key):
+            models.setdefault(key, set()).add(body.get("model"))
+            return chat(body)
+        fake.chat = record
+    with HttpFake(a_fake) as a, HttpFake(b_fake) as b:
+        assert invoke("diff", a.url, b.url, *FAST, "--select", "DIF070", "--served-name", "prod",
+                      "--served-name", "canary").exit_code == 0
+        assert models == {"a": {"prod"}, "b": {"canary"}}
+        one_line_error(invoke("diff", a.url, b.url, "--served-name", "x", "--served-name", "y", "--served-name", "z"),
+                       "--served-name given 3 times: once for both servers, or twice")
+
+
 def test_a_url_beside_a_directory_is_one_line(tmp_path):
     result = invoke("diff", "http://127.0.0.1:9", tmp_path)
     one_line_error(result, f"diff compares two models or two servers: http://127.0.0.1:9 is a URL, {tmp_path} is "
