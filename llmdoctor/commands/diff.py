@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from checks.diff.servers.requests import DEFAULT_MAX_TOKENS, DEFAULT_PROMPTS, QUICK_MAX_TOKENS, QUICK_PROMPTS
 from llmdoctor.commands.options import (InputError, budget_option, device_option, dtype_option, emit, fail_on_option,
                                    format_option, known_option, memory_budget_option, output_option)
 
@@ -39,11 +38,9 @@ from llmdoctor.commands.options import (InputError, budget_option, device_option
               help="Two servers: the model directory (or GGUF) both should serve; its tokenizer counts the prompts "
                    "(DIF072).")
 @click.option("--prompts", type=click.IntRange(1, 32), default=None,
-              help=f"Two servers: probe prompts sent to both [default: {DEFAULT_PROMPTS}, {QUICK_PROMPTS} with "
-                   f"--quick].")
+              help="Two servers: probe prompts sent to both [default: 4, 2 with --quick].")
 @click.option("--max-tokens", type=click.IntRange(1, 512), default=None,
-              help=f"Two servers: greedy tokens per answer [default: {DEFAULT_MAX_TOKENS}, {QUICK_MAX_TOKENS} with "
-                   f"--quick].")
+              help="Two servers: greedy tokens per answer [default: 24, 12 with --quick].")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=None,
               help="Two servers: seconds one request may take (per 1024 tokens it sends or asks for; each server's "
                    "run 10x this) [default: 60].")
@@ -121,6 +118,7 @@ def _refuse(names, read_for: str) -> None:
 def _diff_servers(url_a, url_b, model, prompts, max_tokens, timeout_s, api_key_env, served_names, select, ignore,
                   fmt, output, fail_on, known, quick):
     from checks.diff.servers.context import ServerOptions
+    from checks.diff.servers.requests import DEFAULT_MAX_TOKENS, DEFAULT_PROMPTS, QUICK_MAX_TOKENS, QUICK_PROMPTS
     from llmdoctor.run.output_guard import refuse_inside_model
     from llmdoctor.run.selection import parse_selectors
     from llmdoctor.run.server_diff import ServerDiffError, ServerDiffOptions, run_server_diff

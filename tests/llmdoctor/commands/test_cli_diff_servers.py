@@ -66,6 +66,14 @@ def test_served_names_go_into_each_servers_requests():
                        "--served-name given 3 times: once for both servers, or twice")
 
 
+def test_the_help_states_the_defaults_the_run_uses():
+    """The help writes the numbers out (importing the checks for them would load torch into every CLI start)."""
+    from checks.diff.servers.requests import DEFAULT_MAX_TOKENS, DEFAULT_PROMPTS, QUICK_MAX_TOKENS, QUICK_PROMPTS
+    text = " ".join(invoke("diff", "--help").output.split())
+    assert f"prompts sent to both [default: {DEFAULT_PROMPTS}, {QUICK_PROMPTS} with --quick]" in text
+    assert f"tokens per answer [default: {DEFAULT_MAX_TOKENS}, {QUICK_MAX_TOKENS} with --quick]" in text
+
+
 def test_a_url_beside_a_directory_is_one_line(tmp_path):
     result = invoke("diff", "http://127.0.0.1:9", tmp_path)
     one_line_error(result, f"diff compares two models or two servers: http://127.0.0.1:9 is a URL, {tmp_path} is "
