@@ -4,7 +4,9 @@ one line with exit 2."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import jsonschema
 from click.testing import CliRunner
 
 from llmdoctor.cli import cli
@@ -29,6 +31,8 @@ def test_two_servers_report_like_a_diff_and_fail_on_a_difference():
         result = invoke("diff", a.url, same.url + "/v1", *FAST, "--format", "json", "--fail-on", "warning")
         assert result.exit_code == 0, result.output
         report = json.loads(result.output)
+        jsonschema.validate(report, json.loads((Path(__file__).parents[3] / "docs" / "report.schema.json")
+                                               .read_text(encoding="utf-8")))
         assert report["model"] == f"{a.url} vs {same.url}"
         assert {c["id"] for c in report["checks"]} == {"DIF070", "DIF071", "DIF072", "DIF073"}
         result = invoke("diff", a.url, flipped.url, *FAST, "--fail-on", "warning", "--select", "DIF070",
