@@ -57,8 +57,7 @@ def chain_parity(ctx):
     content (as JSON when it parses). A difference is a warning naming what differs, both answers in evidence;
     both refusing the same request is info (a server setting both share)."""
     for name, request in CHAIN_REQUESTS.items():
-        a, b = (shape(ctx.ask(side, f"chain {name}", lambda s=side: chat(s.surface, dict(request))))
-                for side in ctx.sides)
+        a, b = map(shape, ctx.ask_both(f"chain {name}", lambda side, r=request: chat(side.surface, dict(r))))
         found = differences(a, b)
         evidence = {"request": name, "reference": a, "candidate": b}
         if found:

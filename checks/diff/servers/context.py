@@ -7,6 +7,7 @@ an unreachable or non-OpenAI server is a one-line error there, not a context her
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -70,14 +71,21 @@ class ServerPairContext:
                 answers[key] = e if isinstance(e, EndpointError) else EndpointError(f"unreadable answer: {e}")
         return answers[key]
 
+    def ask_both(self, key: str, request: Callable[[ServerSide], Any]) -> tuple[Any, Any]:
+        """`request(side)` on both sides at once (two threads: the servers work in parallel, each its own client),
+        each answer as `ask` keeps it."""
+        with ThreadPoolExecutor(2) as pool:
+            ref, cand = (pool.submit(self.ask, side, key, lambda s=side: request(s)) for side in self.sides)
+            return ref.result(), cand.result()
+
     def prompts(self) -> list[str]:
         return prompt_texts(self.options.prompts)
 
-    def greedy(self, side: ServerSide, text: str) -> Generation | EndpointError:
-        """The greedy chat answer to `text` with top logprobs."""
+    def greedy(self, text: str) -> tuple[Generation | EndpointError, Generation | EndpointError]:
+        """Both sides' greedy chat answers to `text`, with top logprobs."""
         options = self.options
-        return self.ask(side, f"greedy {text}", lambda: side.surface.chat(
+        return self.ask_both(f"greedy {text}", lambda side: side.surface.chat(
             chat_messages(text), max_tokens=options.max_tokens, top_logprobs=options.top_logprobs))
 
     def greedy_pairs(self) -> list[tuple[str, Generation | EndpointError, Generation | EndpointError]]:
-        return [(text, self.greedy(self.ref, text), self.greedy(self.cand, text)) for text in self.prompts()]
+        return [(text, *self.greedy(text)) for text in self.prompts()]

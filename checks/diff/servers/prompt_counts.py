@@ -7,13 +7,11 @@ from checks.registry import Problem, Skip, check
 from probes.endpoint import EndpointError
 
 
-def _completion_count(ctx, side, text: str):
-    answer = ctx.ask(side, f"count {text}", lambda: side.surface.completion(text, max_tokens=1))
-    return None if isinstance(answer, EndpointError) else answer.prompt_tokens
+def _completion_counts(ctx, text: str) -> tuple:
+    return ctx.ask_both(f"count {text}", lambda side: side.surface.completion(text, max_tokens=1))
 
 
-def _chat_count(ctx, side, text: str):
-    answer = ctx.greedy(side, text)
+def _count(answer) -> int | None:
     return None if isinstance(answer, EndpointError) else answer.prompt_tokens
 
 
@@ -31,9 +29,9 @@ def _rows(ctx) -> list[dict]:
     rows = []
     for text in ctx.prompts():
         model = _model_counts(ctx.tokenizer, text) if ctx.tokenizer is not None else {}
-        for route, count in (("chat", _chat_count), ("completion", _completion_count)):
-            rows.append({"prompt": text, "route": route, "reference": count(ctx, ctx.ref, text),
-                         "candidate": count(ctx, ctx.cand, text), "model": model.get(route)})
+        for route, (ref, cand) in (("chat", ctx.greedy(text)), ("completion", _completion_counts(ctx, text))):
+            rows.append({"prompt": text, "route": route, "reference": _count(ref), "candidate": _count(cand),
+                         "model": model.get(route)})
     return rows
 
 

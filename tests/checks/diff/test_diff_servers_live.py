@@ -61,8 +61,8 @@ def loud(report, check: str) -> list[str]:
 
 @pytest.mark.parametrize("name", PAIRS)
 def test_the_same_model_on_two_servers_is_near_equal(name, request, smollm2_dir):
-    """Cost: ~20 s on the shared 2-core box (load average ~10): 12 requests per server, most of it the two
-    40-token chain answers"""
+    """Cost: ~22 s alone on the shared 2-core box (load average ~14), both servers started for it (shared in the
+    suite): 9 requests per server, both servers asked at once, most of it the two 40-token chain answers"""
     pair = PAIRS[name]
     url_a, url_b = pair.servers(request)
     report = run_server_diff(url_a, url_b, OPTIONS, tokenizer=Tokenizer.from_pretrained(smollm2_dir))
@@ -82,7 +82,7 @@ def test_a_faulted_twin_is_caught_at_the_first_token(live_server, smollm2_gguf):
     """llama-cpp-python on the same GGUF with its blocks stored in reverse order (a converter that numbered the
     layers backwards) against the healthy one: every answer parts at token 1 and each side's margin there is
     far beyond a near tie; the top-logprob KL is an error; the prompts are counted alike (same tokenizer).
-    Cost: ~25 s on the shared 2-core box (load average ~10): a broken server started for it, 4 requests each"""
+    Cost: ~15 s on the shared 2-core box (load average ~14): a broken server started for it, 6 requests each"""
     healthy = live_server(LlamaServer, smollm2_gguf)
     broken = live_server(LlamaServer, or_fail(broken_gguf, smollm2_gguf, "layers-reversed"))
     report = run_server_diff(healthy.url, broken.url, OPTIONS, select=["DIF070", "DIF071", "DIF072"])
