@@ -33,6 +33,7 @@ class Pair:
     #                                      properties of the two servers, named in the PAIRS comment
     kld_below: float = KLD_WARN          # both KL means under it; above DIF071's warning threshold (two quantizations,
     #                                      e.g. vLLM on the float32 directory against a Q4_1 GGUF) DIF071 may warn
+    real_flips: bool = False             # DIF070 may find a real difference (two quantizations far into an answer)
 
 
 def llama_server_and_llama_cpp_python(request) -> tuple[str, str]:
@@ -67,7 +68,8 @@ def test_the_same_model_on_two_servers_is_near_equal(name, request, smollm2_dir)
     url_a, url_b = pair.servers(request)
     report = run_server_diff(url_a, url_b, OPTIONS, tokenizer=Tokenizer.from_pretrained(smollm2_dir))
     show(report)
-    assert loud(report, "DIF070") == [] and loud(report, "DIF072") == []
+    assert loud(report, "DIF072") == []
+    assert loud(report, "DIF070") == [] or pair.real_flips
     kl = report.findings_for("DIF071")[0]
     assert max(kl.evidence["mean_kld"], kl.evidence["mean_kld_reversed"]) < pair.kld_below
     assert kl.message.startswith("near-equal: ") or pair.kld_below > KLD_WARN
