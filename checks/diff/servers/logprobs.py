@@ -18,18 +18,19 @@ def _by_prompt(text: str, ref, cand) -> dict | None:
     backward = [k for k in kl_by_position(cand.tokens, ref.tokens, upto) if k is not None]
     if not forward or not backward:
         return None
-    return {"prompt": text, "positions": len(forward), "kld": _stats(forward), "kld_reversed": _stats(backward),
+    return {"prompt": text, "positions": len(forward), **_stats(forward, ""), **_stats(backward, "_reversed"),
             "kld_by_position": [round(k, 6) for k in forward],
             "kld_reversed_by_position": [round(k, 6) for k in backward]}
 
 
-def _stats(values: list[float]) -> dict:
+def _stats(values: list[float], suffix: str) -> dict:
     worst = max(range(len(values)), key=values.__getitem__)
-    return {"mean": round(sum(values) / len(values), 6), "max": round(values[worst], 6), "max_at": worst}
+    return {f"mean_kld{suffix}": round(sum(values) / len(values), 6), f"max_kld{suffix}": round(values[worst], 6),
+            f"max_at{suffix}": worst}
 
 
 def _mean(rows: list[dict], key: str) -> float:
-    return sum(r[key]["mean"] * r["positions"] for r in rows) / sum(r["positions"] for r in rows)
+    return sum(r[key] * r["positions"] for r in rows) / sum(r["positions"] for r in rows)
 
 
 @check("DIF071", category="diff", severity="error", needs=("servers",),
@@ -55,9 +56,9 @@ def top_logprob_kl(ctx):
             rows.append(row)
     if not rows:
         raise Skip("no position where both servers returned comparable top logprobs")
-    forward, backward = _mean(rows, "kld"), _mean(rows, "kld_reversed")
+    forward, backward = _mean(rows, "mean_kld"), _mean(rows, "mean_kld_reversed")
     positions = sum(r["positions"] for r in rows)
-    peak = max(max(r["kld"]["max"], r["kld_reversed"]["max"]) for r in rows)
+    peak = max(max(r["max_kld"], r["max_kld_reversed"]) for r in rows)
     evidence = {"positions": positions, "mean_kld": round(forward, 6), "mean_kld_reversed": round(backward, 6),
                 "max_kld": peak, "bound": "the least KL the top lists allow (a lower bound)", "by_prompt": rows}
     summary = (f"top-logprob KL mean {forward:.6f} (reference || candidate), {backward:.6f} (candidate || "

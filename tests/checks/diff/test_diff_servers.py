@@ -53,8 +53,8 @@ def test_a_confident_flip_is_a_real_difference_with_both_margins():
     assert found[0].evidence["common"] == " alpha bravo"
     kl = [f for f in report.findings if f.check == "DIF071"][0]
     row = kl.evidence["by_prompt"][0]              # the KL of the swapped pair at the flip: (0.6 - 0.3) ln 2
-    assert row["positions"] == 3 and row["kld"]["max_at"] == 2
-    assert row["kld"]["max"] == row["kld_reversed"]["max"] == pytest.approx(0.3 * math.log(2), abs=1e-6)
+    assert row["positions"] == 3 and row["max_at"] == row["max_at_reversed"] == 2
+    assert row["max_kld"] == row["max_kld_reversed"] == pytest.approx(0.3 * math.log(2), abs=1e-6)
     assert kl.severity.value == "warning"          # mean 0.069 over the three positions: above 0.05
 
 
