@@ -38,7 +38,7 @@ SERVING: tuple[Signature, ...] = (
          r"batch invarian"),
         ("batch-shape arithmetic: another batch size sums in another order and flips a near tie",
          "state leaking between requests batched together (a real difference, not a near tie)"),
-        ("EPT085",), ("llmdoctor probe endpoint URL --model MODEL_DIR --select EPT085",),
+        ("EPT044",), ("llmdoctor probe endpoint URL --model MODEL_DIR --select EPT044",),
         "send the request alone and among others; serve with one slot (-np 1) to confirm",
         ("jundot/omlx#3476", "Blaizzy/mlx-vlm#2242")),
     Signature(
@@ -48,7 +48,7 @@ SERVING: tuple[Signature, ...] = (
         ("drafted tokens accepted without the target's verification (a benchmarking switch such as llama-server "
          "--spec-synth-rates, or a broken acceptance rule)",
          "verification batches computing other numbers than one-token decoding (near ties only)"),
-        ("EPT086",), ("llmdoctor probe endpoint URL --model MODEL_DIR --select EPT086",),
+        ("EPT045",), ("llmdoctor probe endpoint URL --model MODEL_DIR --select EPT045",),
         "serve without the draft and compare; `llmdoctor diff URL_A URL_B` compares the two servers",
         ("ml-explore/mlx-lm#1423", "ml-explore/mlx-lm#1470")),
     Signature(

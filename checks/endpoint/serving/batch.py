@@ -1,4 +1,4 @@
-"""EPT085: batch invariance at temperature 0. The same chat request is answered alone, then again while other
+"""EPT044: batch invariance at temperature 0. The same chat request is answered alone, then again while other
 requests run beside it (continuous batching: llama-server `-np N`, vLLM), and the two greedy answers are compared
 token by token; where they part, the server's own logprobs say whether the two picks were a near tie (the batch's
 other arithmetic flipping it) or a real difference (another request's state leaking in)."""
@@ -33,7 +33,7 @@ def crowded(ctx: EndpointContext):
     return ctx.ask("serving:crowded", ask)
 
 
-@check("EPT085", category="endpoint", severity="error", needs=("endpoint", "tokenizer"),
+@check("EPT044", category="endpoint", severity="error", needs=("endpoint", "tokenizer"),
        hint="a greedy answer must not depend on the requests batched beside it: a real difference is state "
             "leaking between requests (update the server; serve with one slot to confirm); a near tie flipped is "
             "batch-shape arithmetic (vLLM: VLLM_BATCH_INVARIANT=1 for bit-exact answers)")

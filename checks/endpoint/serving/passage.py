@@ -1,4 +1,4 @@
-"""The one greedy completion of a passage that EPT043 and EPT086 read: asked once, kept with the server's own
+"""The one greedy completion of a passage that EPT043 and EPT045 read: asked once, kept with the server's own
 `timings` (llama.cpp says there how many tokens a draft proposed and how many were accepted), and replayed through
 the reference engine (teacher forcing) so every generated position is compared, after a first divergence too."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""EPT086: speculative decoding must not change greedy output. A draft (a draft model, n-gram lookup) only
+"""EPT045: speculative decoding must not change greedy output. A draft (a draft model, n-gram lookup) only
 proposes; the target verifies every proposed token, so at temperature 0 the answer is the target's own. The
 server's greedy continuation of the passage is replayed through the reference: a drafted token the target would
 not have picked shows as a parting beyond a near tie. llama.cpp says in each answer's `timings` how many tokens
@@ -12,7 +12,7 @@ from checks.endpoint.serving.passage import forced_passage, passage_answer
 from checks.registry import Problem, Skip, check
 
 
-@check("EPT086", category="endpoint", severity="error", needs=("endpoint", "tokenizer", "engine"),
+@check("EPT045", category="endpoint", severity="error", needs=("endpoint", "tokenizer", "engine"),
        hint="speculative decoding must verify every drafted token: drop benchmarking switches (llama-server "
             "--spec-synth-len/--spec-synth-rates accept drafts unverified), serve without the draft to confirm, "
             "and update the server")

@@ -1,7 +1,7 @@
 """Serving configurations that change answers, each built with the real llama-server flag on SmolLM2-135M-Instruct
 (the Q4_1 GGUF; the reference is its own weights in float32): a quantized KV cache (`-ctk/-ctv q8_0|q4_0`, EPT043),
-speculative decoding with a draft model (`-md`, EPT086; `--spec-synth-rates` accepts drafts unverified), the same
-request alone and among others on a 4-slot server (`-np 4`, EPT085; the f32 GGUF is not batch invariant on this
+speculative decoding with a draft model (`-md`, EPT045; `--spec-synth-rates` accepts drafts unverified), the same
+request alone and among others on a 4-slot server (`-np 4`, EPT044; the f32 GGUF is not batch invariant on this
 CPU build, the Q4_1 one is) and the prompt cache off once and on twice (EPT084: on the f32 GGUF a warm cache moves
 the logprobs, llama.cpp #28368). A real difference between a request alone and batched (another request's state
 leaking in) is what no healthy llama-server does: a proxy plants it (tests/load_servers.py FaultProxy "corrupt").
@@ -62,7 +62,7 @@ def test_speculative_decoding_keeps_greedy_output(live_server, smollm2_gguf, smo
     extra = ("--spec-synth-rates", "1,1,1") if synthetic else ()
     server = live_server(LlamaCppServer, smollm2_gguf, "--spec-type", "draft-simple", "-md", str(draft), *extra,
                          parallel=1, ctx=2048)
-    (finding,) = probe(smollm2_reference, server.url, "EPT086")
+    (finding,) = probe(smollm2_reference, server.url, "EPT045")
     assert finding.severity.value == expected, finding.message
     assert finding.evidence["draft_n"] > 0
 
@@ -70,7 +70,7 @@ def test_speculative_decoding_keeps_greedy_output(live_server, smollm2_gguf, smo
 def test_speculative_check_skips_without_drafts(live_server, smollm2_gguf, smollm2_reference):
     server = live_server(LlamaCppServer, smollm2_gguf, parallel=1, ctx=2048)
     report = run_endpoint(smollm2_reference.path, EndpointOptions(server.url, timeout_s=300),
-                          reference=smollm2_reference, select=["EPT086"])
+                          reference=smollm2_reference, select=["EPT045"])
     (run,) = report.checks
     assert run.status == "skipped" and "draft_n" in run.reason
 
@@ -79,10 +79,10 @@ def test_batch_invariance_alone_and_among_others(live_server, smollm2_gguf, f32_
     """Q4_1 on 4 slots: the same answer, the same logprobs. f32 on 4 slots: the batch moves the numbers (the
     logprobs shift, or a near tie flips: reported with its margin, never an error)."""
     healthy = live_server(LlamaCppServer, smollm2_gguf, parallel=4)
-    (same,) = probe(smollm2_reference, healthy.url, "EPT085")
+    (same,) = probe(smollm2_reference, healthy.url, "EPT044")
     assert same.severity.value == "info" and same.evidence["max_logprob_shift"] == 0, same.message
-    variant = live_server(LlamaCppServer, f32_gguf, parallel=4)
-    found = probe(smollm2_reference, variant.url, "EPT085")
+    variant = live_server(LlamaCppServer, f32_gguf, parallel=4, ctx=2048)
+    found = probe(smollm2_reference, variant.url, "EPT044")
     assert severities(found) == ["info"]
     moved = found[0]
     assert (moved.evidence.get("max_logprob_shift") or 0) > 0 or "near tie" in moved.message, moved.message
@@ -92,14 +92,14 @@ def test_batch_invariance_sees_a_leaking_batch(live_server, smollm2_gguf, smollm
     """A proxy that rewrites an answer only while another request is in flight: a real difference, an error."""
     healthy = live_server(LlamaCppServer, smollm2_gguf, parallel=4)
     with FaultProxy(healthy.url, "corrupt") as proxy:
-        found = probe(smollm2_reference, proxy.url, "EPT085")
+        found = probe(smollm2_reference, proxy.url, "EPT044")
     assert severities(found) == ["error"] and "not a near tie" in found[0].message
 
 
 def test_prompt_cache_warm_vs_cold_logprobs(live_server, f32_gguf, smollm2_reference):
     """The f32 GGUF on llama-server: a warm prompt cache (cache_prompt true) computes other logprobs for the same
     request than a cold one (llama.cpp #28368); EPT084 names the pairs and the shift."""
-    server = live_server(LlamaCppServer, f32_gguf, parallel=4)
+    server = live_server(LlamaCppServer, f32_gguf, parallel=4, ctx=2048)
     found = probe(smollm2_reference, server.url, "EPT084")
     moved = [f for f in found if "logprobs move" in f.message]
     assert moved and "prompt cache off vs on" in moved[0].message, [f.message for f in found]
