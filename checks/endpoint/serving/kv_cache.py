@@ -51,7 +51,8 @@ def kv_cache_drift(ctx: EndpointContext):
     prompt's start, with the position where the greedy output first parts from the reference beyond a near tie
     (0.5 nats). Mean KL under 0.01 nats and no such parting: near-equal (info; an f16 or q8_0 cache on
     SmolLM2). Above it, or a parting: the served numbers are measurably off (warning; a q4_0 cache on SmolLM2
-    gives ~0.03 and parts at the first tokens), and where it parts, greedy answers change."""
+    gives ~0.03 and parts at the first tokens), and where it parts, greedy answers change. Weights other than
+    the reference's move the numbers too: give the served GGUF itself as --model to see the cache alone."""
     forced = forced_passage(ctx)
     scored = [s for s in forced.steps if s.kl is not None]
     if not scored:

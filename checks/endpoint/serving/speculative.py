@@ -23,8 +23,8 @@ def speculative_greedy(ctx: EndpointContext):
     Read where the server reports its drafts (llama.cpp's `timings.draft_n` / `draft_n_accepted`); the greedy
     continuation of a 70-token passage (48 tokens) is replayed through the reference, and the first position
     whose served token the reference ranks more than 0.5 nats behind its own pick is an error: a verified
-    draft cannot put it there (weights quantized apart from the reference move picks only within near ties,
-    EPT041 tells). Agreement with drafts accepted is reported as info."""
+    draft cannot put it there. Weights other than the reference's move picks too: give the served GGUF itself
+    as --model (EPT041 says how far the weights alone move them). Agreement with drafts accepted is info."""
     _, timings = passage_answer(ctx)
     drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
     if not isinstance(drafted, int) or drafted <= 0:

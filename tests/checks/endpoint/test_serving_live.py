@@ -1,8 +1,8 @@
 """Serving configurations that change answers, each built with the real llama-server flag on SmolLM2-135M-Instruct
 (the Q4_1 GGUF; the reference is its own weights in float32): a quantized KV cache (`-ctk/-ctv q8_0|q4_0`, EPT043),
 speculative decoding with a draft model (`-md`, EPT045; `--spec-synth-rates` accepts drafts unverified), the same
-request alone and among others on a 4-slot server (`-np 4`, EPT044; the f32 GGUF is not batch invariant on this
-CPU build, the Q4_1 one is) and the prompt cache off once and on twice (EPT084: on the f32 GGUF a warm cache moves
+request alone and among others on a 4-slot server (`-np 4`, EPT044; the bf16 GGUF is not batch invariant on this
+CPU build, the Q4_1 one is) and the prompt cache off once and on twice (EPT084: on the bf16 GGUF a warm cache moves
 the logprobs, llama.cpp #28368). A real difference between a request alone and batched (another request's state
 leaking in) is what no healthy llama-server does: a proxy plants it (tests/load_servers.py FaultProxy "corrupt").
 
@@ -35,8 +35,8 @@ def severities(found) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def f32_gguf():
-    return or_fail(assets_gguf.smollm2_converted_gguf, "f32")
+def bf16_gguf():
+    return or_fail(assets_gguf.smollm2_converted_gguf, "bf16")
 
 
 @pytest.mark.parametrize("cache, expected", [("f16", "info"), ("q8_0", "info"), ("q4_0", "warning")])
@@ -75,13 +75,13 @@ def test_speculative_check_skips_without_drafts(live_server, smollm2_gguf, smoll
     assert run.status == "skipped" and "draft_n" in run.reason
 
 
-def test_batch_invariance_alone_and_among_others(live_server, smollm2_gguf, f32_gguf, smollm2_reference):
-    """Q4_1 on 4 slots: the same answer, the same logprobs. f32 on 4 slots: the batch moves the numbers (the
+def test_batch_invariance_alone_and_among_others(live_server, smollm2_gguf, bf16_gguf, smollm2_reference):
+    """Q4_1 on 4 slots: the same answer, the same logprobs. bf16 on 4 slots: the batch moves the numbers (the
     logprobs shift, or a near tie flips: reported with its margin, never an error)."""
     healthy = live_server(LlamaCppServer, smollm2_gguf, parallel=4)
     (same,) = probe(smollm2_reference, healthy.url, "EPT044")
     assert same.severity.value == "info" and same.evidence["max_logprob_shift"] == 0, same.message
-    variant = live_server(LlamaCppServer, f32_gguf, parallel=4, ctx=2048)
+    variant = live_server(LlamaCppServer, bf16_gguf, parallel=4, ctx=2048)
     found = probe(smollm2_reference, variant.url, "EPT044")
     assert severities(found) == ["info"]
     moved = found[0]
@@ -96,10 +96,15 @@ def test_batch_invariance_sees_a_leaking_batch(live_server, smollm2_gguf, smollm
     assert severities(found) == ["error"] and "not a near tie" in found[0].message
 
 
-def test_prompt_cache_warm_vs_cold_logprobs(live_server, f32_gguf, smollm2_reference):
-    """The f32 GGUF on llama-server: a warm prompt cache (cache_prompt true) computes other logprobs for the same
-    request than a cold one (llama.cpp #28368); EPT084 names the pairs and the shift."""
-    server = live_server(LlamaCppServer, f32_gguf, parallel=4, ctx=2048)
+def test_prompt_cache_warm_vs_cold_logprobs(live_server, smollm2_gguf, bf16_gguf, smollm2_reference):
+    """The bf16 GGUF on llama-server: a warm prompt cache (cache_prompt true) computes other logprobs for the same
+    request than a cold one (llama.cpp #28368); EPT084 names the pairs and the shift. The Q4_1 GGUF's are the same
+    bit for bit."""
+    server = live_server(LlamaCppServer, bf16_gguf, parallel=4, ctx=2048)
     found = probe(smollm2_reference, server.url, "EPT084")
     moved = [f for f in found if "logprobs move" in f.message]
     assert moved and "prompt cache off vs on" in moved[0].message, [f.message for f in found]
+    healthy = live_server(LlamaCppServer, smollm2_gguf, parallel=4)
+    found = probe(smollm2_reference, healthy.url, "EPT084")
+    assert severities(found) == ["info"] and "identical across 5 pairs" in found[0].message
+    assert all(pair["logprob_shift"] == 0 for pair in found[0].evidence["pairs"])
