@@ -4,6 +4,7 @@ windows by distance from the prompt's start, greedy agreement, and where the gre
 reference with the reference's own margin there."""
 from __future__ import annotations
 
+from checks.endpoint.chain.parity import NEAR_TIE_NATS   # one near tie for every greedy comparison
 from checks.endpoint.context import EndpointContext, asks_server
 from checks.endpoint.serving.passage import PASSAGE, forced_passage
 from checks.registry import Problem, Skip, check
@@ -12,7 +13,6 @@ from checks.registry import Problem, Skip, check
 # tests/checks/endpoint/test_serving_live.py prints them): mean KL over 48 positions 0.0015 with the default f16
 # cache, 0.0021 with q8_0, 0.03 with q4_0 (greedy parts at token 1, 0.73 nats from a tie).
 KL_NEAR_EQUAL = 0.01        # mean top-k KL (nats) under which the served distribution is the reference's
-NEAR_TIE_NATS = 0.5         # a greedy pick the reference puts closer than this to its own is either's fair pick
 WINDOW = 16                 # positions per reported window
 
 

@@ -7,7 +7,8 @@ served without speculative decoding."""
 from __future__ import annotations
 
 from checks.endpoint.context import EndpointContext, asks_server
-from checks.endpoint.serving.kv_cache import NEAR_TIE_NATS, parting
+from checks.endpoint.chain.parity import NEAR_TIE_NATS
+from checks.endpoint.serving.kv_cache import parting
 from checks.endpoint.serving.passage import forced_passage, passage_answer
 from checks.registry import Problem, Skip, check
 
