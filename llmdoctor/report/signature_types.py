@@ -26,10 +26,18 @@ class Signature:
         return min(found, key=lambda m: m.start()) if found else None
 
     def confirm_commands(self, model_dir: str = "MODEL_DIR") -> list[str]:
+        # an EPT id is a live endpoint check: `check` never runs it, `probe endpoint` does
+        static = [c for c in self.checks if not c.startswith("EPT")]
+        live = [c for c in self.checks if c.startswith("EPT")]
         commands = []
-        if self.checks:
-            commands.append(f"llmdoctor check {model_dir} --select {','.join(self.checks)}")
-        commands += [p.replace("MODEL_DIR", model_dir) for p in self.probes]
+        if static:
+            commands.append(f"llmdoctor check {model_dir} --select {','.join(static)}")
+        if live:
+            commands.append(f"llmdoctor probe endpoint URL --model {model_dir} --select {','.join(live)}")
+        for probe in self.probes:
+            command = probe.replace("MODEL_DIR", model_dir)
+            if command not in commands:
+                commands.append(command)
         return commands
 
 
