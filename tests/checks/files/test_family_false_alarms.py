@@ -66,7 +66,7 @@ def at_init(family: str, root) -> str:
                     t[name] = torch.zeros_like(t[name])
         zoo.edit_tensors(zero_norms)(out)
     elif family == "gemma3_wrapper":    # Gemma3ForConditionalGeneration: decoder and projector norms zero-centred
-        from tests.reference_engine.core.test_multimodal_text import build
+        from tests.reference_engine.core.dense.test_multimodal_text import build
         build(out, "gemma3", at_init=True)
     else:
         import transformers

@@ -77,7 +77,7 @@ print(hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest(), torch
 
 def _rng_after_import(*packages: str) -> str:
     done = subprocess.run([sys.executable, "-c", RNG_PROBE, *packages], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).parents[3])
+                          cwd=Path(__file__).parents[4])
     assert done.returncode == 0, done.stderr
     return done.stdout
 
