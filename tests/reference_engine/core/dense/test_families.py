@@ -7,7 +7,8 @@ import torch
 
 from reference_engine.core import CoreEngine
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.family_models import VARIANTS, family_dir, hf_model, load_hf, random_ids
+from tests.reference_engine.core.tiny_families import CLASSIC
+from tests.reference_engine.core.tiny_models import hf_model, load_hf, model_dir, random_ids
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
@@ -15,10 +16,10 @@ FIDELITY: dict[str, float] = {}
 
 
 def core(variant: str, **kw) -> CoreEngine:
-    return CoreEngine.from_pretrained(family_dir(variant), **kw)
+    return CoreEngine.from_pretrained(model_dir(variant), **kw)
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "llama_dynamic_ntk"])
+@pytest.mark.parametrize("variant", [v for v in CLASSIC.variants if v != "llama_dynamic_ntk"])
 def test_logits_over_256_tokens_and_greedy_32_match_transformers(variant):
     eng = core(variant)
     ids = random_ids(256, seed=1)
@@ -53,7 +54,7 @@ def test_longrope_switches_to_long_factors_past_the_original_context():
     eng = core(variant)
     short, long = random_ids(60, seed=5), random_ids(200, seed=5)
     for ids in (short, long):
-        assert (eng.logits(ids) - hf_logits(load_hf(family_dir(variant)), ids)).abs().max().item() <= TOL
+        assert (eng.logits(ids) - hf_logits(load_hf(model_dir(variant)), ids)).abs().max().item() <= TOL
     assert not torch.allclose(eng.logits(long)[:60], eng.logits(short))
 
 
@@ -64,14 +65,14 @@ def test_dynamic_ntk_runs_past_max_position_embeddings_like_transformers():
     eng = core(variant)
     assert eng.rope.unbounded
     ids = random_ids(200, seed=7)
-    ours, theirs = eng.logits(ids), hf_logits(load_hf(family_dir(variant)), ids)
+    ours, theirs = eng.logits(ids), hf_logits(load_hf(model_dir(variant)), ids)
     FIDELITY[variant] = (ours - theirs).abs().max().item()
     print(f"\n{variant}: max |logit diff| {FIDELITY[variant]:.2e} over 200 tokens (max_position_embeddings 128)")
     assert FIDELITY[variant] <= TOL
     within = random_ids(100, seed=8)
-    assert (eng.logits(within) - hf_logits(load_hf(family_dir(variant)), within)).abs().max().item() <= TOL
+    assert (eng.logits(within) - hf_logits(load_hf(model_dir(variant)), within)).abs().max().item() <= TOL
     prompt = random_ids(110, seed=9)                          # greedy from 110 to 142: crosses 128
-    assert greedy(eng, prompt, 32) == hf_greedy(load_hf(family_dir(variant)), prompt, 32)
+    assert greedy(eng, prompt, 32) == hf_greedy(load_hf(model_dir(variant)), prompt, 32)
     assert eng.validate(positions=[3, 500]) == []             # no table end to run past
 
 

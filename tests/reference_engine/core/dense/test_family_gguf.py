@@ -1,4 +1,4 @@
-"""The issue-38 families from GGUF: tiny transformers-built SmolLM3, OLMo 2 and OLMo 3 models converted by
+"""SmolLM3 and OLMo 2/3 from GGUF: tiny transformers-built SmolLM3, OLMo 2 and OLMo 3 models converted by
 llama.cpp's own convert_hf_to_gguf.py (--outtype f32; SmolLM2's tokenizer rides along, the converter needs a
 pre-tokenizer it knows) give the engine the same logits as their safetensors directories, and transformers'.
 
@@ -22,9 +22,9 @@ from reference_engine.files.gguf_weights import GGUFWeights
 from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.family_models import load_hf
 from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
-from tests.reference_engine.core.issue38_models import TOL, build
+from tests.reference_engine.core.tiny_models import build, load_hf
+from tests.reference_engine.core.transformers_parity import TOL
 
 # variant -> extra config for the GGUF round trip
 MODELS = {"olmo2_post_norm": {}, "olmo3_windows_yarn": {}, "smollm3_nope_gqa": {"no_rope_layers": None},
@@ -36,7 +36,7 @@ MODELS = {"olmo2_post_norm": {}, "olmo3_windows_yarn": {}, "smollm3_nope_gqa": {
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("issue38_gguf")
+    root = tmp_path_factory.mktemp("nope_postnorm_gguf")
     tok = _asset(assets.smollm2_dir)
     vocab = json.loads((tok / "config.json").read_text())["vocab_size"]
 

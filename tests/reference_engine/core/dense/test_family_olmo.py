@@ -11,8 +11,8 @@ from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import competence_standing, no_crashes, problems
 from tests.checks.zoo_engine import FAMILY_RUN
 from reference_engine.core import CoreEngine
-from tests.reference_engine.core.family_models import random_ids
-from tests.reference_engine.core.issue38_models import (TOL, bite, check_against_transformers,
+from tests.reference_engine.core.tiny_models import random_ids
+from tests.reference_engine.core.transformers_parity import (TOL, bite, check_against_transformers,
                                                         check_batch_equals_alone, core)
 
 VARIANTS = ["olmo2_post_norm", "olmo3_windows_yarn"]
@@ -55,8 +55,7 @@ def test_olmo3_flat_rope_scaling_applies_to_the_full_layers_only(tmp_path):
     import shutil
 
     from tests.hf_models import hf_logits
-    from tests.reference_engine.core.family_models import load_hf
-    from tests.reference_engine.core.issue38_models import model_dir
+    from tests.reference_engine.core.tiny_models import load_hf, model_dir
     d = tmp_path / "flat"
     shutil.copytree(model_dir("olmo3_flat_yarn"), d)
     config = json.loads((d / "config.json").read_text())

@@ -1,5 +1,5 @@
 """SmolLM3 against transformers: NoPE layers (`no_rope_layers` 0) get no rotary embedding, the others do; an
-optional window on the NoPE layers. Tiny random-weight models built by transformers (tests/.../issue38_models)."""
+optional window on the NoPE layers. Tiny random-weight models built by transformers (tests/.../tiny_models)."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ import pytest
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import competence_standing, no_crashes, problems
 from tests.checks.zoo_engine import FAMILY_RUN
-from tests.reference_engine.core.issue38_models import (bite, check_against_transformers,
+from tests.reference_engine.core.transformers_parity import (bite, check_against_transformers,
                                                         check_batch_equals_alone)
 
 VARIANTS = ["smollm3_nope_gqa", "smollm3_window_interval"]

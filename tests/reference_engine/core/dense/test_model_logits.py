@@ -11,15 +11,15 @@ from safetensors.torch import load_file, save_file
 from reference_engine.engine import Engine
 from reference_engine.errors import ModelDirError, UnsupportedError
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.core_models import VARIANTS, engine, hf_dir, hf_model, random_ids
+from tests.reference_engine.core.tiny_models import LLAMA_LIKE, any_ids, engine, hf_model, model_dir
 
 TOL = 1e-4
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("variant", sorted(LLAMA_LIKE))
 def test_logits_match_transformers_up_to_the_end_of_the_rope_table(variant):
     eng = engine(variant)
-    ids = random_ids(eng.config.max_position_embeddings, seed=1)   # positions 0 .. max-1
+    ids = any_ids(eng.config.max_position_embeddings, seed=1)   # positions 0 .. max-1
     ours, theirs = eng.logits(ids), hf_logits(hf_model(variant), ids)
     assert ours.shape == theirs.shape == (len(ids), eng.config.vocab_size)
     assert ours.dtype == torch.float32
@@ -31,7 +31,7 @@ def test_logits_match_transformers_up_to_the_end_of_the_rope_table(variant):
 @pytest.mark.parametrize("variant", ["qwen3_qknorm_odd_head_dim", "mistral_gqa3_window"])
 def test_ragged_batch_matches_each_sequence_alone(variant):
     eng = engine(variant, block_size=4)
-    prompts = [random_ids(n, seed=n) for n in (37, 5, 60)]
+    prompts = [any_ids(n, seed=n) for n in (37, 5, 60)]
     packed = eng.prefill([0, 1, 2], prompts, all_logits=True)
     last = eng.prefill([3, 4, 5], prompts)                                  # last-token logits only
     rows = packed.split([len(p) for p in prompts])
@@ -51,13 +51,13 @@ def test_ragged_batch_matches_each_sequence_alone(variant):
 def test_positions_past_the_rope_table_are_an_error_not_a_wrap():
     eng = engine("llama_rope_yarn")
     with pytest.raises(ValueError, match="RoPE table"):
-        eng.logits(random_ids(eng.config.max_position_embeddings + 1))
+        eng.logits(any_ids(eng.config.max_position_embeddings + 1))
     assert eng.cache.sequences() == [] and eng.validate() == []
     assert any("position 300" in p for p in eng.validate(positions=[3, 300]))
 
 
 def _copy_with_tensors(tmp_path, edit):
-    src = hf_dir("qwen2_mqa_bias")
+    src = model_dir("qwen2_mqa_bias")
     dst = tmp_path / "model"
     shutil.copytree(src, dst)
     tensors = load_file(dst / "model.safetensors")
@@ -102,7 +102,7 @@ def test_unknown_architecture_and_rope_type_are_clear_errors(tmp_path):
 
 def test_bfloat16_engine_runs_and_stays_close():
     eng16 = engine("llama_mha_untied", dtype="bfloat16")
-    ids = random_ids(40, seed=3)
+    ids = any_ids(40, seed=3)
     theirs = hf_logits(hf_model("llama_mha_untied"), ids)
     ours = eng16.logits(ids)
     assert ours.dtype == torch.float32 and eng16.cache.k_pools[0].dtype == torch.bfloat16

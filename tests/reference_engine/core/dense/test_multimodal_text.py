@@ -60,9 +60,9 @@ def qwen3_vl():
 
 def llama4():
     """Llama4ForConditionalGeneration: its text decoder has chunked attention (chunks of 16), NoPE layers and an
-    interleaved MoE (tests/reference_engine/core/issue38_models.py's variant)."""
-    from tests.reference_engine.core.issue38_models import BASE, VARIANTS
-    text = {**BASE, **VARIANTS["llama4_chunked_nope_moe"][2], "vocab_size": TEXT["vocab_size"]}
+    interleaved MoE (tests/reference_engine/core/tiny_families.py's variant)."""
+    from tests.reference_engine.core.tiny_families import NOPE_ROUTED
+    text = {**NOPE_ROUTED.base, **NOPE_ROUTED.variants["llama4_chunked_nope_moe"][2], "vocab_size": TEXT["vocab_size"]}
     vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=28,
                   patch_size=14, vision_output_dim=32, projector_input_dim=32, projector_output_dim=32)
     return transformers.Llama4ForConditionalGeneration(transformers.Llama4Config(text_config=text,

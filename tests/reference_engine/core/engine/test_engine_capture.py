@@ -9,13 +9,13 @@ import torch
 import reference_engine.generate as generate_module
 from reference_engine.core.capture import ActivationRecorder
 from reference_engine.errors import ModelDirError
-from tests.reference_engine.core.core_models import engine, hf_model, random_ids
+from tests.reference_engine.core.tiny_models import any_ids, engine, hf_model
 from tests.hf_models import hf_logits
 
 
 def test_recorder_sees_every_sub_module_in_order_and_matches_transformers_hidden_states():
     eng = engine("llama_gqa4_tied_bias")
-    ids = random_ids(9, seed=8)
+    ids = any_ids(9, seed=8)
     recorder = ActivationRecorder(keep=True)
     logits = eng.logits(ids, capture=recorder)
     layers = eng.config.num_hidden_layers
@@ -48,7 +48,7 @@ def test_injected_nan_is_located_at_its_layer_and_module():
             return x
         return recorder(layer, module, x)
 
-    logits = eng.logits(random_ids(6), capture=inject)
+    logits = eng.logits(any_ids(6), capture=inject)
     first = recorder.first_nonfinite()
     assert (first.layer, first.module, first.first_nonfinite_token) == (1, "attn", 3)
     assert any("non-finite" in p for p in eng.validate(logits))
@@ -88,7 +88,7 @@ def test_generate_and_stream_delegate_to_the_generate_module(monkeypatch):
 
 
 def test_bf16_logits_track_fp32():
-    ids = random_ids(30, seed=6)
+    ids = any_ids(30, seed=6)
     ref = hf_logits(hf_model("qwen2_mqa_bias"), ids)
     for dtype in ("bfloat16", "float16"):
         assert (engine("qwen2_mqa_bias", dtype=dtype).logits(ids) - ref).abs().max() < 0.1
@@ -96,11 +96,11 @@ def test_bf16_logits_track_fp32():
 
 def test_bad_device_and_dtype_are_one_line_errors():
     from reference_engine.engine import Engine
-    from tests.reference_engine.core.core_models import hf_dir
+    from tests.reference_engine.core.tiny_models import model_dir
     with pytest.raises(ValueError, match="unsupported dtype 'int8'"):
-        Engine.from_pretrained(hf_dir("llama_mha_untied"), dtype="int8")
+        Engine.from_pretrained(model_dir("llama_mha_untied"), dtype="int8")
     with pytest.raises(ValueError, match="invalid device"):
-        Engine.from_pretrained(hf_dir("llama_mha_untied"), device="gpu0")
+        Engine.from_pretrained(model_dir("llama_mha_untied"), device="gpu0")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
-            Engine.from_pretrained(hf_dir("llama_mha_untied"), device="cuda")
+            Engine.from_pretrained(model_dir("llama_mha_untied"), device="cuda")

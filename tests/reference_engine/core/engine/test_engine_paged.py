@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from reference_engine.core.cache.kv_cache import CacheFullError
-from tests.reference_engine.core.core_models import engine, random_ids
+from tests.reference_engine.core.tiny_models import any_ids, engine
 
 TOL = 1e-4
 
@@ -15,10 +15,10 @@ TOL = 1e-4
 def test_decode_steps_equal_full_recompute(variant, steps):
     # 200 steps; the sliding-window model decodes well past its window of 24
     eng = engine(variant, block_size=16)
-    tokens = random_ids(12, seed=5)
+    tokens = any_ids(12, seed=5)
     step_logits = [eng.prefill([0], [tokens])[0]]
     for i in range(steps):
-        tokens.append(int(step_logits[-1].argmax()) if i % 3 else random_ids(1, seed=100 + i)[0])
+        tokens.append(int(step_logits[-1].argmax()) if i % 3 else any_ids(1, seed=100 + i)[0])
         step_logits.append(eng.decode([0], [tokens[-1]])[0])
     full = eng.logits(tokens)
     incremental = torch.stack(step_logits)                       # logits after 12, 13, ..., 212 tokens
@@ -28,12 +28,12 @@ def test_decode_steps_equal_full_recompute(variant, steps):
 
 def _scenario(eng, compact_before_last: bool = False) -> list[torch.Tensor]:
     """Interleaved multi-sequence work: prefills, forks, frees and batched decodes; returns every output."""
-    out = [eng.prefill([0, 1, 2], [random_ids(n, seed=n) for n in (21, 3, 40)])]
+    out = [eng.prefill([0, 1, 2], [any_ids(n, seed=n) for n in (21, 3, 40)])]
     for i in range(6):
         out.append(eng.decode([0, 1, 2], [i, i + 1, i + 2]))
     eng.fork(0, 3)
     eng.free(1)                                                  # leaves holes in the pool
-    out.append(eng.prefill([3, 4], [[5, 6, 7], random_ids(17, seed=9)]))
+    out.append(eng.prefill([3, 4], [[5, 6, 7], any_ids(17, seed=9)]))
     for i in range(5):
         out.append(eng.decode([0, 2, 3, 4], [i, 2 * i, 3 * i, 4 * i]))
     if compact_before_last:
@@ -61,7 +61,7 @@ def test_compaction_changes_no_logits():
 
 def test_forked_sequences_diverge_through_copy_on_write():
     eng = engine("qwen2_mqa_bias", block_size=8)
-    prompt = random_ids(13, seed=2)                              # ends inside a block: the fork shares it
+    prompt = any_ids(13, seed=2)                              # ends inside a block: the fork shares it
     eng.prefill(["p"], [prompt])
     eng.fork("p", "c")
     assert eng.cache.stats().shared_blocks == 2
@@ -77,7 +77,7 @@ def test_forked_sequences_diverge_through_copy_on_write():
 
 def test_chunked_prefill_equals_one_prefill():
     eng = engine("mistral_gqa3_window", block_size=4)
-    ids = random_ids(70, seed=4)
+    ids = any_ids(70, seed=4)
     whole = eng.logits(ids)
     chunks = [eng.prefill([0], [ids[a:b]], all_logits=True) for a, b in ((0, 30), (30, 31), (31, 70))]
     assert (torch.cat(chunks) - whole).abs().max().item() <= TOL
@@ -85,10 +85,10 @@ def test_chunked_prefill_equals_one_prefill():
 
 def test_a_step_that_does_not_fit_changes_nothing():
     eng = engine("llama_mha_untied", num_blocks=4, block_size=4)
-    eng.prefill([0], [random_ids(10)])
+    eng.prefill([0], [any_ids(10)])
     before = (eng.cache.block_table(0), eng.cache.length(0), eng.cache.allocator.num_free)
     with pytest.raises(CacheFullError):
-        eng.prefill([0, 1], [[1, 2, 3], random_ids(5)])
+        eng.prefill([0, 1], [[1, 2, 3], any_ids(5)])
     assert 1 not in eng.cache
     assert (eng.cache.block_table(0), eng.cache.length(0), eng.cache.allocator.num_free) == before
     with pytest.raises(ValueError, match="outside the vocabulary"):
@@ -100,7 +100,7 @@ def test_a_step_that_does_not_fit_changes_nothing():
 
 def test_a_failing_step_is_rolled_back():
     eng = engine("llama_mha_untied", block_size=4)
-    eng.prefill([0], [random_ids(6)])
+    eng.prefill([0], [any_ids(6)])
 
     def boom(layer, module, x):
         if layer == 1 and module == "mlp":
@@ -113,8 +113,8 @@ def test_a_failing_step_is_rolled_back():
 
 def test_prefix_caching_reuses_blocks_and_changes_no_logits():
     cached, plain = engine("qwen2_mqa_bias", block_size=8, prefix_caching=True), engine("qwen2_mqa_bias", block_size=8)
-    system = random_ids(27, seed=11)
-    prompts = [system + random_ids(5, seed=20 + i) for i in range(3)]
+    system = any_ids(27, seed=11)
+    prompts = [system + any_ids(5, seed=20 + i) for i in range(3)]
     first = cached.prefill([0], [prompts[0]])
     assert cached.cache.prefix.hits == 0
     cached.free(0)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from reference_engine.core import linear
 from reference_engine.engine import Engine
-from tests.reference_engine.core.core_models import engine, random_ids
+from tests.reference_engine.core.tiny_models import any_ids, engine
 
 
 @pytest.mark.parametrize("rows", [1, 3, 16, 40])
@@ -41,7 +41,7 @@ def test_weights_over_the_budget_are_not_packed(monkeypatch):
 
 def test_decode_follows_a_replaced_weights_object():
     eng = engine("llama_rope_yarn")
-    ids = random_ids(9, seed=2)
+    ids = any_ids(9, seed=2)
     eng.prefill([0], [ids])
     before = eng.decode([0], [5])
     eng.cache.truncate(0, len(ids))
@@ -127,7 +127,7 @@ def test_decode_projection_names_the_kernel_decode_runs(monkeypatch):
     assert eng.core.decode_projection(1) == (F.linear, eng.core.weights)
     fn, weights = eng.core.decode_projection(4)
     assert fn is linear.decode_linear and weights is eng.core._weights_for_decode()
-    ids = random_ids(7, seed=3)
+    ids = any_ids(7, seed=3)
     eng.prefill([0], [ids])
     calls = []
 

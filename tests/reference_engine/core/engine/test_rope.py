@@ -7,9 +7,9 @@ import torch
 from reference_engine.config import load_config, parse_config
 from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.core.rope import build_rope_table, rope_parameters
-from tests.reference_engine.core.core_models import VARIANTS, hf_dir, hf_model
+from tests.reference_engine.core.tiny_models import LLAMA_LIKE, hf_model, model_dir
 
-ROPE_VARIANTS = [v for v in sorted(VARIANTS) if "rope" in v] + ["llama_mha_untied"]
+ROPE_VARIANTS = [v for v in sorted(LLAMA_LIKE) if "rope" in v] + ["llama_mha_untied"]
 
 
 def _hf_cos_sin(variant: str, positions: torch.Tensor):
@@ -21,7 +21,7 @@ def _hf_cos_sin(variant: str, positions: torch.Tensor):
 
 @pytest.mark.parametrize("variant", ROPE_VARIANTS)
 def test_table_matches_transformers_at_both_ends(variant):
-    config = load_config(hf_dir(variant))
+    config = load_config(model_dir(variant))
     table = build_rope_table(config)
     top = config.max_position_embeddings
     positions = torch.cat([torch.arange(0, 8), torch.arange(top - 8, top)])
@@ -32,7 +32,7 @@ def test_table_matches_transformers_at_both_ends(variant):
 
 
 def test_scaling_types_really_change_the_table():
-    tables = {v: build_rope_table(load_config(hf_dir(v))) for v in ROPE_VARIANTS}
+    tables = {v: build_rope_table(load_config(model_dir(v))) for v in ROPE_VARIANTS}
     # dynamic NTK only rescales past max_position_embeddings, so inside the table it equals default RoPE
     assert torch.equal(tables["llama_rope_dynamic"].cos, tables["llama_mha_untied"].cos)
     last = {v: t.cos[-1] for v, t in tables.items() if v != "llama_rope_dynamic"}
@@ -45,7 +45,7 @@ def test_scaling_types_really_change_the_table():
 
 
 def test_lookup_past_the_table_raises():
-    table = build_rope_table(load_config(hf_dir("llama_rope_linear")))
+    table = build_rope_table(load_config(model_dir("llama_rope_linear")))
     with pytest.raises(ValueError, match="outside the RoPE table"):
         table.lookup(torch.tensor([0, table.max_positions]))
     assert "position 256 was requested" in table.validate(256)[0]

@@ -18,14 +18,14 @@ from reference_engine.core import CoreEngine
 from reference_engine.core.cache.layout import ParallelLayout
 from reference_engine.core.families import cache_layout, state_bytes
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.hybrid_models import hf_model, hybrid_dir, random_ids
+from tests.reference_engine.core.tiny_models import hf_model, model_dir, random_ids
 
 VARIANT = "falcon_h1_norm_before_gate"      # 3 layers, mamba_d_ssm 48 = 4 heads x 12, 2 groups, d_state 8, conv 4
 
 
 def edited(tmp_path, edit: dict):
     out = tmp_path / "m"
-    shutil.copytree(hybrid_dir(VARIANT), out)
+    shutil.copytree(model_dir(VARIANT), out)
     raw = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**raw, **edit}))
     return out
@@ -44,7 +44,7 @@ def test_every_multiplier_of_the_test_model_matters(tmp_path, edit):
 
 
 def test_each_layer_keeps_kv_and_a_state():
-    d = hybrid_dir(VARIANT)
+    d = model_dir(VARIANT)
     config = load_config(d)
     assert all(isinstance(c, ParallelLayout) for c in cache_layout(config))
     # per layer: conv (48 + 2*2*8) x (4 - 1) + ssm 4 x 12 x 8 floats; K and V of 2 heads x head_dim 16 per token

@@ -17,7 +17,7 @@ from reference_engine.core import CoreEngine
 from tests.assets import or_fail, smollm2_dir
 from tests.assets_gguf import convert_hf_dir
 from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
-from tests.reference_engine.core.hybrid_models import build, random_ids
+from tests.reference_engine.core.tiny_models import build, random_ids
 
 
 def converted(tmp_path_factory, variant: str):

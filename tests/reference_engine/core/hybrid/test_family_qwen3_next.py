@@ -14,7 +14,8 @@ from reference_engine.core.families import cache_layout, mixers
 from reference_engine.core.families.qwen3_next import layer_types
 from reference_engine.errors import ModelDirError
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.qwen3_next_models import VARIANTS, hf_model, model_dir, random_ids
+from tests.reference_engine.core.tiny_families import DELTA_NET
+from tests.reference_engine.core.tiny_models import hf_model, model_dir, random_ids
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
@@ -36,7 +37,7 @@ def decays(variant: str) -> torch.Tensor:
     return torch.cat([s.flatten() for s in seen]).detach()
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", list(DELTA_NET.variants))
 def test_logits_over_200_tokens_and_greedy_match_transformers(variant):
     d = decays(variant)
     assert 0.2 < d.min() and d.max() < 0.99 and 0.4 < d.mean() < 0.9      # the state dynamics matter
@@ -138,7 +139,7 @@ def test_beam_search_forks_the_recurrent_state_like_transformers():
     import transformers
     from reference_engine.engine import Engine
     from reference_engine.generate import SamplingParams
-    from tests.reference_engine.core.qwen3_next_models import checkable_dir
+    from tests.reference_engine.core.tiny_models import checkable_dir
     d = checkable_dir("qwen35_dense_tied")
     ids = list(range(3, 40))
     ours = Engine.from_pretrained(d).generate([ids], SamplingParams(num_beams=3, max_new_tokens=8, ignore_eos=True,

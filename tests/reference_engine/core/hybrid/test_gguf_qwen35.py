@@ -13,7 +13,7 @@ from reference_engine.core import CoreEngine
 from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.qwen3_next_models import build_for_gguf
+from tests.reference_engine.core.tiny_models import build
 
 pytestmark = pytest.mark.assets
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.assets
 def test_converted_gguf_equals_the_safetensors_model(tmp_path):
     """~40 s on a loaded 2-core machine (the converter runs in a subprocess)."""
     variant = "qwen35_dense_value_groups"                # 6 value heads over 2 key heads: tiled in the file
-    hf_dir = build_for_gguf(tmp_path / "hf", variant, _asset(assets.smollm2_dir))
+    hf_dir = build(tmp_path / "hf", variant, tokenizer_dir=_asset(assets.smollm2_dir))
     path = _asset(assets_gguf.convert_hf_dir, hf_dir, tmp_path / "model.gguf", "f32", None, ("--no-mtp",))
     ours, ref = CoreEngine.from_pretrained(path), CoreEngine.from_pretrained(hf_dir)
     assert ours.config.raw["layer_types"] == ref.config.raw["layer_types"]

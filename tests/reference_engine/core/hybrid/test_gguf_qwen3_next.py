@@ -6,7 +6,7 @@ heads left grouped; Qwen3.5-MoE's tiled value heads (4 over 2 key heads) untiled
 the 1 + w norms, the [C, K] conv, stacked experts, the shared expert and its gate
 (reference_engine/files/gguf_linear_attn.py). Logits within 1e-4 of transformers, greedy equal.
 
-Cost: two conversions (tests/reference_engine/core/qwen3_next_models.gguf_pair, shared with
+Cost: two conversions (tests/reference_engine/core/gguf_pairs.gguf_pair, shared with
 tests/checks/test_qwen3_next_checks.py), ~10 s and ~15 s on 2 cores; the first test of each architecture
 pays its conversion (~20-35 s on a loaded machine); the Q8_0 test converts once more (~15-25 s)."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ from reference_engine.files.gguf_weights import GGUFWeights
 from tests.assets import or_fail
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.greedy import greedy, hf_greedy
-from tests.reference_engine.core.qwen3_next_models import gguf_pair
+from tests.reference_engine.core.gguf_pairs import gguf_pair
 
 pytestmark = pytest.mark.assets
 TOL = 1e-4

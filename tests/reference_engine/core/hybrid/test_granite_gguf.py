@@ -1,4 +1,4 @@
-"""Granite 4 from GGUF (`granitehybrid`): tiny transformers-built models (hybrid_models.py's two Granite variants: MoE
+"""Granite 4 from GGUF (`granitehybrid`): tiny transformers-built models (tiny_families.py's two Granite variants: MoE
 with a shared MLP, 2 SSM groups; dense, 1 group) converted to F32 by the pinned convert_hf_to_gguf.py give the
 safetensors logits and transformers' within 1e-4, the same greedy tokens, and chunked prefill / step decode equal
 to one prefill (reference_engine/files/gguf_mamba2.py undoes ssm_a = -exp(A_log), the squeezed conv, the grouped
@@ -27,7 +27,7 @@ from tests.conftest import _asset
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.gguf_family_runs import ragged_batch_equals_alone
 from tests.reference_engine.core.greedy import greedy, hf_greedy
-from tests.reference_engine.core.hybrid_models import build
+from tests.reference_engine.core.tiny_models import build
 
 pytestmark = pytest.mark.assets
 HUB_SPELLING = {"linear_attention": "mamba", "full_attention": "attention"}

@@ -9,21 +9,21 @@ from reference_engine.budget.plan import GiB, make_plan
 from reference_engine.core.families import state_bytes
 from reference_engine.config import load_config
 from reference_engine.core.engine import CoreEngine
-from tests.reference_engine.core.hybrid_models import hybrid_dir
+from tests.reference_engine.core.tiny_models import model_dir
 
 
 def test_state_bytes_follow_the_layout():
     # LFM2: 3 conv layers x hidden 32 x (conv_L_cache 4 - 1) floats; Granite: 3 Mamba2 layers x
     # (conv (64 + 2*2*8) x 3 + ssm 4 x 16 x 8) floats
-    assert ModelKv.from_dir(hybrid_dir("lfm2_conv3_attn1")).state_bytes_per_sequence == 3 * 32 * 3 * 4
-    granite = ModelKv.from_dir(hybrid_dir("granite4_moe_rope"))
+    assert ModelKv.from_dir(model_dir("lfm2_conv3_attn1")).state_bytes_per_sequence == 3 * 32 * 3 * 4
+    granite = ModelKv.from_dir(model_dir("granite4_moe_rope"))
     assert granite.state_bytes_per_sequence == 3 * (96 * 3 + 4 * 16 * 8) * 4
-    eng = CoreEngine.from_pretrained(hybrid_dir("granite4_moe_rope"))
+    eng = CoreEngine.from_pretrained(model_dir("granite4_moe_rope"))
     assert eng.cache.states.bytes_per_sequence == granite.state_bytes_per_sequence
 
 
 def test_probe_kv_reports_state_bytes():
-    kv = ModelKv.from_dir(hybrid_dir("lfm2_conv3_attn1"))
+    kv = ModelKv.from_dir(model_dir("lfm2_conv3_attn1"))
     requests = synthetic(SyntheticSpec(20, 50.0, 40, 0.5, 20, 0.5, 256, 0))
     result = run_kv_probe(requests, "synthetic: test", pool_tokens=2048, max_len=256, block_sizes=(16,),
                           bytes_per_token=kv.bytes_per_token, state_bytes_per_sequence=kv.state_bytes_per_sequence)
@@ -33,7 +33,7 @@ def test_probe_kv_reports_state_bytes():
 
 
 def test_memory_plan_counts_state_per_sequence():
-    d = hybrid_dir("granite4_moe_rope")
+    d = model_dir("granite4_moe_rope")
     config = load_config(d)
     per_seq = state_bytes(config, range(0, 4))
     assert per_seq == ModelKv.from_dir(d).state_bytes_per_sequence

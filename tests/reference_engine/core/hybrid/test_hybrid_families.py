@@ -10,17 +10,18 @@ import torch
 from reference_engine.core import CoreEngine
 from reference_engine.errors import UnsupportedError
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.hybrid_models import VARIANTS, hf_model, hybrid_dir, random_ids
+from tests.reference_engine.core.tiny_families import HYBRID
+from tests.reference_engine.core.tiny_models import hf_model, model_dir, random_ids
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
 
 
 def core(variant: str, **kw) -> CoreEngine:
-    return CoreEngine.from_pretrained(hybrid_dir(variant), **kw)
+    return CoreEngine.from_pretrained(model_dir(variant), **kw)
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", list(HYBRID.variants))
 def test_logits_and_greedy_match_transformers(variant):
     eng = core(variant)
     ids = random_ids(120, seed=1)
@@ -34,7 +35,7 @@ def test_logits_and_greedy_match_transformers(variant):
     assert eng.cache.stats().used_blocks == 0 and not eng.cache.states.states and eng.validate(ours) == []
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", list(HYBRID.variants))
 @pytest.mark.parametrize("chunk", [1, 3, 7, 16])
 def test_chunked_prefill_and_step_decode_equal_one_prefill(variant, chunk):
     eng = core(variant, block_size=4)
@@ -45,7 +46,7 @@ def test_chunked_prefill_and_step_decode_equal_one_prefill(variant, chunk):
     assert (torch.cat(rows) - full).abs().max().item() <= TOL
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", list(HYBRID.variants))
 def test_batch_of_unequal_lengths_equals_each_alone(variant):
     eng = core(variant, block_size=4)
     prompts = [random_ids(n, seed=n) for n in (37, 5, 21)]
@@ -99,7 +100,7 @@ def test_broken_hybrid_configs_are_one_line_errors(tmp_path, variant, edit, erro
     import json
     import shutil
     out = tmp_path / "m"
-    shutil.copytree(hybrid_dir(variant), out)
+    shutil.copytree(model_dir(variant), out)
     raw = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({**raw, **edit}))
     with pytest.raises(Exception) as caught:

@@ -13,7 +13,7 @@ import torch
 
 from reference_engine.core import CoreEngine
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.hybrid_models import hybrid_dir, random_ids
+from tests.reference_engine.core.tiny_models import model_dir, random_ids
 
 TOL = 1e-4
 VARIANT = "lfm2_bias_untied_no_adjust"
@@ -45,7 +45,7 @@ def edited(tmp_path_factory):
     out = {}
     for edit in (stray_rms_norm_eps, no_norm_eps, no_rope_block, release_names):
         path = tmp_path_factory.mktemp(edit.__name__) / "m"
-        shutil.copytree(hybrid_dir(VARIANT), path)
+        shutil.copytree(model_dir(VARIANT), path)
         raw = json.loads((path / "config.json").read_text())
         (path / "config.json").write_text(json.dumps(edit(raw)))
         model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()

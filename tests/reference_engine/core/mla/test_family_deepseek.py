@@ -12,11 +12,12 @@ from reference_engine.core import CoreEngine, families
 from reference_engine.core.cache.layout import bytes_per_token
 from reference_engine.core.moe import route
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.mla_models import VARIANTS, hf_model, model_dir, random_ids
+from tests.reference_engine.core.tiny_families import MLA_MOE
+from tests.reference_engine.core.tiny_models import hf_model, model_dir, random_ids
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
-MLA_VARIANTS = [v for v in VARIANTS if not v.startswith("glm")]
+MLA_VARIANTS = [v for v in MLA_MOE.variants if not v.startswith("glm")]
 
 
 def core(variant: str, **kw) -> CoreEngine:

@@ -1,6 +1,6 @@
 """DeepSeek-V3 (q LoRA, YaRN, groups), DeepSeek-V2-Lite (plain q_proj, greedy softmax router), a V2 with
 group-limited routing and attention + MLP biases, and GLM-4.5 (q/k norms, biases, partial rotary, groups) from
-GGUF: tiny transformers-built models (tests/reference_engine/core/mla_models.py) converted by llama.cpp's own
+GGUF: tiny transformers-built models (tests/reference_engine/core/tiny_models.py) converted by llama.cpp's own
 convert_hf_to_gguf.py (--outtype f32) give the engine the same logits as their safetensors directories and
 transformers', and stream under a memory budget to the same logits.
 
@@ -27,9 +27,9 @@ from reference_engine.streaming.streaming_core import StreamingCore
 from tests import assets, assets_gguf
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.family_models import load_hf
 from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
-from tests.reference_engine.core.mla_models import YARN, build
+from tests.reference_engine.core.tiny_families import YARN
+from tests.reference_engine.core.tiny_models import build, load_hf
 
 TOL = 1e-4
 GLM_TOKENS = ("[gMASK]", "<|user|>", "<|endoftext|>", "<|observation|>")

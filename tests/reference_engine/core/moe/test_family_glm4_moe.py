@@ -6,7 +6,7 @@ import pytest
 
 from reference_engine.core import CoreEngine
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.mla_models import hf_model, model_dir, random_ids
+from tests.reference_engine.core.tiny_models import hf_model, model_dir, random_ids
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 from tests.reference_engine.core.mla.test_family_deepseek import TOL, _with
 

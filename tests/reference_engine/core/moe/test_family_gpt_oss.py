@@ -1,4 +1,4 @@
-"""gpt-oss against transformers' eager path on tiny random models it built (tests/.../gpt_oss_models.py): fp32
+"""gpt-oss against transformers' eager path on tiny random models it built (tests/.../tiny_models.py): fp32
 logits within 1e-4 past the window and past original_max_position_embeddings, greedy equal, a ragged batch
 equal to each sequence alone; each gpt-oss detail is shown to bite (taking it away moves the logits far past
 the tolerance); MXFP4 experts dequantize exactly as transformers does and give transformers' logits, resident
@@ -23,8 +23,9 @@ from reference_engine.generate import SamplingParams
 from reference_engine.readers.quant_reader import QuantChunkedWeights
 from reference_engine.streaming.streaming_core import StreamingCore
 from tests.hf_models import hf_logits
-from tests.reference_engine.core.gpt_oss_models import (CONFIG, gpt_oss_dir, hf_model, load_hf, mxfp4_dir,
-                                                        random_ids)
+from tests.reference_engine.core.mxfp4_copies import mxfp4_dir
+from tests.reference_engine.core.tiny_families import GPT_OSS
+from tests.reference_engine.core.tiny_models import hf_model, load_hf, model_dir, random_ids
 from tests.same_sums import assert_same_sums
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 
@@ -35,27 +36,27 @@ LONG = 100          # > sliding_window (8) and > original_max_position_embedding
 @pytest.mark.parametrize("seed", [0, 1])
 def test_logits_and_greedy_match_transformers(seed):
     """~12 s for the first seed on 2 cores: importing transformers and building the models it writes."""
-    eng = CoreEngine.from_pretrained(gpt_oss_dir(seed))
+    eng = CoreEngine.from_pretrained(model_dir("gpt_oss", seed))
     ids = random_ids(LONG, seed=seed + 1)
-    ours, theirs = eng.logits(ids), hf_logits(hf_model(seed), ids)
+    ours, theirs = eng.logits(ids), hf_logits(hf_model("gpt_oss", seed), ids)
     diff = (ours - theirs).abs().max().item()
     print(f"\ngpt-oss seed {seed}: max |logit diff| {diff:.2e} (max |logit| {theirs.abs().max():.2f})")
     assert diff <= TOL
     assert theirs.abs().max() > 0.5 and theirs.std() > 0.05        # not two flat tensors
     prompt = random_ids(40, seed=seed + 2)
-    assert greedy(eng, prompt, 24) == hf_greedy(hf_model(seed), prompt, 24)
+    assert greedy(eng, prompt, 24) == hf_greedy(hf_model("gpt_oss", seed), prompt, 24)
     assert eng.cache.stats().used_blocks == 0
 
 
 def test_ragged_batch_and_chunked_prefill_match_each_sequence_alone():
-    eng = CoreEngine.from_pretrained(gpt_oss_dir(), block_size=4)
+    eng = CoreEngine.from_pretrained(model_dir("gpt_oss"), block_size=4)
     prompts = [random_ids(n, seed=n) for n in (70, 9, 33)]
     rows = eng.prefill([0, 1, 2], prompts, all_logits=True).split([len(p) for p in prompts])
     for i, prompt in enumerate(prompts):
-        assert (rows[i] - hf_logits(hf_model(), prompt)).abs().max().item() <= TOL
+        assert (rows[i] - hf_logits(hf_model("gpt_oss"), prompt)).abs().max().item() <= TOL
     eng.prefill([3], [prompts[0][:25]])                             # chunked: 25 tokens, then the rest
     last = eng.prefill([3], [prompts[0][25:]])
-    assert (last[0] - hf_logits(hf_model(), prompts[0])[-1]).abs().max().item() <= TOL
+    assert (last[0] - hf_logits(hf_model("gpt_oss"), prompts[0])[-1]).abs().max().item() <= TOL
 
 
 def with_moe(eng: CoreEngine, **changes) -> None:
@@ -68,22 +69,22 @@ def test_every_gpt_oss_detail_bites():
     """Each feature taken away in turn moves the logits by far more than the tolerance: the model exercises
     the sinks, the clamp (and `up + 1`), the window, YaRN and per-token routing."""
     ids = random_ids(LONG, seed=1)
-    theirs = hf_logits(hf_model(), ids)
+    theirs = hf_logits(hf_model("gpt_oss"), ids)
 
     def off(eng):
         return (eng.logits(ids) - theirs).abs().max().item()
 
-    eng = CoreEngine.from_pretrained(gpt_oss_dir())
+    eng = CoreEngine.from_pretrained(model_dir("gpt_oss"))
     for w in eng.weights.layers:
         w.extra["sinks"] = torch.full_like(w.extra["sinks"], -1e4)   # sinks gone: plain softmax
     assert off(eng) > 100 * TOL
-    eng = CoreEngine.from_pretrained(gpt_oss_dir())
+    eng = CoreEngine.from_pretrained(model_dir("gpt_oss"))
     with_moe(eng, swiglu_limit=1e9)                                   # no clamp
     assert off(eng) > 100 * TOL
-    eng = CoreEngine.from_pretrained(gpt_oss_dir())
+    eng = CoreEngine.from_pretrained(model_dir("gpt_oss"))
     eng.windows = [None] * len(eng.windows)                           # every layer full attention
     assert off(eng) > 100 * TOL
-    eng = CoreEngine.from_pretrained(gpt_oss_dir())
+    eng = CoreEngine.from_pretrained(model_dir("gpt_oss"))
     with_moe(eng, method="softmax_topk")                              # Mixtral-style softmax-then-top-k
     assert off(eng) > 100 * TOL
     # routing differs per token: every layer uses more than top_k experts over the prompt
@@ -91,28 +92,28 @@ def test_every_gpt_oss_detail_bites():
 
     def experts_used(layer, module, x):
         if module == "router":
-            chosen[layer] = x.topk(CONFIG["num_experts_per_tok"], -1).indices.unique().numel()
+            chosen[layer] = x.topk(GPT_OSS.base["num_experts_per_tok"], -1).indices.unique().numel()
 
-    CoreEngine.from_pretrained(gpt_oss_dir()).logits(ids, capture=experts_used)
-    assert min(chosen.values()) > CONFIG["num_experts_per_tok"]
+    CoreEngine.from_pretrained(model_dir("gpt_oss")).logits(ids, capture=experts_used)
+    assert min(chosen.values()) > GPT_OSS.base["num_experts_per_tok"]
 
 
 def test_yarn_bites_past_the_original_context(tmp_path):
     """The same weights with plain RoPE: far from transformers' YaRN logits."""
     plain = tmp_path / "plain"
-    shutil.copytree(gpt_oss_dir(), plain)
+    shutil.copytree(model_dir("gpt_oss"), plain)
     config = json.loads((plain / "config.json").read_text())
     config["rope_parameters"] = {"rope_type": "default", "rope_theta": 150000.0}
     (plain / "config.json").write_text(json.dumps(config))
     ids = random_ids(LONG, seed=1)
-    assert (CoreEngine.from_pretrained(plain).logits(ids) - hf_logits(hf_model(), ids)).abs().max() > 100 * TOL
+    assert (CoreEngine.from_pretrained(plain).logits(ids) - hf_logits(hf_model("gpt_oss"), ids)).abs().max() > 100 * TOL
 
 
 @pytest.mark.parametrize("change, field", [({"swiglu_limit": None}, "swiglu_limit"),
                                            ({"num_experts_per_tok": 7}, "num_experts_per_tok")])
 def test_unusable_gpt_oss_fields_are_one_line_errors(change, field, tmp_path):
     bad = tmp_path / "bad"
-    shutil.copytree(gpt_oss_dir(), bad)
+    shutil.copytree(model_dir("gpt_oss"), bad)
     config = {**json.loads((bad / "config.json").read_text()), **change}
     (bad / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelDirError, match=field):
@@ -136,10 +137,10 @@ def test_mxfp4_dequantization_equals_transformers():
 def test_mxfp4_checkpoint_gives_transformers_logits():
     """transformers reads the MXFP4 directory itself (dequantizing on CPU): the oracle for the whole path."""
     ids = random_ids(LONG, seed=1)
-    theirs = hf_logits(load_hf(mxfp4_dir()), ids)
+    theirs = hf_logits(load_hf(mxfp4_dir(), experts="eager"), ids)
     eng = CoreEngine.from_pretrained(mxfp4_dir())
     assert (eng.logits(ids) - theirs).abs().max().item() <= TOL
-    assert (theirs - hf_logits(hf_model(), ids)).abs().max() > 100 * TOL    # FP4 rounding really changed it
+    assert (theirs - hf_logits(hf_model("gpt_oss"), ids)).abs().max() > 100 * TOL    # FP4 rounding really changed it
 
 
 def test_mxfp4_streams_under_a_budget_with_the_same_logits():

@@ -36,7 +36,8 @@ from tests import assets, assets_gguf
 from tests.reference_engine.core.gguf_family_runs import check_is_clean, ragged_batch_equals_alone
 from tests.conftest import _asset
 from tests.hf_models import hf_logits
-from tests.reference_engine.core import gpt_oss_models
+from tests.reference_engine.core.tiny_models import build, load_hf
+from tests.reference_engine.core.mxfp4_copies import mxfp4_copy
 from tests.reference_engine.core.greedy import greedy, hf_greedy
 
 TOL = 1e-4
@@ -49,7 +50,7 @@ def converted(tmp_path_factory):
     root = tmp_path_factory.mktemp("gpt_oss_gguf")
     tok = _asset(assets.smollm2_dir)
     vocab = json.loads((tok / "config.json").read_text())["vocab_size"]
-    hf_dir = gpt_oss_models.build(root / "f32", seed=4, vocab_size=vocab, swiglu_limit=7.0)
+    hf_dir = build(root / "f32", "gpt_oss", seed=4, vocab_size=vocab, swiglu_limit=7.0)
     tensors = load_file(hf_dir / "model.safetensors")
     for name in tensors:
         if name.endswith("experts.gate_up_proj"):
@@ -57,7 +58,7 @@ def converted(tmp_path_factory):
     save_file(tensors, hf_dir / "model.safetensors", metadata={"format": "pt"})
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tok / name, hf_dir / name)
-    dirs = {"f32": hf_dir, "mxfp4": gpt_oss_models.mxfp4_copy(hf_dir, root / "mxfp4")}
+    dirs = {"f32": hf_dir, "mxfp4": mxfp4_copy(hf_dir, root / "mxfp4")}
     done: dict = {}
 
     def convert(kind: str, outtype: str = "f32"):
@@ -89,7 +90,7 @@ def test_gguf_logits_equal_the_safetensors_model(converted, kind):
     steps = greedy(from_gguf, prompt, 16)
     assert steps == greedy(from_hf, prompt, 16)
     if kind == "f32":       # and transformers' eager path on the same weights
-        model = gpt_oss_models.load_hf(hf_dir)
+        model = load_hf(hf_dir, experts="eager")
         assert (ours - hf_logits(model, tokens)).abs().max().item() <= TOL
         assert steps == hf_greedy(model, prompt, 16)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import competence_standing, no_crashes, problems
 from tests.checks.zoo_engine import FAMILY_RUN
-from tests.reference_engine.core.issue38_models import (bite, check_against_transformers,
+from tests.reference_engine.core.transformers_parity import (bite, check_against_transformers,
                                                         check_batch_equals_alone, core)
 
 VARIANT = "llama4_chunked_nope_moe"

@@ -10,7 +10,7 @@ from reference_engine.core.families.base import MoESettings
 from reference_engine.core.moe import route
 from tests.checks.conftest import competence_standing, no_crashes, problems
 from tests.checks.zoo_engine import FAMILY_RUN
-from tests.reference_engine.core.issue38_models import (bite, check_against_transformers,
+from tests.reference_engine.core.transformers_parity import (bite, check_against_transformers,
                                                         check_batch_equals_alone, core)
 
 VARIANT = "minimax_m2_partial_rotary"
