@@ -202,7 +202,7 @@ ARCHS: dict[str, GGUFArch] = {
                               tensor_fields=gguf_mamba2.tensor_fields, touches=gguf_mamba2.touches,
                               finish=gguf_mamba2.finish, hf_shape=gguf_mamba2.hf_shape,
                               per_layer=_layer_kinds(gguf_mamba2.RECURRENT, gguf_mamba2.ATTENTION)),
-    # minimax-m2: experts stored stacked, one [experts, rows, cols] tensor per role
+    # issue 38. minimax-m2: experts stored stacked, one [experts, rows, cols] tensor per role
     "minimax-m2": GGUFArch("MiniMaxM2ForCausalLM", "minimax_m2", layer_names={"ffn_gate_inp": "block_sparse_moe.gate"},
                            tensor_names={"exp_probs_b.bias": "block_sparse_moe.e_score_correction_bias"},
                            experts={"ffn_gate_exps": "block_sparse_moe.experts.{e}.w1.weight",
@@ -258,7 +258,7 @@ ARCHS: dict[str, GGUFArch] = {
                                    "post_ffw_norm": "post_feedforward_layernorm"},
                       derive=_olmo_config, config_keys={"attention.sliding_window_pattern": "sliding_window_pattern",
                                                        "rope.freq_base_swa": "rope_theta_swa"}),
-    # falcon-h1: attention and Mamba2 in every layer, the muP multipliers folded into the weights by the
+    # issue 39. falcon-h1: attention and Mamba2 in every layer, the muP multipliers folded into the weights by the
     # converter (files/gguf_mamba2.py); no Q/K permutation (llama.cpp's NEOX rotary)
     "falcon-h1": GGUFArch("FalconH1ForCausalLM", "falcon_h1", layer_names=gguf_mamba2.FALCON_H1_LAYERS,
                           tensor_names=gguf_mamba2.FALCON_H1_NAMES,
