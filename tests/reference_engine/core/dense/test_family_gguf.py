@@ -1,4 +1,4 @@
-"""SmolLM3 and OLMo 2/3 from GGUF: tiny transformers-built SmolLM3, OLMo 2 and OLMo 3 models converted by
+"""SmolLM3, OLMo 2/3, MiniMax-M2 and Llama 4 text from GGUF: tiny transformers-built models converted by
 llama.cpp's own convert_hf_to_gguf.py (--outtype f32; SmolLM2's tokenizer rides along, the converter needs a
 pre-tokenizer it knows) give the engine the same logits as their safetensors directories, and transformers'.
 
@@ -36,7 +36,7 @@ MODELS = {"olmo2_post_norm": {}, "olmo3_windows_yarn": {}, "smollm3_nope_gqa": {
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    root = tmp_path_factory.mktemp("nope_postnorm_gguf")
+    root = tmp_path_factory.mktemp("family_gguf")
     tok = _asset(assets.smollm2_dir)
     vocab = json.loads((tok / "config.json").read_text())["vocab_size"]
 
