@@ -30,8 +30,8 @@ def test_zoo_covers_every_ggf_check():
     assert len(FAULTS) >= 15 and len({f.name for f in FAULTS}) == len(FAULTS)
     # GGF020's every rule: tests/checks/long_context/test_gguf_keys.py (alone) and test_compare.py (a config.json
     # beside); GGF030 (DeltaNet value head size vs llama.cpp's) a hybrid converted by the pinned converter:
-    # tests/reference_engine/core/hybrid/test_gguf_qwen35.py; GGF035 (a hybrid's layer kinds) a Granite 4 GGUF from the
-    # converter: tests/reference_engine/core/hybrid/test_granite_gguf.py
+    # tests/reference_engine/core/test_gguf_qwen35.py; GGF035 (a hybrid's layer kinds) a Granite 4 GGUF from the
+    # converter: tests/reference_engine/core/test_granite_gguf.py
     assert ids - {f.check_id for f in FAULTS} - {"GGF030", "GGF035"} == set()
 
 
