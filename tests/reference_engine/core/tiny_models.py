@@ -29,8 +29,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 def kind_of(variant: str) -> Kind:
     found = [kind for kind in KINDS if variant in kind.variants]
-    if not found:
-        raise KeyError(f"no tiny model variant {variant!r}")
+    if len(found) != 1:
+        raise KeyError(f"tiny model variant {variant!r} is in {len(found)} kinds of tiny_families.py, not one")
     return found[0]
 
 
