@@ -1,4 +1,4 @@
-"""The serving-chain faults of issue 35, planted by rewriting requests and answers between the client and a server.
+"""The serving-chain faults, planted by rewriting requests and answers between the client and a server.
 
 The same rewrites run in `ChainProxy` (a real HTTP proxy in front of llama-server, for the live tests) and in
 `fault_transport` (an httpx transport around a fake upstream, for the fast tests). Each fault is one thing a

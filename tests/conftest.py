@@ -48,7 +48,8 @@ SPREAD = {"tests/llmdoctor/run/test_chain_live.py"}
 LONGEST = ["tests/llmdoctor/run/test_chain_live.py", "tests/llmdoctor/run/test_endpoint_live.py",
            "tests/checks/endpoint/test_context_reading.py", "tests/probes/load/test_load_live.py",
            "tests/checks/endpoint/test_endpoint_competence_live.py", "tests/checks/long_context/test_reading.py",
-           "tests/reference_engine/core/test_engine_gemma3.py", "tests/reference_engine/core/test_gguf_engine.py"]
+           "tests/reference_engine/core/dense/test_engine_gemma3.py",
+           "tests/reference_engine/core/engine/test_gguf_engine.py"]
 
 
 def _module(nodeid: str) -> str:

@@ -16,7 +16,7 @@ from checks.registry import REGISTRY, Skip
 from reference_engine.core import model
 from reference_engine.core.recurrent import mamba2, short_conv
 from reference_engine.core.cache.state_cache import StateCache
-from tests.reference_engine.core.hybrid_models import build_checkable
+from tests.reference_engine.core.tiny_models import checkable
 
 SMALL = {"lfm2_conv3_attn1": dict(num_hidden_layers=2, layer_types=["conv", "full_attention"]),
          "granite4_moe_rope": dict(num_hidden_layers=2, layer_types=["mamba", "attention"], num_local_experts=2,
@@ -28,7 +28,7 @@ CHECKS = (hybrid.recurrent_chunks_vs_one_prefill, hybrid.recurrent_batch_vs_alon
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    return {v: build_checkable(tmp_path_factory.mktemp(v), v, **kw) for v, kw in SMALL.items()}
+    return {v: checkable(tmp_path_factory.mktemp(v), v, **kw) for v, kw in SMALL.items()}
 
 
 def ctx_of(dirs, variant) -> CheckContext:
