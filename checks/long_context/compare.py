@@ -61,8 +61,8 @@ def gguf_context_matches_config(ctx):
     window dropped). When the file's folder holds the config.json it was converted from, every field
     both state is compared, and a scaling block the config has is looked for in the file as the converter
     writes it (checks/long_context/conversion.py: keys for yarn and linear with yarn's attention factor read as
-    transformers reads it, tensors for llama3 and longrope; llama.cpp#13322, vllm#48621). Without one (the usual download: a GGUF alone), the keys are held to each other and
-    to llama.cpp's reading of them: no rope.freq_base (llama.cpp takes 10000) or one that is not a positive
+    transformers reads it, tensors for llama3 and longrope; llama.cpp#13322, vllm#48621). Without one (the
+    usual download: a GGUF alone), the keys are held to each other and to llama.cpp's reading of them: no rope.freq_base (llama.cpp takes 10000) or one that is not a positive
     number; a scaling type llama.cpp does not know (it aborts), linear or yarn without a factor (nothing is
     stretched), longrope without its rope_factors tensors, a factor without a type (llama.cpp applies it as
     linear, other readers do not); a context_length that is neither original_context_length nor original x
@@ -89,7 +89,9 @@ def gguf_context_matches_config(ctx):
             yield Problem(message, evidence=evidence)
         return
     for message in conversion_problems(raw, ctx.gguf):
-        yield Problem(message, evidence={"config_rope": raw.get("rope_scaling") or raw.get("rope_parameters")})
+        yield Problem(message, evidence={"config_rope": raw.get("rope_scaling") or raw.get("rope_parameters")},
+                      hint="Re-convert with a convert_hf_to_gguf.py that writes the model's rope scaling, or set "
+                           "{arch}.rope.scaling.* with gguf_set_metadata.py to the config's block.")
     # the scaling itself is read by conversion_problems, as the converter writes it (llama3 as a tensor)
     diff = differences(fields(settings(ctx.raw_config)), fields(settings(raw)), skip=SCALING_FIELDS)
     for name, (gguf, config) in diff.items():

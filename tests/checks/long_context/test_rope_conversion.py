@@ -42,7 +42,8 @@ BROKEN = {
                                      "(no llama.rope.scaling.type): llama.cpp reads the model unscaled"),
     "yarn_not_written_legacy_type_key": ({SCALE + "type": DROP, SCALE + "factor": DROP}, None, _legacy_type_key,
                                          "config.json's yarn rope scaling (factor 4, original 64) is not in the GGUF"),
-    "other_factor": ({SCALE + "factor": 2.0}, None, None, "llama.rope.scaling.factor is 2, config.json's yarn factor 4"),
+    "other_factor": ({SCALE + "factor": 2.0}, None, None,
+                     "llama.rope.scaling.factor is 2, config.json's yarn factor 4"),
     "other_original": ({SCALE + "original_context_length": 128}, None, None,
                        "llama.rope.scaling.original_context_length is 128, config.json's "
                        "original_max_position_embeddings 64"),
