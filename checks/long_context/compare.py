@@ -63,8 +63,8 @@ def gguf_context_matches_config(ctx):
     writes it (checks/long_context/conversion.py: keys for yarn and linear with yarn's attention factor read as
     transformers reads it, tensors for llama3 and longrope; llama.cpp#13322, vllm#48621). Without one (the
     usual download: a GGUF alone), the keys are held to each other and to llama.cpp's reading of them: no
-    rope.freq_base (llama.cpp takes 10000) or one that is not a positive number; a scaling type llama.cpp does not know (it aborts), linear or yarn without a factor (nothing is
-    stretched), longrope without its rope_factors tensors, a factor without a type (llama.cpp applies it as
+    rope.freq_base (llama.cpp takes 10000) or one that is not a positive number; a scaling type llama.cpp
+    does not know (it aborts), linear or yarn without a factor (nothing is stretched), longrope without its rope_factors tensors, a factor without a type (llama.cpp applies it as
     linear, other readers do not); a context_length that is neither original_context_length nor original x
     factor, or many times an original_context_length with no scaling at all; a sliding window wider than the
     context, or none where the architecture's layers need one (gemma3, gpt-oss); a context_length of 0
