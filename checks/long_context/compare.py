@@ -58,18 +58,18 @@ def gguf_context_matches_config(ctx):
     A GGUF carries its own context length, rope base and scaling and sliding window ({arch}.* keys); llama.cpp
     reads those, not the config. A converter that missed the rope scaling or the window, or a file re-tagged by
     hand, serves a model that reads short prompts and loses long ones (a LongRoPE block or a rope factor lost, a
-    window dropped). When the file's folder holds the config.json it was converted from, every field
-    both state is compared, and a scaling block the config has is looked for in the file as the converter
-    writes it (checks/long_context/conversion.py: keys for yarn and linear with yarn's attention factor read as
-    transformers reads it, tensors for llama3 and longrope; llama.cpp#13322, vllm#48621). Without one (the
-    usual download: a GGUF alone), the keys are held to each other and to llama.cpp's reading of them: no
-    rope.freq_base (llama.cpp takes 10000) or one that is not a positive number; a scaling type llama.cpp
-    does not know (it aborts), linear or yarn without a factor (nothing is stretched), longrope without its rope_factors tensors, a factor without a type (llama.cpp applies it as
-    linear, other readers do not); a context_length that is neither original_context_length nor original x
-    factor, or many times an original_context_length with no scaling at all; a sliding window wider than the
-    context, or none where the architecture's layers need one (gemma3, gpt-oss); a context_length of 0
-    (checks/long_context/gguf_keys.py). GGF007, GGF010 and CFG060-063 (which read the config rebuilt from the
-    GGUF) report the rest.
+    window dropped). When the file's folder holds the config.json it was converted from, every field both state is
+    compared, and a scaling block the config has is looked for in the file as the converter writes it
+    (checks/long_context/conversion.py: keys for yarn and linear with yarn's attention factor read as transformers
+    reads it, tensors for llama3 and longrope; llama.cpp#13322, vllm#48621). Without one (the usual download: a
+    GGUF alone), the keys are held to each other and to llama.cpp's reading of them: no rope.freq_base (llama.cpp
+    takes 10000) or one that is not a positive number; a scaling type llama.cpp does not know (it aborts), linear
+    or yarn without a factor (nothing is stretched), longrope without its rope_factors tensors, a factor without a
+    type (llama.cpp applies it as linear, other readers do not); a context_length that is neither
+    original_context_length nor original x factor, or many times an original_context_length with no scaling at all;
+    a sliding window wider than the context, or none where the architecture's layers need one (gemma3, gpt-oss); a
+    context_length of 0 (checks/long_context/gguf_keys.py). GGF007, GGF010 and CFG060-063 (which read the config
+    rebuilt from the GGUF) report the rest.
     """
     path = Path(ctx.gguf.path)
     beside = path.parent / "config.json"
