@@ -39,8 +39,9 @@ def turn_tokens_marked_special(ctx):
     A turn end listed in added_tokens with "special": false (or only in the vocabulary) encodes as one token, but
     decode(skip_special_tokens=True) prints it, stacks that stop on special tokens run past it, and converters
     write it as a text token (llama.cpp's: USER_DEFINED unless its text looks like <|...|>; NORMAL, split into
-    pieces in the prompt, where only the vocabulary is read: GGF036): the model loops (llama.cpp#27683). Every EOS id (tokenizer_config.json, generation_config.json),
-    the template's end of turn and every marker it writes as one token is read.
+    pieces in the prompt, where only the vocabulary is read: GGF036): the model loops (llama.cpp#27683). Every
+    EOS id (tokenizer_config.json, generation_config.json), the template's end of turn and every marker it writes
+    as one token is read.
     """
     tok = ctx.tokenizer
     if not tok.chat_template:

@@ -1,7 +1,7 @@
 """Turn tokens typed as text (llama.cpp#27683): GGF036 on a GGUF whose tokenizer.ggml.token_type marks
 <|im_start|> or <|im_end|> NORMAL (the tiny conversion edited with gguf-py; llama.cpp itself then tokenizes the
-template's '<|im_start|>' as several pieces), TOK034 on a tokenizer.json that lists it with "special": false. The conversion as llama.cpp's
-converter wrote it and SmolLM2's own files are quiet. About a second each."""
+template's '<|im_start|>' as several pieces), TOK034 on a tokenizer.json that lists <|im_end|> with "special":
+false. The conversion as llama.cpp's converter wrote it and SmolLM2's own files are quiet. About a second each."""
 from __future__ import annotations
 
 import json
