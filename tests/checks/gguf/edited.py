@@ -12,9 +12,10 @@ from tests.checks.zoo_gguf import DROP, F32, GGUFSpec, write_spec
 PLAIN = (GGMLQuantizationType.F32, GGMLQuantizationType.F16)
 
 
-def edited_gguf(src: Path, dst: Path, metadata: dict | None = None, tensors: dict | None = None) -> Path:
+def edited_gguf(src: Path, dst: Path, metadata: dict | None = None, tensors: dict | None = None,
+                keep_tensors: bool = True) -> Path:
     """A copy of src at dst with metadata keys replaced (a value, or (value, type, subtype)), tensors replaced by
-    arrays, and either removed by DROP."""
+    arrays, and either removed by DROP; keep_tensors=False copies the metadata alone (a tokenizer-only file)."""
     from reference_engine.files.gguf_file import GGUFFile
     g = GGUFFile.open(src)
     meta = {}
@@ -25,7 +26,7 @@ def edited_gguf(src: Path, dst: Path, metadata: dict | None = None, tensors: dic
     for key, value in (metadata or {}).items():
         meta.pop(key, None) if value is DROP else meta.__setitem__(key, value)
     arrays = {}
-    for name, t in g.tensors.items():
+    for name, t in (g.tensors if keep_tensors else {}).items():
         if t.ggml_type not in PLAIN:
             raise ValueError(f"{src.name}: tensor {name} is type {t.ggml_type}, edited_gguf copies F32/F16 only")
         dtype = np.float32 if t.ggml_type == GGMLQuantizationType.F32 else np.float16
