@@ -66,8 +66,11 @@ def conversion_problems(raw: dict, gguf) -> list[str]:
     if c is None:
         return []
     arch = str(gguf.get("general.architecture"))
-    key = lambda name: gguf.get(f"{arch}.rope.scaling.{name}")         # noqa: E731
-    kind, where = key("type"), f"{arch}.rope.scaling"
+    where = f"{arch}.rope.scaling"
+
+    def key(name: str):
+        return gguf.get(f"{where}.{name}")
+    kind = key("type")
     if c.kind in BY_TENSORS:
         names = BY_TENSORS[c.kind]
         missing = [n for n in names if n not in gguf.tensors]
