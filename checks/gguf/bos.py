@@ -39,7 +39,7 @@ def beside_adds_bos(gguf) -> tuple[bool, str] | None:
             return flag, bos
         processor = build_post_processor(spec.get("post_processor"), str(spec_path))
         ids = processor([]) if processor is not None else []
-    except (OSError, ValueError, AttributeError, ModelDirError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ModelDirError):
         return None
     return bool(ids) and ids[0] == _token_id(spec, bos), bos
 

@@ -31,7 +31,7 @@ def _beside(ctx):
         raise Skip("no tokenizer.json beside the GGUF")
     try:
         return Tokenizer.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, ModelDirError) as e:
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ModelDirError) as e:
         raise Skip(f"tokenizer.json beside the GGUF cannot be read: {' '.join(str(e).split())[:120]}") from None
 
 

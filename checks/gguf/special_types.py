@@ -58,8 +58,8 @@ def gguf_special_tokens_typed(ctx):
         raise Skip("no tokenizer.ggml.tokens / token_type of one entry per token (GGF012 reads that)")
     for token_id, why in relied_on(gguf).items():
         kind = types[token_id]
-        if kind not in SPECIAL_TYPES:
-            yield Problem(f"{tokens[token_id]!r} (id {token_id}, {why}) is typed {PIECE_TYPES.get(kind, kind)} "
+        if not isinstance(kind, int) or kind not in SPECIAL_TYPES:
+            yield Problem(f"{tokens[token_id]!r} (id {token_id}, {why}) is typed {PIECE_TYPES.get(kind, repr(kind))} "
                           "in tokenizer.ggml.token_type: llama.cpp splits its text into plain pieces in the prompt "
                           "and prints it when generated, so the model does not see or stop at its turn end",
                           evidence={"token": tokens[token_id], "id": token_id, "token_type": kind, "why": why})

@@ -51,6 +51,8 @@ def turn_tokens_marked_special(ctx):
         if added is not None and added.special:
             continue
         text = tok.id_to_token(token_id)
+        if text is None:                   # an id past the vocabulary is VOC's finding
+            continue
         where = "listed with \"special\": false" if added is not None else "not an added token (vocabulary only)"
         yield Problem(f"{text!r} (id {token_id}, {why}) is {where} in tokenizer.json: decoders print it, "
                       "converters type it as text, and runtimes that stop on special tokens run past the turn end",
