@@ -11,6 +11,71 @@ from llmdoctor.report.signature_types import Signature
 
 # ---- files and conversion --------------------------------------------------------------------------
 FILES: tuple[Signature, ...] = (
+    Signature(
+        "rope-scaling-lost-in-conversion", "the GGUF loses long prompts that the original model reads",
+        (r"yarn (scaling )?(is )?(not|never) (written|converted|applied)", r"rope[ _]scaling (is )?(missing|lost|"
+         r"dropped|not (written|converted|applied))", r"(gibberish|garbage|nonsense) (after|past|beyond|on) "
+         r"(\d+k? tokens|long (prompts|context|inputs))", r"long (prompts|context) (broken|gibberish|garbage) "
+         r"(in|with|after) (the )?(gguf|conversion|llama\.cpp)"),
+        ("the converter did not write the config's rope scaling (llama.cpp#13322: Qwen3-MoE's YaRN): llama.cpp "
+         "reads the model unscaled", "the GGUF carries another factor or original context length than config.json",
+         "a llama3 / longrope block whose rope_freqs / rope_factors tensors were not written"),
+        checks=("GGF020",), references=("ggml-org/llama.cpp#13322",)),
+    Signature(
+        "yarn-attention-factor-ignored", "logits off by a constant factor on a YaRN model",
+        (r"attention[_ ]factor (is )?(ignored|not (applied|read|used)|missing|dropped)",
+         r"mscale(_all_dim)? (is )?(ignored|wrong|not (applied|read|used))",
+         r"logits? (are )?(off|differ|wrong) by (about )?\d+ ?%"),
+        ("yarn's attention_factor (or mscale / mscale_all_dim) read differently from transformers, or not carried "
+         "into the GGUF (rope.scaling.yarn_attn_factor): every attention logit scaled wrong (vllm#48621)",),
+        checks=("GGF020",), references=("vllm-project/vllm#48621",)),
+    Signature(
+        "static-yarn-on-short-prompts", "worse answers on short prompts after enabling YaRN",
+        (r"(worse|degraded|lower quality|dumber) (answers )?(on|for|with) short (prompts|texts|inputs|context)",
+         r"static yarn", r"after (enabling|adding) (yarn|rope[ _]scaling)"),
+        ("a static yarn factor applies to every prompt, short ones too (Qwen3's model cards: add it only when "
+         "prompts pass the original length)",),
+        checks=("CFG064",), references=("Qwen3 model cards: static YaRN note",)),
+    Signature(
+        "bos-missing", "the model repeats itself: prompts reach it without BOS",
+        (r"(missing|no|without( the)?) (<bos>|bos( token)?)", r"add_bos(_token)? (is |set to )?false",
+         r"repeats (itself|the (question|prompt))"),
+        ("tokenizer.ggml.add_bos_token false (or tokenizer_config add_bos_token false) on a model trained with "
+         "BOS: llama.cpp sends raw prompts, and chat prompts whose template does not write it, without BOS",
+         "tokenizer_config.json's add_bos_token and tokenizer.json's post-processor disagree (TOK024)"),
+        checks=("GGF038", "TOK024")),
+    Signature(
+        "bos-doubled", "two BOS tokens at the start of every prompt",
+        (r"(double|two|duplicated?|2) (<bos>|bos)( tokens?)?", r"<bos>\s*<bos>", r"bos (token )?twice",
+         r"<\|begin_of_text\|>\s*<\|begin_of_text\|>"),
+        ("a template that writes {{ bos_token }} meets a tokenizer that adds BOS, in code that renders the "
+         "template and then encodes with add_special_tokens", "a template that writes BOS twice itself"),
+        checks=("TOK007", "GGF005")),
+    Signature(
+        "turn-token-typed-as-text", "the model never stops: its turn end is an ordinary token",
+        (r"(<\|im_end\|>|<end_of_turn>|<\|eot_id\|>|turn[- ]end|eos) (token )?(is )?(printed|shown|appears|"
+         r"shows up) in (the )?(output|answer|response)", r"(model|it) (loops|never stops|keeps generating)",
+         r"token_type (is )?(normal|wrong)", r"(eos|eot|end[- ]of[- ]turn) (token )?(is )?not (marked )?special"),
+        ("a turn end or turn marker typed NORMAL in tokenizer.ggml.token_type: llama.cpp splits it into text "
+         "pieces in the prompt and prints it when generated (llama.cpp#27683)",
+         "the EOS / turn end listed with \"special\": false in tokenizer.json, so converters type it as text"),
+        checks=("GGF036", "TOK034"), references=("ggml-org/llama.cpp#27683",)),
+    Signature(
+        "tied-head-mismatch", "fluent nonsense from the first token: the output head is not the trained one",
+        (r"tie_word_embeddings", r"lm_head(\.weight)? (is )?(ignored|missing|not (loaded|used)|randomly "
+         r"initiali[sz]ed)", r"random (lm_head|output head|head)"),
+        ("tie_word_embeddings false with no lm_head stored: a random head (vllm#53019)",
+         "tie_word_embeddings true over a stored lm_head that differs from the embedding: loaders ignore the "
+         "trained head"),
+        checks=("WGT001", "WGT009"), references=("vllm-project/vllm#53019",)),
+    Signature(
+        "pre-tokenizer-regex-mismatch", "llama.cpp tokenizes the same text differently than transformers",
+        (r"(different|wrong|other) tokens? (in|with|from|than) (llama\.cpp|the gguf)",
+         r"tokeni[sz](ation|er|es) (is )?differ(s|ent|ently)", r"pre[- ]?tokeni[sz]er (regex )?(mismatch|differs|"
+         r"is wrong)"),
+        ("the GGUF's tokenizer.ggml.pre selects llama.cpp regexes other than tokenizer.json's (llama.cpp#23252)",
+         "tokenizer.ggml.pre missing or 'default' (GGF003)"),
+        checks=("GGF037", "GGF003"), references=("ggml-org/llama.cpp#23252",)),
 )
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from llmdoctor.report.explain import explain
-from llmdoctor.report.incidents import SERVING
+from llmdoctor.report.incidents import FILES, SERVING
+from llmdoctor.report.signatures import match_signatures
 
 DOC = (Path(__file__).resolve().parents[3] / "docs" / "incidents.md").read_text()
 
@@ -29,6 +30,38 @@ def test_serving_incidents_listed_in_the_doc():
     section = DOC.split("## Serving configurations that change answers", 1)[1]
     assert {s.id for s in SERVING} == set(SERVING_SYMPTOMS)
     for signature in SERVING:
+        for reference in signature.references:
+            assert reference in section, reference
+        for check_id in signature.checks:
+            assert f"`{check_id}`" in section, check_id
+
+
+# ---- files and conversion --------------------------------------------------------------------------
+FILES_SYMPTOMS = {
+    "long prompts turn to gibberish after 32k tokens in the GGUF": "rope-scaling-lost-in-conversion",
+    "yarn not written by convert_hf_to_gguf": "rope-scaling-lost-in-conversion",
+    "attention_factor ignored: logits off by 27 %": "yarn-attention-factor-ignored",
+    "worse answers on short prompts after enabling YaRN": "static-yarn-on-short-prompts",
+    "the model repeats the question": "bos-missing",
+    "add_bos_token is false in the gguf": "bos-missing",
+    "double BOS at the start of the prompt": "bos-doubled",
+    "<|im_end|> shows up in the output and the model never stops": "turn-token-typed-as-text",
+    "tie_word_embeddings is false but there is no lm_head, random head": "tied-head-mismatch",
+    "different tokens in llama.cpp than in transformers": "pre-tokenizer-regex-mismatch",
+}
+
+
+@pytest.mark.parametrize("symptom", sorted(FILES_SYMPTOMS))
+def test_files_incidents_found_by_their_symptom(symptom):
+    assert FILES_SYMPTOMS[symptom] in [s.id for s in match_signatures(symptom)]
+    text, code = explain(symptom)
+    assert code == 0 and f"[{FILES_SYMPTOMS[symptom]}]" in text, text
+
+
+def test_files_incidents_listed_in_the_doc():
+    section = DOC.split("## Files and conversion", 1)[1].split("\n## ", 1)[0]
+    assert {s.id for s in FILES} == set(FILES_SYMPTOMS.values())
+    for signature in FILES:
         for reference in signature.references:
             assert reference in section, reference
         for check_id in signature.checks:
