@@ -56,16 +56,22 @@ LONGEST = ["tests/llmdoctor/run/test_chain_live.py", "tests/llmdoctor/run/test_e
            "tests/reference_engine/core/test_engine_gemma3.py", "tests/reference_engine/core/test_gguf_engine.py"]
 
 
+# ... and the files that wait on a server launched in the background at collection (tests/session_servers.py)
+# go LAST: it starts (a minute or two idle, far longer on a busy box) while the rest of the suite runs
+LAST = ["tests/llmdoctor/run/test_vllm_live.py"]
+
+
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
 session_servers.register(vllm_launch.FIXTURE, vllm_launch.session_launch)
+session_servers.register(vllm_launch.GENCONFIG_FIXTURE, vllm_launch.genconfig_launch)
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {path: i for i, path in enumerate(LONGEST)}
-    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(rank)))     # stable: the rest keep their order
+    rank = {path: i for i, path in enumerate(LONGEST)} | {path: len(LONGEST) + 1 + i for i, path in enumerate(LAST)}
+    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(LONGEST)))  # stable: the rest keep their order
     # the slow-starting servers the collected tests ask for start now, in the background (under xdist the first
     # worker to collect launches, the other finds it)
     session_servers.launch_wanted({name for item in items for name in getattr(item, "fixturenames", ())})
@@ -130,6 +136,13 @@ def vllm_server():
     that name this fixture; waited on here; stopped by the session's owner at its end. A
     session_servers.Running: `.url` is what a test sends requests to."""
     return assets.or_fail(session_servers.wait_for, vllm_launch.FIXTURE, vllm_launch.START_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def vllm_genconfig_server():
+    """A second vLLM, on SmolLM2 whose generation_config.json sets sampling fields (tests/vllm_server.py
+    sampling_config_dir), launched like the first."""
+    return assets.or_fail(session_servers.wait_for, vllm_launch.GENCONFIG_FIXTURE, vllm_launch.START_TIMEOUT_S)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -176,6 +177,8 @@ def stop_all() -> list[str]:
         _stop_group(pid)
         if running(pid):
             left.append(f"pid {pid} session server {path.stem} at {record['url']}")
+    if state is not None and not left:
+        shutil.rmtree(state, ignore_errors=True)
     return left
 
 

@@ -19,7 +19,9 @@ How it is started, and why (measured on the 2-core box, docs/servers.md):
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 from tests.assets import AssetError, cache_root
@@ -52,6 +54,36 @@ def command(model_dir: Path, port: int, *args: str) -> list[str]:
     return [str(venv() / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
             "--dtype", "float32", "--max-model-len", str(MAX_MODEL_LEN), "--enforce-eager",
             "--host", "127.0.0.1", "--port", str(port), *args]
+
+
+# what a model card's generation_config.json often carries (Qwen, Llama 3 cards): vLLM's --generation-config auto
+# makes them the defaults of every request that leaves them out
+SAMPLING_CONFIG = {"temperature": 0.7, "top_k": 3, "top_p": 0.8, "repetition_penalty": 1.3}
+GENCONFIG_FIXTURE = "vllm_genconfig_server"
+
+
+def sampling_config_dir() -> Path:
+    """SmolLM2 (float32) whose generation_config.json also sets SAMPLING_CONFIG: hard links to the cached files,
+    its own generation_config.json."""
+    from tests.assets import cached_dir, smollm2_dir
+    source = smollm2_dir()
+
+    def build(tmp: Path) -> None:
+        for f in source.iterdir():
+            if f.name != "generation_config.json":
+                try:
+                    os.link(f, tmp / f.name)
+                except OSError:         # another filesystem
+                    shutil.copy2(f, tmp / f.name)
+        config = json.loads((source / "generation_config.json").read_text())
+        (tmp / "generation_config.json").write_text(json.dumps({**config, **SAMPLING_CONFIG}, indent=2))
+    return cached_dir("vllm-sampling-config-v1", build)
+
+
+def genconfig_launch(port: int) -> Launch:
+    """The one more vLLM the suite starts: on sampling_config_dir(), vLLM's defaults otherwise (EPT032)."""
+    root = venv()
+    return Launch(command(sampling_config_dir(), port), environment(root))
 
 
 def session_launch(port: int) -> Launch:
