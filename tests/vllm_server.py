@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 
 from tests.assets import AssetError, cache_root
+from tests.endpoint_assets import ServerProcess
 from tests.session_servers import Launch
 
 VERSION = "0.32.0"
@@ -91,3 +92,14 @@ def session_launch(port: int) -> Launch:
     from tests import chain_assets
     root = venv()
     return Launch(command(chain_assets.model_dir("tools"), port, *TOOL_ARGS), environment(root))
+
+
+class VllmServer(ServerProcess):
+    """A vLLM of a script's own (benchmarks/context_cost.py), started in the foreground and stopped with its
+    process group like the other servers; the suite's own are the session's (session_launch, genconfig_launch)."""
+    name = "vllm"
+
+    def start(self) -> "VllmServer":
+        self.launch(command(self.gguf, self.port, *self.args), environment(venv()))
+        self.wait_ready("/health", (200,), START_TIMEOUT_S, 1.0)
+        return self
