@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import session_servers
 from tests.endpoint_assets import RUNNING, ServerProcess, leftovers
 from tests.server_pool import ServerPool
 
@@ -200,3 +201,47 @@ def test_a_run_under_two_workers_that_stops_its_servers_passes(tmp_path):
     done, pids = inner_run(tmp_path, "assert server.alive()", workers=2)
     assert done.returncode == 0 and LEFT not in done.stdout and "1 passed" in done.stdout, done.stdout
     assert len(pids) == 2 and gone(*pids), done.stdout
+
+
+SESSION_SERVER_TEST = """
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import session_servers
+from tests.test_servers import SERVER
+
+CHILD = {out!r} + ".child"
+session_servers.register("standin_session", lambda port: session_servers.Launch(
+    [sys.executable, "-c", SERVER, str(port), CHILD], {{}}, "/"))
+
+
+@pytest.fixture(scope="session")
+def standin_session():
+    return session_servers.wait_for("standin_session", 120)
+
+
+def test_uses_it(standin_session):
+    Path({out!r} + ".{name}").write_text(f"{{standin_session.pid}} {{Path(CHILD).read_text()}}")
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_session_server_is_launched_once_and_stopped_at_the_end(tmp_path, workers):
+    """tests/session_servers.py (vLLM's way in): two test files ask for the same background server; under `-n 2`
+    each worker collects both, the first to collect launches and the other finds it; both files see the same
+    process, and the session's owner stops it (and what it started) at the end, its state directory removed."""
+    out = tmp_path / "seen"
+    for name in ("a", "b"):
+        (tmp_path / f"test_inner_{name}.py").write_text(SESSION_SERVER_TEST.format(out=str(out), name=name))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+           "--rootdir", str(tmp_path), "-n", str(workers), str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop(session_servers.STATE_ENV, None)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "2 passed" in done.stdout and LEFT not in done.stdout, done.stdout[-2000:]
+    seen = {(tmp_path / f"seen.{name}").read_text() for name in ("a", "b")}
+    assert len(seen) == 1, seen
+    pids = [int(p) for p in seen.pop().split()]
+    assert gone(*pids)
