@@ -34,9 +34,9 @@ def reference():
     return ref
 
 
-def probe(reference, url, **kw):
-    report = run_endpoint(reference.path, EndpointOptions(url, timeout_s=300, deadline_s=1500), reference=reference,
-                          **kw)
+def probe(reference, url, context=None, **kw):
+    report = run_endpoint(reference.path, EndpointOptions(url, timeout_s=300, deadline_s=1500, context=context),
+                          reference=reference, **kw)
     print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
     return report
 
