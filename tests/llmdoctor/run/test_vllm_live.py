@@ -153,9 +153,11 @@ def test_context_reading_through_vllm_prompt_logprobs(vllm_server, reference):
 
 def test_load_reads_vllm_metrics(vllm_server, reference):
     """`probe load` on vLLM: its real /metrics (V1 names: num_requests_running/waiting, kv_cache_usage_perc,
-    num_preemptions_total, request_queue_time_seconds) read by the load findings; healthy: no warning."""
+    num_preemptions_total, request_queue_time_seconds) read by the load findings; healthy: no error. EPT104 may
+    warn, truly: one OpenMP thread prefills the 4 concurrent prompts together, so TTFT p50 climbed 7.1x from
+    concurrency 1 to 4 (280 ms to ~2 s) on the loaded 2-core box."""
     report = run_load_report(reference.path, vllm_server.url, LoadOptions(**LOAD), reference=reference)
-    assert flagged(report) == [], [(f.check, f.message) for f in report.findings]
+    assert {c for c, _ in flagged(report)} <= {"EPT104"}, [(f.check, f.message) for f in report.findings]
     metrics = report.load["metrics"]
     assert metrics["scrapes"] >= 2 and "vllm:num_requests_running" in metrics["last"]
     assert report.findings_for("EPT105")[0].evidence["server"] == "vllm"
