@@ -98,16 +98,17 @@ def server_rows(gguf: Path, model: Path, tokens: int) -> None:
     from tests.endpoint_assets import LlamaServer
     from tests.load_servers import LlamaCppServer
     from tests.vllm_server import VllmServer
-    for name, start in (("llama-server", lambda: LlamaCppServer(gguf, parallel=1, ctx=tokens).start()),
-                        ("llama-cpp-python", lambda: LlamaServer(gguf, "--n_ctx", str(max(tokens, 2048))).start()),
-                        ("vLLM (float32)", lambda: VllmServer(model).start())):
+    for name, start in (("llama-server SmolLM2 Q4_1", lambda: LlamaCppServer(gguf, parallel=1, ctx=tokens).start()),
+                        ("llama-cpp-python SmolLM2 Q4_1",
+                         lambda: LlamaServer(gguf, "--n_ctx", str(max(tokens, 2048))).start()),
+                        ("vLLM SmolLM2 float32", lambda: VllmServer(model).start())):
         server = start()
         try:
             for label, extra in ((f"probe endpoint --context {tokens}", []),
                                  (f"probe endpoint --context {tokens} --model", ["--model", str(model)])):
                 wall, peak, code, _ = timed(["probe", "endpoint", server.url, "--context", str(tokens), "--select",
                                           "EPT121,EPT122,EPT123", "--timeout", "600", "--format", "json", *extra])
-                print(f"| {label} | {name} SmolLM2 Q4_1 | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
+                print(f"| {label} | {name} | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
         finally:
             server.stop()
 
