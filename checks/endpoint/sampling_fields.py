@@ -41,8 +41,9 @@ def sampling_fields_honoured(ctx: EndpointContext):
     penalty 1): the answers must be the same. They differ when the server fills the fields a request leaves out
     from defaults of its own, as vLLM does by default from generation_config.json (--generation-config auto):
     a client that asked for temperature 1 gets the model card's top_k / top_p, and a repetition_penalty changes
-    even greedy answers. The fields generation_config.json sets are named. A server whose samples change under
-    the same seed is skipped (nothing to compare)."""
+    even greedy answers. The fields generation_config.json sets are named (warning); answers that differ while
+    generation_config.json sets none are the server's own defaults (information: EPT031 compares those where the
+    server publishes them). A server whose samples change under the same seed is skipped (nothing to compare)."""
     neutral = ctx.surface.greedy_extra()
     if not neutral:
         raise Skip(f"the {ctx.surface.label} has no sampling fields beyond temperature to spell out")
@@ -64,10 +65,14 @@ def sampling_fields_honoured(ctx: EndpointContext):
         return
     model = evidence["generation_config"]
     at = " and ".join(f"{r['temperature']:g}" for r in differ)
+    left_out = ", ".join(sorted(neutral))
+    if not model:       # the server's own defaults (llama.cpp's top_k 40 ...): EPT031 lists them where published
+        yield Problem(f"a request that leaves {left_out} out is sampled with the server's own defaults (at "
+                      f"temperature {at} the answer differs from the same request with them set neutral); "
+                      f"generation_config.json sets none of them", severity="info", evidence=evidence, hint="")
+        return
     named = ", ".join(f"{k} {v:g}" for k, v in model.items())
-    because = (f": generation_config.json sets {named}, which the server applies to requests that do not set them"
-               if model else ": the server fills them from defaults of its own")
-    yield Problem(f"the server did not honour the sampling fields a request left out ({', '.join(sorted(neutral))}):"
-                  f" at temperature {at} the answer differs from the same request with them set neutral{because}",
-                  evidence=evidence, location=Location(file="generation_config.json",
-                                                       logical=next(iter(model), None)))
+    yield Problem(f"the server did not honour the sampling fields a request left out ({left_out}): at temperature "
+                  f"{at} the answer differs from the same request with them set neutral: generation_config.json "
+                  f"sets {named}, which the server applies to requests that do not set them", evidence=evidence,
+                  location=Location(file="generation_config.json", logical=next(iter(model))))

@@ -58,6 +58,14 @@ def test_neutral_defaults_are_quiet(configured_ref):
     assert [f.severity.value for f in report.findings] == ["info"]
 
 
+def test_a_servers_own_defaults_are_information_when_the_model_sets_none(smollm2_dir):
+    """llama.cpp-like defaults (top_k 40 ...) where generation_config.json sets no sampling field: EPT031's
+    business where published, a note here."""
+    report = probe(Reference.load(smollm2_dir), FakeVllm({"top_k": 40, "top_p": 0.95}))
+    (finding,) = report.findings
+    assert finding.severity.value == "info" and "server's own defaults" in finding.message
+
+
 def test_samples_that_change_under_one_seed_skip(configured_ref):
     report = probe(configured_ref, FakeVllm(SAMPLING_CONFIG, reproducible=False))
     (run,) = report.checks
