@@ -72,9 +72,12 @@ session_servers.register(vllm_launch.GENCONFIG_FIXTURE, vllm_launch.genconfig_la
 def pytest_collection_modifyitems(config, items):
     rank = {path: i for i, path in enumerate(LONGEST)} | {path: len(LONGEST) + 1 + i for i, path in enumerate(LAST)}
     items.sort(key=lambda item: rank.get(_module(item.nodeid), len(LONGEST)))  # stable: the rest keep their order
-    # the slow-starting servers the collected tests ask for start now, in the background (under xdist the first
-    # worker to collect launches, the other finds it)
-    session_servers.launch_wanted({name for item in items for name in getattr(item, "fixturenames", ())})
+
+
+def pytest_collection_finish(session):
+    """The slow-starting servers the selected tests (after -k/-m) ask for start now, in the background (under
+    xdist the first worker to collect launches, the other finds it)."""
+    session_servers.launch_wanted({name for item in session.items for name in getattr(item, "fixturenames", ())})
 
 
 @pytest.hookimpl(optionalhook=True)

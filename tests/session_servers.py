@@ -3,7 +3,7 @@ process of the session (both xdist workers under `-n 2`).
 
 vLLM's CPU server spends its first one to two minutes importing Python (far longer on a loaded box: 13-22 min
 were seen beside a busy suite); a test that started it when it first needed it would wait all that time. So the
-collection hook (tests/conftest.py pytest_collection_modifyitems) launches every registered server whose fixture
+collection hook (tests/conftest.py pytest_collection_finish) launches every registered server whose fixture
 a collected test asks for, at once, from a thread (building its model directory may take a while the first time),
 and the tests that need it wait for it only when they run.
 
