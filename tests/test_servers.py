@@ -2,9 +2,11 @@
 hooks in tests/conftest.py): stop() kills the server's whole process group (a child it started goes too), the
 session pool starts each configuration once and stops it, and a pytest run whose test fails, or which is sent
 SIGTERM mid-test, leaves no server process behind, and one that leaves a server running fails, in one process and
-under xdist's `-n 2` as the suite runs (the controller prints the line and sets the exit status). A stand-in server
-(a Python HTTP server that starts a child of its own) plays llama-server, so this runs on any machine: five inner
-pytest runs, 55 s at a load of ~5 on the 2-core box (each `-n 2` run 16-20 s: two workers start)."""
+under xdist's `-n 2` as the suite runs (the controller prints the line and sets the exit status); a server launched
+once per session in the background (vLLM's way, tests/session_servers.py) is shared by both workers and stopped by
+the controller. A stand-in server (a Python HTTP server that starts a child of its own) plays llama-server, so this
+runs on any machine: six inner pytest runs, 55 s at a load of ~5 on the 2-core box plus 26 s for the session
+server's (each `-n 2` run 16-26 s: two workers start)."""
 from __future__ import annotations
 
 import os
