@@ -27,6 +27,8 @@ broken server or gateway does:
     stream-word       every streamed answer's 3rd text delta replaced by " banana", its logprobs left alone
     seen-word         an answer to messages seen before: one word replaced in the content, logprobs left alone
     prefix-word       an answer after another request that shared its long first message: one word replaced
+    server-truncate:N (proxy only) `truncate_prompt_tokens: N` added to every chat request: vLLM itself keeps the
+                      prompt's last N tokens (a gateway configured to cut), and reports the cut prompt's count
 """
 from __future__ import annotations
 
@@ -77,6 +79,8 @@ def rewrite_request(fault: str | None, path: str, body: dict) -> dict:
             text = message.get("content")
             if message.get("role") == role and isinstance(text, str) and len(text) > CUT_CHARS:
                 message["content"] = cut(text, where)
+    elif fault and fault.startswith("server-truncate:") and path == "/v1/chat/completions":
+        body["truncate_prompt_tokens"] = int(fault.split(":")[1])
     elif fault == "truncate":
         for message in body.get("messages") or []:
             text = message.get("content")

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from llmdoctor.report.explain import explain
-from llmdoctor.report.incidents import FILES, SERVING
-from llmdoctor.report.signatures import match_signatures
+from llmdoctor.report.incidents import CHAT, FILES, SERVING
+from llmdoctor.report.signatures import match_signatures, render_explanation
 
-DOC = (Path(__file__).resolve().parents[3] / "docs" / "incidents.md").read_text()
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "incidents.md"
+DOC = DOCS.read_text()
 
 SERVING_SYMPTOMS = {
     "kv-cache-quantized": "after switching the KV cache to q4_0 the model answers AI AI AI",
@@ -66,3 +67,18 @@ def test_files_incidents_listed_in_the_doc():
             assert reference in section, reference
         for check_id in signature.checks:
             assert f"`{check_id}`" in section, check_id
+
+
+# ---- chat templates and the chain ------------------------------------------------------------------
+
+def test_generation_config_override_is_found_by_its_symptoms():
+    """vLLM's --generation-config auto (EPT032): the symptom as users wrote it in vllm#15241 and #15281."""
+    signature = next(s for s in CHAT if s.id == "generation-config-overrides-request-defaults")
+    for words in ("Temperature is ignored in vLLM 0.8.0", "my top_k seems to be ignored by the server",
+                  "WARNING Default sampling parameters have been overridden by the model's huggingface "
+                  "generation config"):
+        assert signature in match_signatures(words), words
+    assert "EPT032" in render_explanation("temperature is ignored")
+    assert not match_signatures("the temperature in Paris is 20 degrees")
+    row = next(line for line in DOCS.read_text().splitlines() if "vllm#15241" in line)
+    assert "EPT032" in row and "--select EPT032" in row
