@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from checks.registry import Problem, Skip, check
 from findings import Location
+from reference_engine.architectures import NOPE_FAMILIES, WINDOW_FAMILIES
 
-NOPE_FAMILIES = ("SmolLM3ForCausalLM", "Llama4ForCausalLM")
-WINDOW_FAMILIES = {"Olmo3ForCausalLM": ("full_attention", "sliding_attention"),
-                   "SmolLM3ForCausalLM": ("full_attention", "sliding_attention"),
-                   "Llama4ForCausalLM": ("full_attention", "chunked_attention")}
 
 
 def _key(name: str) -> Location:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.qwen3_next import DeltaNetDims, dims
+from reference_engine.core.families.hybrid.qwen3_next import DeltaNetDims, dims
 from reference_engine.core.recurrent.causal_conv import causal_conv
 from reference_engine.core.recurrent.delta_rule import chunked_gated_delta_rule, recurrent_gated_delta_rule
 

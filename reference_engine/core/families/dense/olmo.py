@@ -6,11 +6,12 @@ rope_scaling is the full layers' only), the full layers' scaling (YaRN in the lo
 applied to the sliding ones."""
 from __future__ import annotations
 
+from reference_engine.architectures.dense.olmo import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (LAYER_KINDS, Family, LayerPlan, Settings, attention_plan,
                                                  default_windows, mlp_plan)
 
-ARCHITECTURES = ("Olmo2ForCausalLM", "Olmo3ForCausalLM")
+ARCHITECTURES = DATA.architectures
 
 
 def per_kind_rope(config: ModelConfig) -> bool:

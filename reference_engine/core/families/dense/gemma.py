@@ -4,12 +4,13 @@ attention and final-logit soft-capping, Gemma 3 per-head q/k norms and a separat
 layers (rope.py builds that second table)."""
 from __future__ import annotations
 
+from reference_engine.architectures.dense.gemma import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
                                                  mlp_plan, norms_plan, raw_float, raw_int)
 from reference_engine.errors import UnsupportedError
 
-ARCHITECTURES = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
+ARCHITECTURES = DATA.architectures
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "gelu": "gelu"}
 
 

@@ -3,11 +3,12 @@
 go to the NoPE layers when `use_sliding_window` is set and `layer_types` is absent (as its config derives them)."""
 from __future__ import annotations
 
+from reference_engine.architectures.dense.smollm3 import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
                                                  mlp_plan, nope_layers, norms_plan)
 
-ARCHITECTURES = ("SmolLM3ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 
 
 def settings(config: ModelConfig) -> Settings:

@@ -1,11 +1,12 @@
 """Llama, Mistral, Qwen2, Qwen3: pre-norm decoder, GQA attention, SwiGLU MLP (the engine's first family)."""
 from __future__ import annotations
 
+from reference_engine.architectures.dense.llama import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
                                                  mlp_plan, norms_plan)
 
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+ARCHITECTURES = DATA.architectures
 
 
 def bias_layout(config: ModelConfig) -> tuple[bool, bool, bool]:

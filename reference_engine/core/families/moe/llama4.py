@@ -13,13 +13,14 @@
 """
 from __future__ import annotations
 
+from reference_engine.architectures.moe.llama4 import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
                                                  mlp_plan, nope_layers, norms_plan, raw_float, raw_int,
                                                  raw_int_list)
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("Llama4ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 
 
 def moe_layers(config: ModelConfig) -> frozenset:

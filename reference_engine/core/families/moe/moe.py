@@ -7,12 +7,13 @@ top-k, optionally renormalised) over gated experts, computed only for the tokens
 """
 from __future__ import annotations
 
+from reference_engine.architectures.moe.moe import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
                                                  mlp_plan, norms_plan, raw_float, raw_int)
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM")
+ARCHITECTURES = DATA.architectures
 QWEN = ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
 
 
