@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from reference_engine.core.families.base import Settings
+from reference_engine.core.layers.norms import rms
 from reference_engine.core.rope import apply_rope
 
 
@@ -30,8 +31,7 @@ def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 
 def l2_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
     """Weightless RMSNorm over the last dim, in float32 (Llama4TextL2Norm)."""
-    x32 = x.float()
-    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return rms(x.float(), eps).to(x.dtype)
 
 
 def temperature_scale(positions: torch.Tensor, attn_scale: float, floor_scale: float) -> torch.Tensor:

@@ -37,7 +37,7 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p = f"model.layers.{n}."
     bias = bool(config.raw.get("attention_bias", False))
     return {**norms_plan(p, config, sandwich=True),
-            **attention_plan(p, config, bias, bias, "head" if is_gemma3(config) else None),
+            **attention_plan(p, config, q_bias=bias, o_bias=bias, qk_norm="head" if is_gemma3(config) else None),
             **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size)}
 
 

@@ -28,8 +28,9 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p = f"model.layers.{n}."
     qkv_bias, o_bias, mlp_bias = bias_layout(config)
     return {**norms_plan(p, config),
-            **attention_plan(p, config, qkv_bias, o_bias, "head" if config.qk_norm else None),
-            **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size, mlp_bias)}
+            **attention_plan(p, config, q_bias=qkv_bias, o_bias=o_bias,
+                             qk_norm="head" if config.qk_norm else None),
+            **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size, bias=mlp_bias)}
 
 
 def windows(config: ModelConfig) -> list[int | None]:

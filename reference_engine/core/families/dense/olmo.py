@@ -31,7 +31,7 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, h, bias = f"model.layers.{n}.", config.hidden_size, config.attention_bias
     return {"post_norm": [(p + "post_attention_layernorm.weight", (h,))],
             "post_ff_norm": [(p + "post_feedforward_layernorm.weight", (h,))],
-            **attention_plan(p, config, bias, bias, "full"),
+            **attention_plan(p, config, q_bias=bias, o_bias=bias, qk_norm="full"),
             **mlp_plan(p + "mlp.", h, config.intermediate_size)}
 
 

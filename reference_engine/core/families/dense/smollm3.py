@@ -17,8 +17,9 @@ def settings(config: ModelConfig) -> Settings:
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, bias = f"model.layers.{n}.", config.attention_bias
-    return {**norms_plan(p, config), **attention_plan(p, config, bias, bias),
-            **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size, bool(config.raw.get("mlp_bias")))}
+    return {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=bias),
+            **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size,
+                       bias=bool(config.raw.get("mlp_bias")))}
 
 
 def windows(config: ModelConfig) -> list[int | None]:

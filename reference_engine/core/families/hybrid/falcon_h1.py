@@ -77,8 +77,9 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
         plan["ssm_out_bias"] = [(m + "out_proj.bias", (h,))]
     return {"input_norm": [(p + "input_layernorm.weight", (h,))],
             "post_norm": [(p + "pre_ff_layernorm.weight", (h,))],
-            **attention_plan(p, config, config.attention_bias, config.attention_bias),
-            **mlp_plan(p + "feed_forward.", h, config.intermediate_size, bool(config.raw.get("mlp_bias", False))),
+            **attention_plan(p, config, q_bias=config.attention_bias, o_bias=config.attention_bias),
+            **mlp_plan(p + "feed_forward.", h, config.intermediate_size,
+                       bias=bool(config.raw.get("mlp_bias", False))),
             **plan}
 
 

@@ -141,7 +141,7 @@ def delta_net_plan(p: str, config: ModelConfig) -> LayerPlan:
 def gated_attention_plan(p: str, config: ModelConfig) -> LayerPlan:
     """Llama's q/k/v/o with q_proj twice as tall (each head's query, then its gate) and per-head q/k norms."""
     bias = config.attention_bias
-    plan = attention_plan(p, config, bias, bias, "head")
+    plan = attention_plan(p, config, q_bias=bias, o_bias=bias, qk_norm="head")
     q_out = config.num_attention_heads * config.head_dim
     name, (_, h) = plan["qkv"][0]
     plan["qkv"] = [(name, (2 * q_out, h)), *plan["qkv"][1:]]

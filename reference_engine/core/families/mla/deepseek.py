@@ -116,7 +116,7 @@ def shared_moe_plan(p: str, config: ModelConfig, n: int, router_bias: bool, mlp_
     """Layer n's MLP: dense, or routed experts + router (+ e_score_correction_bias) + shared experts."""
     h, m = config.hidden_size, p + "mlp."
     if n not in sparse_layers(config):
-        return mlp_plan(m, h, config.intermediate_size, mlp_bias)
+        return mlp_plan(m, h, config.intermediate_size, bias=mlp_bias)
     size, experts = field(config, "moe_intermediate_size"), range(routed_experts(config))
     plan: LayerPlan = {"router": [(m + "gate.weight", (len(experts), h))]}
     if router_bias:
@@ -126,7 +126,7 @@ def shared_moe_plan(p: str, config: ModelConfig, n: int, router_bias: bool, mlp_
     plan["experts_down"] = [[(f"{m}experts.{e}.down_proj.weight", (h, size))] for e in experts]
     shared = size * (field(config, "n_shared_experts") or 0)
     if shared:
-        sp = mlp_plan(m + "shared_experts.", h, shared, mlp_bias)
+        sp = mlp_plan(m + "shared_experts.", h, shared, bias=mlp_bias)
         plan.update({"shared_" + role: slot for role, slot in sp.items()})
     return plan
 

@@ -22,7 +22,7 @@ def settings(config: ModelConfig) -> Settings:
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p = f"model.layers.{n}."
-    return {**norms_plan(p, config), **attention_plan(p, config, config.attention_bias, False, qk_norm(config)),
+    return {**norms_plan(p, config), **attention_plan(p, config, q_bias=config.attention_bias, qk_norm=qk_norm(config)),
             **shared_moe_plan(p, config, n, router_bias=True)}
 
 

@@ -56,7 +56,7 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, h, inter = f"model.layers.{n}.", config.hidden_size, config.intermediate_size
     bias = bool(config.raw.get("attention_bias", True))
     e, m = num_experts(config), p + "mlp."
-    return {**norms_plan(p, config), **attention_plan(p, config, bias, bias),
+    return {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=bias),
             "sinks": [(p + "self_attn.sinks", (config.num_attention_heads,))],
             "router": [(m + "router.weight", (e, h))],
             "router_bias": [(m + "router.bias", (e,))],

@@ -67,7 +67,7 @@ def settings(config: ModelConfig) -> Settings:
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, h, bias = f"model.layers.{n}.", config.hidden_size, config.attention_bias
-    plan = {**norms_plan(p, config), **attention_plan(p, config, bias, bias)}
+    plan = {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=bias)}
     f = p + "feed_forward."
     if n not in moe_layers(config):
         return {**plan, **mlp_plan(f, h, raw_int(config, "intermediate_size_mlp", config.intermediate_size))}

@@ -69,7 +69,7 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     bias = bool(config.raw.get("qkv_bias", True)) if arch == "Qwen2MoeForCausalLM" else config.attention_bias
     o_bias = config.attention_bias and arch != "Qwen2MoeForCausalLM"
     qk_norm = {"Qwen3MoeForCausalLM": "head", "OlmoeForCausalLM": "full"}.get(arch)
-    plan = {**norms_plan(p, config), **attention_plan(p, config, bias, o_bias, qk_norm)}
+    plan = {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=o_bias, qk_norm=qk_norm)}
     if n not in sparse_layers(config):
         return {**plan, **mlp_plan(p + "mlp.", h, config.intermediate_size)}
     router, gate, up, down = expert_names(arch, p)
