@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_engine.architectures import (CLASS_DEFAULTS, DEFAULT_ROPE_THETA, MODEL_TYPES, OWN_FIELDS,
-                                             ROPE_HEAD_DIM)
+from reference_engine.architectures import (ALWAYS_BIASED, CLASS_DEFAULTS, DEFAULT_ROPE_THETA, MODEL_TYPES,
+                                             OWN_FIELDS, QK_NORMED, ROPE_HEAD_DIM)
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import check_config_sizes
 
@@ -228,8 +228,8 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
         # Qwen2 always has q/k/v bias; Llama/Mistral/Qwen3 say so in attention_bias
-        attention_bias=arch == "Qwen2ForCausalLM" or bool(raw.get("attention_bias", False)),
-        qk_norm=arch == "Qwen3ForCausalLM",
+        attention_bias=arch in ALWAYS_BIASED or bool(raw.get("attention_bias", False)),
+        qk_norm=arch in QK_NORMED,
         # Qwen configs gate the window with use_sliding_window; Mistral/Mixtral/Phi-3/Gemma apply it when set
         sliding_window=(raw.get("sliding_window") or None) if raw.get("use_sliding_window",
                                                                        not arch.startswith("Qwen")) else None,

@@ -11,10 +11,10 @@ from reference_engine.architectures.base import ArchitectureData, GGUFArch
 from reference_engine.architectures.dense import gemma, llama, olmo, phi3, smollm3
 from reference_engine.architectures.hybrid import falcon_h1, granite, lfm2, qwen3_next
 from reference_engine.architectures.mla import deepseek
-from reference_engine.architectures.moe import glm, gpt_oss, llama4, minimax, moe
+from reference_engine.architectures.moe import glm4_moe, gpt_oss, llama4, minimax, moe
 
 FAMILIES: tuple[ArchitectureData, ...] = (
-    llama.DATA, gemma.DATA, phi3.DATA, moe.DATA, deepseek.DATA, glm.DATA, smollm3.DATA, olmo.DATA, minimax.DATA,
+    llama.DATA, gemma.DATA, phi3.DATA, moe.DATA, deepseek.DATA, glm4_moe.DATA, smollm3.DATA, olmo.DATA, minimax.DATA,
     llama4.DATA, gpt_oss.DATA, qwen3_next.DATA, lfm2.DATA, granite.DATA, falcon_h1.DATA)
 
 # model_type -> architecture, for configs that omit "architectures"
@@ -35,6 +35,10 @@ HYBRIDS: dict[str, str] = {a: fam.name for fam in FAMILIES if fam.recurrent in (
                            for a in fam.architectures}
 NOPE_FAMILIES: tuple[str, ...] = tuple(a for fam in FAMILIES if fam.nope_layers for a in fam.architectures)
 WINDOW_FAMILIES: dict[str, tuple[str, str]] = {a: k for fam in FAMILIES for a, k in fam.layer_kinds.items()}
+# architectures whose q/k/v always carry a bias, and those with per-head q/k norms (whatever config.json says)
+ALWAYS_BIASED: frozenset[str] = frozenset(a for fam in FAMILIES for a in fam.biased)
+QK_NORMED: frozenset[str] = frozenset(a for fam in FAMILIES for a in fam.qk_normed)
 
-__all__ = ["CLASS_DEFAULTS", "DEFAULT_ROPE_THETA", "FAMILIES", "GGUF_ARCHS", "HYBRIDS", "MODEL_TYPES",
-           "NOPE_FAMILIES", "OWN_FIELDS", "ROPE_HEAD_DIM", "WINDOW_FAMILIES", "ArchitectureData", "GGUFArch"]
+__all__ = ["ALWAYS_BIASED", "CLASS_DEFAULTS", "DEFAULT_ROPE_THETA", "FAMILIES", "GGUF_ARCHS", "HYBRIDS", "MODEL_TYPES",
+           "NOPE_FAMILIES", "OWN_FIELDS", "QK_NORMED", "ROPE_HEAD_DIM", "WINDOW_FAMILIES", "ArchitectureData",
+           "GGUFArch"]

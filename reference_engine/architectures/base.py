@@ -70,6 +70,8 @@ class ArchitectureData:
     recurrent: str | None = None   # the recurrent mixer beside attention in a hybrid ("short_conv", "mamba2", ...)
     nope_layers: bool = False      # reads `no_rope_layers` (layers without RoPE)
     layer_kinds: dict = field(default_factory=dict)     # architecture -> the two layer_types it may list
+    biased: tuple[str, ...] = ()   # architectures whose q/k/v projections always carry a bias (Qwen2)
+    qk_normed: tuple[str, ...] = ()   # architectures with a per-head RMSNorm on q and k before RoPE (Qwen3)
 
 
 def layer_kinds_from_kv(recurrent: str, attention: str) -> Callable[[str, list], dict]:

@@ -14,4 +14,5 @@ DATA = ArchitectureData(
     gguf={"llama": GGUFArch(LLAMA, "llama", permute_qk=True),
           "mistral": GGUFArch(MISTRAL, "mistral", permute_qk=True),
           "qwen2": GGUFArch(QWEN2, "qwen2"),
-          "qwen3": GGUFArch(QWEN3, "qwen3")})
+          "qwen3": GGUFArch(QWEN3, "qwen3")},
+    biased=(QWEN2,), qk_normed=(QWEN3,))

@@ -16,7 +16,7 @@ def gguf_config(raw: dict) -> dict:
     if not isinstance(pattern, list) or len(pattern) != n:
         pattern = [(i + 1) % 4 != 0 for i in range(n)]
     theta = raw.get("rope_theta", 10000.0)
-    out = {"architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3",
+    out = {"architectures": [OLMO3], "model_type": "olmo3",
            "layer_types": ["sliding_attention" if s else "full_attention" for s in pattern]}
     if raw.get("rope_scaling"):
         out["rope_parameters"] = {"full_attention": {**raw["rope_scaling"], "rope_theta": theta},

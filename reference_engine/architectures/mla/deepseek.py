@@ -1,7 +1,7 @@
 """DeepSeek-V2 / V3 (and Kimi K2, DeepSeek-V2-Lite): what the files say about them -- transformers' defaults for
 the MLA and MoE fields, and their GGUF files (`deepseek2`) back in Hugging Face terms: tensor names, the kv_b
 projection the converter split in two, and the config.json fields rebuilt from the metadata. GLM-4.5
-(moe/glm.py) shares the MoE tensors and keys.
+(moe/glm4_moe.py) shares the MoE tensors and keys.
 
 What the pinned convert_hf_to_gguf.py (conversion/deepseek.py DeepseekV2Model, conversion/glm.py Glm4MoeModel)
 writes, and what is lost:

@@ -1,4 +1,4 @@
-"""architectures/mla/deepseek.py and architectures/moe/glm.py without a conversion (the converted models are in
+"""architectures/mla/deepseek.py and architectures/moe/glm4_moe.py without a conversion (the converted models are in
 tests/reference_engine/core/test_family_gguf_mla.py): kv_b back from the converter's k_b / v_b split, and the
 config fields the deepseek2 / glm4moe metadata leaves out filled in as llama.cpp reads them."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from reference_engine.architectures.mla import deepseek as gguf_mla
-from reference_engine.architectures.moe import glm as gguf_glm
+from reference_engine.architectures.moe import glm4_moe as gguf_glm
 from reference_engine.files.gguf_arch import ARCHS, hf_tensor_name
 
 

@@ -4,7 +4,7 @@ attention and final-logit soft-capping, Gemma 3 per-head q/k norms and a separat
 layers (rope.py builds that second table)."""
 from __future__ import annotations
 
-from reference_engine.architectures.dense.gemma import DATA
+from reference_engine.architectures.dense.gemma import DATA, GEMMA3
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
                                                  mlp_plan, norms_plan, raw_float, raw_int)
@@ -15,7 +15,7 @@ ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "gelu
 
 
 def is_gemma3(config: ModelConfig) -> bool:
-    return config.architecture == "Gemma3ForCausalLM"
+    return config.architecture == GEMMA3
 
 
 def settings(config: ModelConfig) -> Settings:

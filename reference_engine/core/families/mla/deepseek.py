@@ -6,14 +6,14 @@ Attention is the "mla" mixer (core/mla.py); the cache keeps one latent and one r
 (one MLP of moe_intermediate_size * n_shared_experts), the others a dense MLP. Routing is data
 (MoESettings, read by core/moe.py): V2 softmax "greedy" or "group_limited_greedy"; V3 "noaux_tc" (sigmoid,
 e_score_correction_bias, groups). Defaults are transformers' (DeepseekV2Config / DeepseekV3Config).
-GLM-4.5 (families/moe/glm.py) runs this MoE under GQA attention.
+GLM-4.5 (families/moe/glm4_moe.py) runs this MoE under GQA attention.
 """
 from __future__ import annotations
 
 from reference_engine.architectures.mla import deepseek as deepseek_data
 from reference_engine.architectures.mla.deepseek import V2, V3
-from reference_engine.architectures.moe import glm as glm_data
-from reference_engine.architectures.moe.glm import GLM
+from reference_engine.architectures.moe import glm4_moe as glm_data
+from reference_engine.architectures.moe.glm4_moe import GLM
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache
 from reference_engine.core.families.base import (Family, LayerPlan, MLASettings, MoESettings, Settings, mlp_plan,

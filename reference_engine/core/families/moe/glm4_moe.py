@@ -1,11 +1,11 @@
 """GLM-4.5 / GLM-4.6 (Glm4MoeForCausalLM): DeepSeek-V3's shared-experts MoE (families/mla/deepseek.py) under GQA
 attention: q/k/v biases (`attention_bias`), optional per-head q/k RMSNorm (`use_qk_norm`), partial rotary
-(`partial_rotary_factor`, 0.5 when absent, as Glm4MoeConfig: architectures/moe/glm.py), noaux_tc routing plus
+(`partial_rotary_factor`, 0.5 when absent, as Glm4MoeConfig: architectures/moe/glm4_moe.py), noaux_tc routing plus
 shared experts, dense MLPs before `first_k_dense_replace`.
 """
 from __future__ import annotations
 
-from reference_engine.architectures.moe.glm import DATA
+from reference_engine.architectures.moe.glm4_moe import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import Family, LayerPlan, Settings, attention_plan, norms_plan
 from reference_engine.core.families.mla.deepseek import moe_settings, shared_moe_plan
