@@ -4,7 +4,7 @@ pairs), or none at all on a NoPE layer, plus what Llama 4 does around it.
 - RoPE layers rotate q and k (`rope.apply_rope`, the rotate-half layout; `apply_rope_interleaved` for Llama 4,
   which views each head as d/2 complex numbers (x[2i], x[2i+1]) and multiplies by e^(i * pos * inv_freq[i])).
 - NoPE layers (SmolLM3's and Llama 4's `no_rope_layers` entries 0) leave q and k untouched: position comes only
-  from the causal mask. An engine that rotates them anyway runs a different model (the issue's bug class).
+  from the causal mask. An engine that rotates them anyway runs a different model.
 - Llama 4 then l2-normalises every q and k head on its RoPE layers (`use_qk_norm`: a weightless RMSNorm), and on
   its NoPE layers scales q by 1 + attn_scale * log1p(floor((pos + 1) / floor_scale)) (attention temperature
   tuning: a sharper softmax far into a long context).
