@@ -74,29 +74,43 @@ def tensor_fields(tensors: dict) -> dict:
 def folds(raw: dict, hf_name: str) -> float | torch.Tensor | None:
     """What a correct conversion multiplies the Hugging Face tensor `hf_name` by, from the source config.json: the
     muP multipliers folded into the weights (a float, or [rows, 1] for in_proj's five segments), None when the
-    tensor is kept as it is or its multipliers do not read (the config checks report those). A bias gets what
-    its output gets: q/v biases none, k's key_multiplier (the converter itself also scales them by
+    tensor is kept as it is or a multiplier it needs does not read (the config checks report that one). A bias
+    gets what its output gets: q/v biases none, k's key_multiplier (the converter itself also scales them by
     attention_in_multiplier: the diff shows it)."""
+    bias = hf_name.endswith(".bias")
+    part = next((p for p in (*FOLDED, "mamba.in_proj") if f"{p}." in hf_name), None)
     try:
-        return _folds(raw, hf_name)
+        if part == "mamba.in_proj":
+            return in_proj_rows(raw, bias)
+        return None if part is None else FOLDED[part](raw, bias)
     except ModelDirError:
         return None
 
 
-def _folds(raw: dict, hf_name: str) -> float | torch.Tensor | None:
-    attn_in, key = multiplier(raw, "attention_in_multiplier"), multiplier(raw, "key_multiplier")
-    gate, down = multipliers(raw, "mlp_multipliers", 2)
-    bias = hf_name.endswith(".bias")
-    scales = {"self_attn.q_proj": None if bias else attn_in, "self_attn.v_proj": None if bias else attn_in,
-              "self_attn.k_proj": key if bias else key * attn_in,
-              "self_attn.o_proj": multiplier(raw, "attention_out_multiplier"), "feed_forward.gate_proj": gate,
-              "feed_forward.down_proj": down, "mamba.out_proj": multiplier(raw, "ssm_out_multiplier"),
-              "lm_head": multiplier(raw, "lm_head_multiplier"), "embed_tokens": multiplier(raw, "embedding_multiplier")}
-    part = next((p for p in scales if f"{p}." in hf_name), None)
-    if part is not None:
-        return scales[part]
-    if "mamba.in_proj." not in hf_name:
-        return None
+def one(key: str):
+    return lambda raw, bias: multiplier(raw, key)
+
+
+def attention_in(raw: dict, bias: bool) -> float | None:
+    return None if bias else multiplier(raw, "attention_in_multiplier")
+
+
+def key_scale(raw: dict, bias: bool) -> float:
+    key = multiplier(raw, "key_multiplier")
+    return key if bias else key * multiplier(raw, "attention_in_multiplier")
+
+
+# Hugging Face module -> what the converter multiplies its weight (bias) by
+FOLDED = {"self_attn.q_proj": attention_in, "self_attn.v_proj": attention_in, "self_attn.k_proj": key_scale,
+          "self_attn.o_proj": one("attention_out_multiplier"),
+          "feed_forward.gate_proj": lambda raw, bias: multipliers(raw, "mlp_multipliers", 2)[0],
+          "feed_forward.down_proj": lambda raw, bias: multipliers(raw, "mlp_multipliers", 2)[1],
+          "mamba.out_proj": one("ssm_out_multiplier"), "lm_head": one("lm_head_multiplier"),
+          "embed_tokens": one("embedding_multiplier")}
+
+
+def in_proj_rows(raw: dict, bias: bool) -> torch.Tensor | None:
+    """in_proj's rows times their segment's ssm_multipliers entry (times ssm_in_multiplier for the weight)."""
     inner, groups = ssm_inner(raw), mamba2.size(raw, "mamba_n_groups")
     state, heads = mamba2.size(raw, "mamba_d_state"), mamba2.size(raw, "mamba_n_heads")
     if not all(v > 0 for v in (inner, groups, state, heads)):
@@ -104,8 +118,7 @@ def _folds(raw: dict, hf_name: str) -> float | torch.Tensor | None:
     gn = groups * state
     rows = torch.cat([torch.full((n,), m) for n, m in zip((inner, inner, gn, gn, heads),
                                                            multipliers(raw, "ssm_multipliers", len(SSM_SEGMENTS)))])
-    rows = rows if bias else rows * multiplier(raw, "ssm_in_multiplier")
-    return rows if bias else rows[:, None]
+    return rows if bias else (rows * multiplier(raw, "ssm_in_multiplier"))[:, None]
 
 
 # attention and Mamba2 in every layer, the muP multipliers folded into the weights; no Q/K permutation
