@@ -78,9 +78,10 @@ def test_eng010_fires_when_a_parallel_layer_forgets_its_mamba_conv_window(dirs, 
 
 
 def test_eng011_fires_when_the_packed_batch_runs_as_one_sequence(dirs, monkeypatch):
-    def leaky(x, w, config, layer, cache, meta, *rest):
+    def leaky(x, w, config, step):
+        meta = step.meta
         one = dataclasses.replace(meta, seq_ids=meta.seq_ids[:1], starts=meta.starts[:1], counts=(x.shape[0],))
-        return short_conv.short_conv_block(x, w, config, layer, cache, one, *rest)
+        return short_conv.short_conv_block(x, w, config, dataclasses.replace(step, meta=one))
     monkeypatch.setitem(model.MIXERS, "short_conv", leaky)
     (problem,) = hybrid.recurrent_batch_vs_alone(ctx_of(dirs, "lfm2_conv3_attn1"))
     assert "a batch of unequal lengths differs" in problem.message

@@ -11,7 +11,7 @@ from reference_engine.config import parse_config
 from reference_engine.core import CoreEngine
 from reference_engine.core.cache.layout import KVLayout, StateLayout, state_bytes_per_sequence
 from reference_engine.core.families import cache_layout, mixers
-from reference_engine.core.families.qwen3_next import layer_types
+from reference_engine.core.families.hybrid.qwen3_next import layer_types
 from reference_engine.errors import ModelDirError
 from tests.hf_models import hf_logits
 from tests.reference_engine.core.tiny_families import DELTA_NET

@@ -7,13 +7,14 @@ top-k, optionally renormalised) over gated experts, computed only for the tokens
 """
 from __future__ import annotations
 
+from reference_engine.architectures.moe.moe import DATA, MIXTRAL, OLMOE, QWEN2_MOE, QWEN3_MOE
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
                                                  mlp_plan, norms_plan, raw_float, raw_int)
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "OlmoeForCausalLM")
-QWEN = ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM")
+ARCHITECTURES = DATA.architectures
+QWEN = (QWEN2_MOE, QWEN3_MOE)
 
 
 def num_experts(config: ModelConfig) -> int:
@@ -37,19 +38,19 @@ def settings(config: ModelConfig) -> Settings:
     if experts < 1 or not 1 <= top_k <= experts:
         raise ModelDirError("config.json", f"num_experts_per_tok {top_k} must be between 1 and the number of "
                                            f"experts ({experts})")
-    mixtral = arch == "MixtralForCausalLM"
+    mixtral = arch == MIXTRAL
     moe = MoESettings(num_experts=experts, top_k=top_k,
                       norm_topk_prob=True if mixtral else bool(config.raw.get("norm_topk_prob", False)),
-                      cast_weights=not mixtral, shared_expert=arch == "Qwen2MoeForCausalLM",
+                      cast_weights=not mixtral, shared_expert=arch == QWEN2_MOE,
                       sparse_layers=sparse_layers(config))
-    qk_norm = {"Qwen3MoeForCausalLM": "head", "OlmoeForCausalLM": "full"}.get(arch)
-    clip = raw_float(config, "clip_qkv", None) if arch == "OlmoeForCausalLM" else None
+    qk_norm = {QWEN3_MOE: "head", OLMOE: "full"}.get(arch)
+    clip = raw_float(config, "clip_qkv", None) if arch == OLMOE else None
     return Settings(family="moe", qk_norm=qk_norm, clip_qkv=clip, moe=moe)
 
 
 def expert_names(arch: str, prefix: str) -> tuple[str, str, str, str]:
     """(router, gate, up, down) name patterns; {e} is the expert index."""
-    if arch == "MixtralForCausalLM":
+    if arch == MIXTRAL:
         b = prefix + "block_sparse_moe."
         return b + "gate.weight", b + "experts.{e}.w1.weight", b + "experts.{e}.w3.weight", b + "experts.{e}.w2.weight"
     m = prefix + "mlp."
@@ -65,10 +66,10 @@ def expert_size(config: ModelConfig) -> int:
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, arch, h = f"model.layers.{n}.", config.architecture, config.hidden_size
-    bias = bool(config.raw.get("qkv_bias", True)) if arch == "Qwen2MoeForCausalLM" else config.attention_bias
-    o_bias = config.attention_bias and arch != "Qwen2MoeForCausalLM"
-    qk_norm = {"Qwen3MoeForCausalLM": "head", "OlmoeForCausalLM": "full"}.get(arch)
-    plan = {**norms_plan(p, config), **attention_plan(p, config, bias, o_bias, qk_norm)}
+    bias = bool(config.raw.get("qkv_bias", True)) if arch == QWEN2_MOE else config.attention_bias
+    o_bias = config.attention_bias and arch != QWEN2_MOE
+    qk_norm = {QWEN3_MOE: "head", OLMOE: "full"}.get(arch)
+    plan = {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=o_bias, qk_norm=qk_norm)}
     if n not in sparse_layers(config):
         return {**plan, **mlp_plan(p + "mlp.", h, config.intermediate_size)}
     router, gate, up, down = expert_names(arch, p)
@@ -76,7 +77,7 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     plan["router"] = [(router, (num_experts(config), h))]
     plan["experts_gate_up"] = [[(gate.format(e=e), (size, h)), (up.format(e=e), (size, h))] for e in experts]
     plan["experts_down"] = [[(down.format(e=e), (h, size))] for e in experts]
-    if arch == "Qwen2MoeForCausalLM":
+    if arch == QWEN2_MOE:
         shared = raw_int(config, "shared_expert_intermediate_size", 0)
         shared_plan = mlp_plan(p + "mlp.shared_expert.", h, shared)
         plan["shared_gate_up"], plan["shared_down"] = shared_plan["gate_up"], shared_plan["down"]

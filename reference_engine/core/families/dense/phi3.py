@@ -2,10 +2,11 @@
 (short/long factors) and a partial rotary dimension are handled by rope.py from the config."""
 from __future__ import annotations
 
+from reference_engine.architectures.dense.phi3 import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import Family, LayerPlan, Settings, norms_plan
 
-ARCHITECTURES = ("Phi3ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 
 
 def settings(config: ModelConfig) -> Settings:

@@ -6,12 +6,13 @@ per-expert `e_score_correction_bias` that picks the top-k without weighing them 
 experts are Mixtral's w1 (gate), w3 (up), w2 (down) under `block_sparse_moe`."""
 from __future__ import annotations
 
+from reference_engine.architectures.moe.minimax import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
                                                  norms_plan, raw_int)
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("MiniMaxM2ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 
 
 def num_experts(config: ModelConfig) -> int:

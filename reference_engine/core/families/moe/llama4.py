@@ -13,13 +13,14 @@
 """
 from __future__ import annotations
 
+from reference_engine.architectures.moe.llama4 import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
                                                  mlp_plan, nope_layers, norms_plan, raw_float, raw_int,
                                                  raw_int_list)
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("Llama4ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 
 
 def moe_layers(config: ModelConfig) -> frozenset:
@@ -66,7 +67,7 @@ def settings(config: ModelConfig) -> Settings:
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, h, bias = f"model.layers.{n}.", config.hidden_size, config.attention_bias
-    plan = {**norms_plan(p, config), **attention_plan(p, config, bias, bias)}
+    plan = {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=bias)}
     f = p + "feed_forward."
     if n not in moe_layers(config):
         return {**plan, **mlp_plan(f, h, raw_int(config, "intermediate_size_mlp", config.intermediate_size))}

@@ -1,6 +1,7 @@
-"""Qwen3-Next (`qwen3next`), Qwen3.5 (`qwen35`) and Qwen3.5-MoE (`qwen35moe`) GGUF tensors back in Hugging Face
-layout: what convert_hf_to_gguf.py changes in the Gated DeltaNet layers, undone tensor by tensor (and the
-config.json fields rebuilt from the `{arch}.ssm.*` and expert metadata).
+"""Qwen3-Next and Qwen3.5 text (dense and MoE): what the files say about them -- their config classes' defaults,
+and their GGUF tensors (`qwen3next`, `qwen35`, `qwen35moe`) back in Hugging Face layout: what
+convert_hf_to_gguf.py changes in the Gated DeltaNet layers, undone tensor by tensor (and the config.json fields
+rebuilt from the `{arch}.ssm.*` and expert metadata).
 
 The converter (conversion/qwen.py, `Qwen3NextModel.modify_tensors` and `_LinearAttentionVReorderBase`):
 - stores A = -exp(A_log) as `ssm_a` (so A_log = log(-A)), dt_bias as `ssm_dt.bias`, the conv as [C, K];
@@ -18,6 +19,11 @@ The converter (conversion/qwen.py, `Qwen3NextModel.modify_tensors` and `_LinearA
 from __future__ import annotations
 
 import torch
+
+from reference_engine.architectures.base import ArchitectureData, GGUFArch
+from reference_engine.architectures.mla.deepseek import EXPERTS
+
+NEXT, DENSE, MOE = "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"
 
 LINEAR = ".linear_attn."
 # llama.cpp name inside blk.N (suffix included) -> Hugging Face name inside model.layers.N: the DeltaNet tensors
@@ -140,3 +146,25 @@ def _grouped(hf_name: str, out: torch.Tensor, k_heads: int, r: int, k_dim: int, 
     if hf_name.endswith("out_proj.weight"):
         return untile(out, 1, k_heads, r, v_dim)
     return out
+
+
+# the DeltaNet tensors and metadata, then what differs -- Qwen3.5's flat projections with tiled value heads,
+# Qwen3-Next's q/k/v/z joined from two tensors and grouped b/a; the MoE ones add the stacked experts, the
+# router, the shared expert and its gate
+LINEAR_ATTN = dict(config_keys=CONFIG_KEYS, derive=derive_config, touches=touches, hf_shape=hf_shape,
+                   partial_rotary=True)
+QWEN35 = dict(LINEAR_ATTN, tensor_names={**TENSOR_NAMES, **SPLIT_NAMES}, finish=finish)
+QWEN_MOE = dict(layer_names=MOE_NAMES, experts=EXPERTS, config_keys={**CONFIG_KEYS, **MOE_KEYS})
+# Qwen3-Next (and Qwen3.5, built on it) rotate a quarter of each head
+QUARTER = {"partial_rotary_factor": 0.25}
+
+DATA = ArchitectureData(
+    "qwen3_next", (NEXT, DENSE, MOE),
+    model_types={"qwen3_next": NEXT, "qwen3_5_text": DENSE, "qwen3_5_moe_text": MOE},
+    class_defaults={"qwen3_next": QUARTER, "qwen3_5_text": QUARTER, "qwen3_5_moe_text": QUARTER},
+    gguf={"qwen35": GGUFArch(DENSE, "qwen3_5_text", **QWEN35),
+          "qwen35moe": GGUFArch(MOE, "qwen3_5_moe_text", **{**QWEN35, **QWEN_MOE}),
+          "qwen3next": GGUFArch(NEXT, "qwen3_next", **{**LINEAR_ATTN, **QWEN_MOE},
+                                tensor_names={**TENSOR_NAMES, **GROUPED_NAMES}, finish=finish_grouped,
+                                transposed=QKVZ_PARTS, join=join_qkvz, join_shape=join_qkvz_shape)},
+    recurrent="gated_delta_net")

@@ -3,11 +3,12 @@
 go to the NoPE layers when `use_sliding_window` is set and `layer_types` is absent (as its config derives them)."""
 from __future__ import annotations
 
+from reference_engine.architectures.dense.smollm3 import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
                                                  mlp_plan, nope_layers, norms_plan)
 
-ARCHITECTURES = ("SmolLM3ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 
 
 def settings(config: ModelConfig) -> Settings:
@@ -16,8 +17,9 @@ def settings(config: ModelConfig) -> Settings:
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, bias = f"model.layers.{n}.", config.attention_bias
-    return {**norms_plan(p, config), **attention_plan(p, config, bias, bias),
-            **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size, bool(config.raw.get("mlp_bias")))}
+    return {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=bias),
+            **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size,
+                       bias=bool(config.raw.get("mlp_bias")))}
 
 
 def windows(config: ModelConfig) -> list[int | None]:

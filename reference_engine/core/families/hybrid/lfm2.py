@@ -9,12 +9,13 @@ A conv layer keeps its last conv_L_cache - 1 inputs per sequence (a StateLayout)
 """
 from __future__ import annotations
 
+from reference_engine.architectures.hybrid.lfm2 import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache, StateLayout
 from reference_engine.core.families.base import Family, LayerPlan, Settings, raw_float, raw_int
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("Lfm2ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 KINDS = {"conv": "short_conv", "full_attention": "attention"}   # config.json layer_types -> model.MIXERS kind
 
 

@@ -6,32 +6,23 @@ Attention is the "mla" mixer (core/mla.py); the cache keeps one latent and one r
 (one MLP of moe_intermediate_size * n_shared_experts), the others a dense MLP. Routing is data
 (MoESettings, read by core/moe.py): V2 softmax "greedy" or "group_limited_greedy"; V3 "noaux_tc" (sigmoid,
 e_score_correction_bias, groups). Defaults are transformers' (DeepseekV2Config / DeepseekV3Config).
-GLM-4.5 / GLM-4.6 (Glm4MoeForCausalLM, GLM_FAMILY at the end) is DeepSeek-V3's MoE under GQA attention: q/k/v
-biases (`attention_bias`), optional per-head q/k RMSNorm (`use_qk_norm`), partial rotary
-(`partial_rotary_factor`, 0.5 when absent, as Glm4MoeConfig), noaux_tc routing plus shared experts, dense MLPs
-before `first_k_dense_replace`.
+GLM-4.5 (families/moe/glm4_moe.py) runs this MoE under GQA attention.
 """
 from __future__ import annotations
 
+from reference_engine.architectures.mla import deepseek as deepseek_data
+from reference_engine.architectures.mla.deepseek import V2, V3
+from reference_engine.architectures.moe import glm4_moe as glm_data
+from reference_engine.architectures.moe.glm4_moe import GLM
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache
-from reference_engine.core.families.base import (Family, LayerPlan, MLASettings, MoESettings, Settings,
-                                                 attention_plan, mlp_plan, norms_plan, raw_float, raw_int)
+from reference_engine.core.families.base import (Family, LayerPlan, MLASettings, MoESettings, Settings, mlp_plan,
+                                                 norms_plan, raw_float, raw_int)
 from reference_engine.errors import ModelDirError
 
-V2, V3, GLM = "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM"
-ARCHITECTURES = (V2, V3)
+ARCHITECTURES = deepseek_data.DATA.architectures
 # transformers' defaults, per architecture (a field absent from config.json takes these; GLM-4.5 shares the MoE)
-DEFAULTS = {
-    V2: dict(kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-             n_routed_experts=64, n_shared_experts=2, moe_intermediate_size=1407, first_k_dense_replace=0,
-             routed_scaling_factor=1.0, n_group=None, topk_group=None),
-    V3: dict(kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
-             n_routed_experts=256, n_shared_experts=1, moe_intermediate_size=2048, first_k_dense_replace=3,
-             routed_scaling_factor=2.5, n_group=8, topk_group=4),
-    GLM: dict(n_routed_experts=128, n_shared_experts=1, moe_intermediate_size=1408, first_k_dense_replace=1,
-              routed_scaling_factor=1.0, n_group=1, topk_group=1),
-}
+DEFAULTS = {**deepseek_data.DEFAULTS, GLM: glm_data.DEFAULTS}
 
 
 def field(config: ModelConfig, key: str) -> int:
@@ -125,7 +116,7 @@ def shared_moe_plan(p: str, config: ModelConfig, n: int, router_bias: bool, mlp_
     """Layer n's MLP: dense, or routed experts + router (+ e_score_correction_bias) + shared experts."""
     h, m = config.hidden_size, p + "mlp."
     if n not in sparse_layers(config):
-        return mlp_plan(m, h, config.intermediate_size, mlp_bias)
+        return mlp_plan(m, h, config.intermediate_size, bias=mlp_bias)
     size, experts = field(config, "moe_intermediate_size"), range(routed_experts(config))
     plan: LayerPlan = {"router": [(m + "gate.weight", (len(experts), h))]}
     if router_bias:
@@ -135,7 +126,7 @@ def shared_moe_plan(p: str, config: ModelConfig, n: int, router_bias: bool, mlp_
     plan["experts_down"] = [[(f"{m}experts.{e}.down_proj.weight", (h, size))] for e in experts]
     shared = size * (field(config, "n_shared_experts") or 0)
     if shared:
-        sp = mlp_plan(m + "shared_experts.", h, shared, mlp_bias)
+        sp = mlp_plan(m + "shared_experts.", h, shared, bias=mlp_bias)
         plan.update({"shared_" + role: slot for role, slot in sp.items()})
     return plan
 
@@ -158,22 +149,3 @@ def cache_layout(config: ModelConfig) -> list[LayerCache]:
 
 
 FAMILY = Family("deepseek", ARCHITECTURES, settings, layer_plan, mixers=mixers, cache_layout=cache_layout)
-
-
-# --- GLM-4.5 / GLM-4.6: GQA attention over DeepSeek-V3's shared-experts MoE ---
-def glm_qk_norm(config: ModelConfig) -> str | None:
-    return "head" if config.raw.get("use_qk_norm", False) else None
-
-
-def glm_settings(config: ModelConfig) -> Settings:
-    return Settings(family="glm4_moe", qk_norm=glm_qk_norm(config),
-                    moe=moe_settings(config, "noaux_tc", bool(config.raw.get("norm_topk_prob", True))))
-
-
-def glm_layer_plan(config: ModelConfig, n: int) -> LayerPlan:
-    p = f"model.layers.{n}."
-    return {**norms_plan(p, config), **attention_plan(p, config, config.attention_bias, False, glm_qk_norm(config)),
-            **shared_moe_plan(p, config, n, router_bias=True)}
-
-
-GLM_FAMILY = Family("glm4_moe", (GLM,), glm_settings, glm_layer_plan)

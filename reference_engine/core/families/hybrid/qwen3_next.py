@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reference_engine.architectures.hybrid.qwen3_next import DATA, DENSE, MOE, NEXT
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache, StateLayout
 from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
                                                  mlp_plan, norms_plan, raw_int)
-from reference_engine.core.families.moe import expert_names
+from reference_engine.core.families.moe.moe import expert_names
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import MAX_HEAD_DIM, MAX_HEADS, check_size
 
-NEXT, DENSE, MOE = "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"
-ARCHITECTURES = (NEXT, DENSE, MOE)
+ARCHITECTURES = DATA.architectures
 KINDS = {"linear_attention": "gated_delta_net", "full_attention": "attention"}
 MAX_CONV_KERNEL = 1 << 10          # the short conv's window; public models use 4
 
@@ -141,7 +141,7 @@ def delta_net_plan(p: str, config: ModelConfig) -> LayerPlan:
 def gated_attention_plan(p: str, config: ModelConfig) -> LayerPlan:
     """Llama's q/k/v/o with q_proj twice as tall (each head's query, then its gate) and per-head q/k norms."""
     bias = config.attention_bias
-    plan = attention_plan(p, config, bias, bias, "head")
+    plan = attention_plan(p, config, q_bias=bias, o_bias=bias, qk_norm="head")
     q_out = config.num_attention_heads * config.head_dim
     name, (_, h) = plan["qkv"][0]
     plan["qkv"] = [(name, (2 * q_out, h)), *plan["qkv"][1:]]

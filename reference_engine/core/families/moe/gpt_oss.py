@@ -12,15 +12,14 @@ Norms apply their weight in float32 (transformers keeps gpt-oss's norms in fp32)
 """
 from __future__ import annotations
 
+from reference_engine.architectures.moe.gpt_oss import DATA, DEFAULT_SWIGLU_ALPHA, DEFAULT_SWIGLU_LIMIT, DEFAULT_TOP_K
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (FUSED_DOWN, FUSED_DOWN_BIAS, FUSED_GATE_UP, FUSED_GATE_UP_BIAS,
                                                  Family, LayerPlan, MoESettings, Settings, attention_plan,
                                                  default_windows, norms_plan, raw_float, raw_int)
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("GptOssForCausalLM",)
-# transformers' GptOssConfig defaults, for configs that leave a field out
-DEFAULT_SWIGLU_LIMIT, DEFAULT_SWIGLU_ALPHA, DEFAULT_TOP_K = 7.0, 1.702, 4
+ARCHITECTURES = DATA.architectures
 
 
 def num_experts(config: ModelConfig) -> int:
@@ -57,7 +56,7 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p, h, inter = f"model.layers.{n}.", config.hidden_size, config.intermediate_size
     bias = bool(config.raw.get("attention_bias", True))
     e, m = num_experts(config), p + "mlp."
-    return {**norms_plan(p, config), **attention_plan(p, config, bias, bias),
+    return {**norms_plan(p, config), **attention_plan(p, config, q_bias=bias, o_bias=bias),
             "sinks": [(p + "self_attn.sinks", (config.num_attention_heads,))],
             "router": [(m + "router.weight", (e, h))],
             "router_bias": [(m + "router.bias", (e,))],

@@ -1,5 +1,7 @@
-"""DeepSeek-V2/V3 (`deepseek2`, MLA) and GLM-4.5 (`glm4moe`) GGUF files back in Hugging Face terms: tensor names,
-the kv_b projection the converter split in two, and the config.json fields rebuilt from the metadata.
+"""DeepSeek-V2 / V3 (and Kimi K2, DeepSeek-V2-Lite): what the files say about them -- transformers' defaults for
+the MLA and MoE fields, and their GGUF files (`deepseek2`) back in Hugging Face terms: tensor names, the kv_b
+projection the converter split in two, and the config.json fields rebuilt from the metadata. GLM-4.5
+(moe/glm4_moe.py) shares the MoE tensors and keys.
 
 What the pinned convert_hf_to_gguf.py (conversion/deepseek.py DeepseekV2Model, conversion/glm.py Glm4MoeModel)
 writes, and what is lost:
@@ -30,7 +32,18 @@ from __future__ import annotations
 
 import torch
 
-V2, V3, GLM = "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM"
+from reference_engine.architectures.base import ArchitectureData, GGUFArch
+
+V2, V3 = "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"
+# transformers' defaults (DeepseekV2Config / DeepseekV3Config): a field absent from config.json takes these
+DEFAULTS = {
+    V2: dict(kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+             n_routed_experts=64, n_shared_experts=2, moe_intermediate_size=1407, first_k_dense_replace=0,
+             routed_scaling_factor=1.0, n_group=None, topk_group=None),
+    V3: dict(kv_lora_rank=512, q_lora_rank=1536, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+             n_routed_experts=256, n_shared_experts=1, moe_intermediate_size=2048, first_k_dense_replace=3,
+             routed_scaling_factor=2.5, n_group=8, topk_group=4),
+}
 SIGMOID = 2                       # gguf.ExpertGatingFuncType.SIGMOID (SOFTMAX is 1)
 
 # llama.cpp stem inside blk.N -> Hugging Face name inside model.layers.N (both families' MoE MLP)
@@ -42,10 +55,6 @@ ROUTER_BIAS = {"exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}
 MLA_NAMES = {**MOE_NAMES, "attn_q_a": "self_attn.q_a_proj", "attn_q_a_norm": "self_attn.q_a_layernorm",
              "attn_q_b": "self_attn.q_b_proj", "attn_kv_a_mqa": "self_attn.kv_a_proj_with_mqa",
              "attn_kv_a_norm": "self_attn.kv_a_layernorm", "attn_kv_b": "self_attn.kv_b_proj"}
-# GLM-4.5's MTP block (a layer after num_hidden_layers, tolerated and not run: core/model_weights.mtp_tensors)
-NEXTN_NAMES = {"nextn.eh_proj": "eh_proj", "nextn.embed_tokens": "embed_tokens", "nextn.enorm": "enorm",
-               "nextn.hnorm": "hnorm", "nextn.shared_head_head": "shared_head.head",
-               "nextn.shared_head_norm": "shared_head.norm"}
 KV_B = "self_attn.kv_b_proj.weight"
 KV_B_PARTS = {KV_B: ("attn_k_b", "attn_v_b")}
 
@@ -74,7 +83,7 @@ def join_kv_b(hf_name: str, parts: list[torch.Tensor], meta=None) -> torch.Tenso
     return kv.reshape(-1, kv.shape[-1]).contiguous()                  # [H * (nope + v), r]
 
 
-def _moe_fields(raw: dict) -> dict:
+def moe_fields(raw: dict) -> dict:
     """The router fields both families share; the converter writes norm/scale only when set, groups only when
     the config has them; the nextn blocks are not decoder layers."""
     layers = raw.get("num_hidden_layers")
@@ -103,7 +112,7 @@ def derive_deepseek2(raw: dict) -> dict:
     rope = raw.pop("rope_dimension_count", None)
     qk = raw.pop("qk_head_dim", None) or raw.get("head_dim")        # older GGUFs: key_length is nope + rope
     v3 = (raw.pop("expert_gating_func", None) == SIGMOID) | bool(raw.pop("router_bias", False))
-    out = {**_moe_fields(raw), **_yarn(raw), "architectures": [V3 if v3 else V2],
+    out = {**moe_fields(raw), **_yarn(raw), "architectures": [V3 if v3 else V2],
            "model_type": "deepseek_v3" if v3 else "deepseek_v2", "rope_interleave": True,
            "num_key_value_heads": raw.get("num_attention_heads"), "q_lora_rank": raw.get("q_lora_rank")}
     if isinstance(rope, int) and isinstance(qk, int):
@@ -113,20 +122,6 @@ def derive_deepseek2(raw: dict) -> dict:
     return out
 
 
-def derive_glm4moe(raw: dict) -> dict:
-    rope, head_dim = raw.pop("rope_dimension_count", None), raw.get("head_dim")
-    raw.pop("expert_gating_func", None)                                # always sigmoid (noaux_tc)
-    out = _moe_fields(raw)
-    if isinstance(rope, int) and isinstance(head_dim, int) and head_dim > 0:
-        out["partial_rotary_factor"] = rope / head_dim
-    return out
-
-
-def glm4moe_tensor_fields(tensors: dict) -> dict:
-    """use_qk_norm: whether the q/k norms are there (no metadata key says it)."""
-    return {"use_qk_norm": "blk.0.attn_q_norm.weight" in tensors}
-
-
 def deepseek2_tensor_fields(tensors: dict) -> dict:
     """attention_bias (q_a / kv_a / o biases) and V2's mlp_bias (dense and shared-expert MLP biases): no
     metadata key says them."""
@@ -134,3 +129,15 @@ def deepseek2_tensor_fields(tensors: dict) -> dict:
               for n in tensors)
     router_bias = any(n.endswith(".exp_probs_b.bias") for n in tensors)
     return {"attention_bias": "blk.0.attn_kv_a_mqa.bias" in tensors, "mlp_bias": mlp, "router_bias": router_bias}
+
+
+GGUF = GGUFArch(V2, "deepseek_v2", layer_names=MLA_NAMES, experts=EXPERTS, tensor_names=ROUTER_BIAS,
+                transposed=KV_B_PARTS, join=join_kv_b, join_shape=join_kv_b_shape, config_keys=MLA_KEYS,
+                derive=derive_deepseek2, tensor_fields=deepseek2_tensor_fields, partial_rotary=True)
+
+DATA = ArchitectureData(
+    "deepseek", (V2, V3), model_types={"deepseek_v2": V2, "kimi_k2": V3, "deepseek_v3": V3},
+    # head_dim is the rope key's width (DeepseekV2/V3Config.__post_init__ sets it), what the RoPE table rotates;
+    # the default when qk_rope_head_dim is absent
+    rope_head_dim={V2: DEFAULTS[V2]["qk_rope_head_dim"], V3: DEFAULTS[V3]["qk_rope_head_dim"]},
+    gguf={"deepseek2": GGUF})

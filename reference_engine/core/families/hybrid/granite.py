@@ -11,41 +11,15 @@ unscaled; with num_local_experts 0 only the shared MLP runs. Experts are stored 
 """
 from __future__ import annotations
 
+from reference_engine.architectures.hybrid.granite import DATA
 from reference_engine.config import ModelConfig
-from reference_engine.core.cache.layout import KVLayout, LayerCache, StateLayout
-from reference_engine.core.families.base import (Family, LayerPlan, MambaDims, MoESettings, Settings, raw_float,
-                                                 raw_int)
+from reference_engine.core.cache.layout import KVLayout, LayerCache
+from reference_engine.core.families.base import Family, LayerPlan, MoESettings, Settings, raw_float, raw_int
+from reference_engine.core.families.hybrid.mamba import mamba_dims, mamba_plan, state_layout
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("GraniteMoeHybridForCausalLM",)
+ARCHITECTURES = DATA.architectures
 KINDS = {"mamba": "mamba2", "linear_attention": "mamba2", "attention": "attention", "full_attention": "attention"}
-
-
-def time_step_limit(config: ModelConfig) -> tuple[float, float]:
-    """[min, max] of dt; transformers writes infinity as {"__float__": "Infinity"} in config.json."""
-    limit = config.raw.get("time_step_limit", [0.0, float("inf")])
-    if limit is None:
-        return 0.0, float("inf")
-    bounds = [float(v["__float__"]) if isinstance(v, dict) and "__float__" in v else v for v in limit] \
-        if isinstance(limit, (list, tuple)) else None
-    if not bounds or len(bounds) != 2 or not all(isinstance(v, (int, float)) for v in bounds):
-        raise ModelDirError("config.json", f"'time_step_limit' must be [min, max], found {limit!r}")
-    return float(bounds[0]), float(bounds[1])
-
-
-def mamba_dims(config: ModelConfig, inner: int | None = None) -> MambaDims:
-    """The Mamba2 sizes from config.json; `inner` (Falcon-H1's mamba_d_ssm) overrides mamba_expand x hidden_size."""
-    heads = raw_int(config, "mamba_n_heads", 128)
-    inner = raw_int(config, "mamba_expand", 2) * config.hidden_size if inner is None else inner
-    head_dim = config.raw.get("mamba_d_head", "auto")
-    head_dim = inner // heads if head_dim == "auto" and heads else raw_int(config, "mamba_d_head")
-    groups = raw_int(config, "mamba_n_groups", 1)
-    if not heads or heads * head_dim != inner or not groups or heads % groups:
-        raise ModelDirError("config.json", f"mamba_n_heads {heads} x mamba_d_head {head_dim} must equal the "
-                                           f"Mamba2 inner size ({inner}), in groups of mamba_n_groups")
-    low, high = time_step_limit(config)
-    return MambaDims(heads, head_dim, groups, raw_int(config, "mamba_d_state", 256), raw_int(config, "mamba_d_conv", 4),
-                     raw_int(config, "mamba_chunk_size", 256) or 256, low, high)
 
 
 def experts(config: ModelConfig) -> int:
@@ -105,29 +79,12 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     return {**plan, **mamba_plan(p + "mamba.", config)}
 
 
-def mamba_plan(m: str, config: ModelConfig, dims: MambaDims | None = None) -> LayerPlan:
-    dims, h = dims or mamba_dims(config), config.hidden_size
-    plan: LayerPlan = {
-        "ssm_in": [(m + "in_proj.weight", (dims.inner + dims.conv_dim + dims.heads, h))],   # z, xBC, dt
-        "ssm_conv": [(m + "conv1d.weight", (dims.conv_dim, 1, dims.d_conv))],
-        "A_log": [(m + "A_log", (dims.heads,))], "dt_bias": [(m + "dt_bias", (dims.heads,))],
-        "D": [(m + "D", (dims.heads,))], "ssm_norm": [(m + "norm.weight", (dims.inner,))],
-        "ssm_out": [(m + "out_proj.weight", (h, dims.inner))]}
-    if config.raw.get("mamba_conv_bias", True):
-        plan["ssm_conv_bias"] = [(m + "conv1d.bias", (dims.conv_dim,))]
-    if config.raw.get("mamba_proj_bias", False):
-        plan["ssm_in_bias"] = [(m + "in_proj.bias", (dims.inner + dims.conv_dim + dims.heads,))]
-        plan["ssm_out_bias"] = [(m + "out_proj.bias", (h,))]
-    return plan
-
-
 def cache_layout(config: ModelConfig) -> list[LayerCache]:
     kv = KVLayout(config.num_key_value_heads, config.head_dim, config.head_dim)
     kinds = mixers(config)
     if "mamba2" not in kinds:
         return [kv] * len(kinds)
-    d = mamba_dims(config)
-    state = StateLayout((("conv", (d.conv_dim, d.d_conv - 1)), ("ssm", (d.heads, d.head_dim, d.d_state))))
+    state = state_layout(mamba_dims(config))
     return [state if kind == "mamba2" else kv for kind in kinds]
 
 

@@ -21,48 +21,27 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from reference_engine.architectures.hybrid.falcon_h1 import DATA, SSM_SEGMENTS, multipliers, ssm_inner
+from reference_engine.architectures.hybrid.falcon_h1 import multiplier as read_multiplier
 from reference_engine.config import ModelConfig
-from reference_engine.core.cache.layout import KVLayout, LayerCache, ParallelLayout, StateLayout
+from reference_engine.core.cache.layout import KVLayout, LayerCache, ParallelLayout
 from reference_engine.core.families.base import (Family, LayerPlan, MambaDims, ParallelScales, Settings,
-                                                 attention_plan, mlp_plan, raw_int)
-from reference_engine.core.families.granite import mamba_dims, mamba_plan
+                                                 attention_plan, mlp_plan)
+from reference_engine.core.families.hybrid.mamba import mamba_dims, mamba_plan, state_layout
 from reference_engine.errors import ModelDirError
 
-ARCHITECTURES = ("FalconH1ForCausalLM",)
+ARCHITECTURES = DATA.architectures
 KIND = "attention_mamba2"
-SSM_SEGMENTS = ("z", "x", "B", "C", "dt")       # ssm_multipliers, in in_proj's order
 
 
 def multiplier(config: ModelConfig, key: str) -> float:
-    """A muP multiplier from config.json (1 when absent): a finite number, else a one-line ModelDirError."""
-    value = config.raw.get(key, 1.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ModelDirError("config.json", f"'{key}' must be a finite number, found {value!r}")
-    return float(value)
-
-
-def multipliers(config: ModelConfig, key: str, count: int) -> tuple[float, ...]:
-    """A list of `count` multipliers (all 1 when absent or null)."""
-    value = config.raw.get(key)
-    if value is None:
-        return (1.0,) * count
-    if (not isinstance(value, list) or len(value) != count
-            or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in value)):
-        raise ModelDirError("config.json", f"'{key}' must list {count} finite numbers, found {str(value)[:80]}")
-    return tuple(float(v) for v in value)
-
-
-def ssm_inner(config: ModelConfig) -> int:
-    """mamba_d_ssm, or mamba_expand x hidden_size when it is null (FalconH1Config)."""
-    if config.raw.get("mamba_d_ssm") is None:
-        return raw_int(config, "mamba_expand", 2) * config.hidden_size
-    return raw_int(config, "mamba_d_ssm")
+    return read_multiplier(config.raw, key)
 
 
 def falcon_mamba_dims(config: ModelConfig) -> MambaDims:
     rms_norm, before = bool(config.raw.get("mamba_rms_norm", False)), config.raw.get("mamba_norm_before_gate", True)
-    scales = multipliers(config, "ssm_multipliers", len(SSM_SEGMENTS))
-    return replace(mamba_dims(config, ssm_inner(config)),
+    scales = multipliers(config.raw, "ssm_multipliers", len(SSM_SEGMENTS))
+    return replace(mamba_dims(config, ssm_inner(config.raw)),
                    norm=("norm_gate" if before else "gated") if rms_norm else "gate",
                    scales=None if all(s == 1.0 for s in scales) else scales)
 
@@ -72,7 +51,7 @@ def settings(config: ModelConfig) -> Settings:
                                                          "lm_head_multiplier"))
     if head == 0.0:
         raise ModelDirError("config.json", "'lm_head_multiplier' is 0: every logit would be 0")
-    mlp = multipliers(config, "mlp_multipliers", 2)
+    mlp = multipliers(config.raw, "mlp_multipliers", 2)
     return Settings(family="falcon_h1", final_norm="model.final_layernorm.weight",
                     attn_scale=None if key == 1.0 else key / math.sqrt(config.head_dim),
                     embed_scale=None if embed == 1.0 else embed,
@@ -98,14 +77,14 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
         plan["ssm_out_bias"] = [(m + "out_proj.bias", (h,))]
     return {"input_norm": [(p + "input_layernorm.weight", (h,))],
             "post_norm": [(p + "pre_ff_layernorm.weight", (h,))],
-            **attention_plan(p, config, config.attention_bias, config.attention_bias),
-            **mlp_plan(p + "feed_forward.", h, config.intermediate_size, bool(config.raw.get("mlp_bias", False))),
+            **attention_plan(p, config, q_bias=config.attention_bias, o_bias=config.attention_bias),
+            **mlp_plan(p + "feed_forward.", h, config.intermediate_size,
+                       bias=bool(config.raw.get("mlp_bias", False))),
             **plan}
 
 
 def cache_layout(config: ModelConfig) -> list[LayerCache]:
-    d = falcon_mamba_dims(config)
-    state = StateLayout((("conv", (d.conv_dim, d.d_conv - 1)), ("ssm", (d.heads, d.head_dim, d.d_state))))
+    state = state_layout(falcon_mamba_dims(config))
     both = ParallelLayout(KVLayout(config.num_key_value_heads, config.head_dim, config.head_dim), state)
     return [both] * config.num_hidden_layers
 

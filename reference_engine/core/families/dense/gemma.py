@@ -4,17 +4,18 @@ attention and final-logit soft-capping, Gemma 3 per-head q/k norms and a separat
 layers (rope.py builds that second table)."""
 from __future__ import annotations
 
+from reference_engine.architectures.dense.gemma import DATA, GEMMA3
 from reference_engine.config import ModelConfig
 from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
                                                  mlp_plan, norms_plan, raw_float, raw_int)
 from reference_engine.errors import UnsupportedError
 
-ARCHITECTURES = ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
+ARCHITECTURES = DATA.architectures
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh", "gelu": "gelu"}
 
 
 def is_gemma3(config: ModelConfig) -> bool:
-    return config.architecture == "Gemma3ForCausalLM"
+    return config.architecture == GEMMA3
 
 
 def settings(config: ModelConfig) -> Settings:
@@ -36,7 +37,7 @@ def layer_plan(config: ModelConfig, n: int) -> LayerPlan:
     p = f"model.layers.{n}."
     bias = bool(config.raw.get("attention_bias", False))
     return {**norms_plan(p, config, sandwich=True),
-            **attention_plan(p, config, bias, bias, "head" if is_gemma3(config) else None),
+            **attention_plan(p, config, q_bias=bias, o_bias=bias, qk_norm="head" if is_gemma3(config) else None),
             **mlp_plan(p + "mlp.", config.hidden_size, config.intermediate_size)}
 
 
