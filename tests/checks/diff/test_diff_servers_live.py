@@ -19,6 +19,7 @@ from checks.diff.servers.logprobs import KLD_WARN
 from llmdoctor.run.server_diff import ServerDiffOptions, run_server_diff
 from reference_engine.tokenizer import Tokenizer
 from tests.assets import or_fail
+from tests.assets_gguf import smollm2_converted_gguf
 from tests.checks.endpoint.broken_ggufs import broken_gguf
 from tests.endpoint_assets import LlamaServer
 from tests.load_servers import LlamaCppServer
@@ -42,6 +43,14 @@ def llama_server_and_llama_cpp_python(request) -> tuple[str, str]:
             live_server(LlamaServer, gguf).url)                               # shared with the endpoint files
 
 
+def llama_server_f32_and_vllm(request) -> tuple[str, str]:
+    """llama-server on the converter's float32 GGUF against the session vLLM on the float32 directory: the same
+    numbers written two ways, read by two engines."""
+    gguf = or_fail(smollm2_converted_gguf, "f32")
+    return (request.getfixturevalue("live_server")(LlamaCppServer, gguf, parallel=1, ctx=2048).url,
+            request.getfixturevalue("vllm_server").url)
+
+
 PAIRS = {
     # llama-cpp-python 0.3.36 validates response_format.type as "text" or "json_object" (HTTP 500 on json_schema);
     # the tool request is answered in text by both, and llama-server's flash attention (-fa auto) against
@@ -50,6 +59,9 @@ PAIRS = {
                                              ("structured output: only the candidate refuses it",
                                               "tool call: content differs")),
 }
+# vLLM parses the tool call (hermes parser) where llama-server answers in text, and enforces json_schema; its own
+# test below names the session vLLM's fixture, which is what launches that server at collection
+VLLM_PAIR = Pair(llama_server_f32_and_vllm, ("tool call",))
 
 
 def show(report) -> None:
@@ -64,7 +76,15 @@ def loud(report, check: str) -> list[str]:
 def test_the_same_model_on_two_servers_is_near_equal(name, request, smollm2_dir):
     """Cost: ~22 s alone on the shared 2-core box (load average ~14), both servers started for it (shared in the
     suite): 9 requests per server, both servers asked at once, most of it the two 40-token chain answers"""
-    pair = PAIRS[name]
+    assert_near_equal(PAIRS[name], request, smollm2_dir)
+
+
+def test_llama_server_and_vllm_are_near_equal(vllm_server, request, smollm2_dir):
+    """The same float32 SmolLM2 on llama.cpp's server and on vLLM's CPU build."""
+    assert_near_equal(VLLM_PAIR, request, smollm2_dir)
+
+
+def assert_near_equal(pair: Pair, request, smollm2_dir) -> None:
     url_a, url_b = pair.servers(request)
     report = run_server_diff(url_a, url_b, OPTIONS, tokenizer=Tokenizer.from_pretrained(smollm2_dir))
     show(report)
