@@ -2,6 +2,7 @@
 `check --quick` on SmolLM2-135M and Gemma 3 270M, and of `probe endpoint --context N` on llama.cpp's
 llama-server serving SmolLM2's Q4_1 GGUF, and on llama-cpp-python's server, the one that gives prompt logprobs:
 with --model it is read by its echo, without by greedy retrieval (the echo needs the BOS text only --model names);
+and on vLLM (the float32 directory, tests/vllm_server.py), whose prompt logprobs come from the forward pass;
 with the peak resident memory of each check run (the chunked prefill keeps it linear in N).
 
     python benchmarks/context_cost.py [--tokens 4096] [--skip-server] [--servers-only]
@@ -96,15 +97,18 @@ def check_rows(path: Path, name: str, tokens: int) -> None:
 def server_rows(gguf: Path, model: Path, tokens: int) -> None:
     from tests.endpoint_assets import LlamaServer
     from tests.load_servers import LlamaCppServer
-    for name, start in (("llama-server", lambda: LlamaCppServer(gguf, parallel=1, ctx=tokens).start()),
-                        ("llama-cpp-python", lambda: LlamaServer(gguf, "--n_ctx", str(max(tokens, 2048))).start())):
+    from tests.vllm_server import VllmServer
+    for name, start in (("llama-server SmolLM2 Q4_1", lambda: LlamaCppServer(gguf, parallel=1, ctx=tokens).start()),
+                        ("llama-cpp-python SmolLM2 Q4_1",
+                         lambda: LlamaServer(gguf, "--n_ctx", str(max(tokens, 2048))).start()),
+                        ("vLLM SmolLM2 float32", lambda: VllmServer(model).start())):
         server = start()
         try:
             for label, extra in ((f"probe endpoint --context {tokens}", []),
                                  (f"probe endpoint --context {tokens} --model", ["--model", str(model)])):
                 wall, peak, code, _ = timed(["probe", "endpoint", server.url, "--context", str(tokens), "--select",
                                           "EPT121,EPT122,EPT123", "--timeout", "600", "--format", "json", *extra])
-                print(f"| {label} | {name} SmolLM2 Q4_1 | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
+                print(f"| {label} | {name} | {wall:.1f} | {peak:.0f} | {code} |", flush=True)
         finally:
             server.stop()
 

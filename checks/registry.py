@@ -28,6 +28,7 @@ ID_PATTERN = re.compile(r"^[A-Z]{3}\d{3}$")
 NEEDS = ("files", "config", "tokenizer", "weights", "engine", "gpu", "gguf",
          "adapter",  # adapter: a LoRA adapter run on its base (`check ADAPTER_DIR --base BASE`; checks/adapter/)
          "pair",  # pair: two models, `llmdoctor diff` only (checks/diff/pair.py)
+         "servers",  # servers: two live servers, `llmdoctor diff URL_A URL_B` only (checks/diff/servers/)
          "endpoint",  # endpoint: a live server, `probe endpoint` / `triage --endpoint` only (checks/endpoint/)
          "load")  # load: a loaded server measured, `probe load` / `triage --load` only (checks/endpoint/load/)
 # id family prefix -> the category it belongs to (a family never changes category); None: a family that spans

@@ -7,58 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reference_engine.architectures import (ALWAYS_BIASED, CLASS_DEFAULTS, DEFAULT_ROPE_THETA, MODEL_TYPES,
+                                             OWN_FIELDS, QK_NORMED, ROPE_HEAD_DIM)
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import check_config_sizes
 
-# model_type -> architecture, for configs that omit "architectures". Which of these the engine can run is
+# Each family's facts (model types, its config class's defaults and own field names, the RoPE base and rotary
+# head rules) live in its module under reference_engine/architectures; which architectures the engine can run is
 # the core's business (reference_engine/core/families); config parsing reads any causal decoder.
-MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-               "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-               "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
-               "mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM",
-               "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM",
-               # the text decoders of multimodal checkpoints (their `text_config`, or a flat Qwen-VL config)
-               "qwen2_vl": "Qwen2ForCausalLM", "qwen2_vl_text": "Qwen2ForCausalLM",
-               "qwen2_5_vl": "Qwen2ForCausalLM", "qwen2_5_vl_text": "Qwen2ForCausalLM",
-               "qwen3_vl": "Qwen3ForCausalLM", "qwen3_vl_text": "Qwen3ForCausalLM",
-               "deepseek_v2": "DeepseekV2ForCausalLM", "kimi_k2": "DeepseekV3ForCausalLM",
-               "deepseek_v3": "DeepseekV3ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM",
-               "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
-               "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
-               "lfm2": "Lfm2ForCausalLM", "granitemoehybrid": "GraniteMoeHybridForCausalLM",
-               "gpt_oss": "GptOssForCausalLM", "smollm3": "SmolLM3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
-               "olmo3": "Olmo3ForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM", "llama4_text": "Llama4ForCausalLM",
-               "falcon_h1": "FalconH1ForCausalLM"}
-# Fields a config class fills in when config.json omits them, by model_type: what transformers then runs with.
-# transformers writes a multimodal wrapper's text_config as a diff against its class (to_diff_dict): real Gemma 3
-# 4B/12B/27B configs name only a few fields, so a sparse text_config means rope_theta 1e6, not our generic 10000.
-CLASS_DEFAULTS = {
-    "gemma3_text": {"vocab_size": 262208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
-                    "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072,
-                    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
-                    "query_pre_attn_scalar": 256, "sliding_window": 4096, "sliding_window_pattern": 6,
-                    "attention_bias": False, "final_logit_softcapping": None, "attn_logit_softcapping": None},
-    "glm4_moe": {"partial_rotary_factor": 0.5},
-    # Qwen3-Next (and Qwen3.5, built on it) rotate a quarter of each head
-    "qwen3_next": {"partial_rotary_factor": 0.25}, "qwen3_5_text": {"partial_rotary_factor": 0.25},
-    "qwen3_5_moe_text": {"partial_rotary_factor": 0.25},
-    # FalconH1Config: a Mamba2 inner size of its own (null: mamba_expand x hidden_size), the output norm off
-    "falcon_h1": {"mamba_d_ssm": 1024, "mamba_n_heads": 128, "mamba_d_state": 256, "mamba_rms_norm": False,
-                  "mamba_norm_before_gate": True},
-    # Lfm2Config: its norms' eps (norm_eps 1e-5), tied embeddings
-    "lfm2": {"norm_eps": 1e-5, "tie_word_embeddings": True},
-}
-# Fields a config class reads under its own name, ignoring the canonical one: its value wins over a canonical key
-# the same config.json also holds (a generic rms_norm_eps beside LFM2's norm_eps runs nothing in transformers).
-# Lfm2Config also takes the LFM2 release's block_ff_dim and tie_embedding over intermediate_size and
-# tie_word_embeddings (its __post_init__ pops them).
-OWN_FIELDS = {"lfm2": {"rms_norm_eps": "norm_eps", "intermediate_size": "block_ff_dim",
-                       "tie_word_embeddings": "tie_embedding"}}
-# a config class's RoPE base when config.json names none (transformers 5's `default_theta`), else 10000
-DEFAULT_ROPE_THETA = {"lfm2": 1000000.0}
-# MLA: head_dim is the rope key's width (DeepseekV2/V3Config.__post_init__ sets it), what the RoPE table rotates;
-# the default when qk_rope_head_dim is absent
-ROPE_HEAD_DIM = {"DeepseekV2ForCausalLM": 64, "DeepseekV3ForCausalLM": 64}
 # canonical field -> the other names configs use for it (GPT-2/BLOOM/Falcon/MPT/T5-style spellings)
 ALIASES = {
     "hidden_size": ("n_embd", "d_model", "dim", "model_dim"),
@@ -272,8 +228,8 @@ def parse_config(raw: dict, path: str | Path = "config.json") -> ModelConfig:
         max_position_embeddings=int(raw.get("max_position_embeddings", 2048)),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
         # Qwen2 always has q/k/v bias; Llama/Mistral/Qwen3 say so in attention_bias
-        attention_bias=arch == "Qwen2ForCausalLM" or bool(raw.get("attention_bias", False)),
-        qk_norm=arch == "Qwen3ForCausalLM",
+        attention_bias=arch in ALWAYS_BIASED or bool(raw.get("attention_bias", False)),
+        qk_norm=arch in QK_NORMED,
         # Qwen configs gate the window with use_sliding_window; Mistral/Mixtral/Phi-3/Gemma apply it when set
         sliding_window=(raw.get("sliding_window") or None) if raw.get("use_sliding_window",
                                                                        not arch.startswith("Qwen")) else None,

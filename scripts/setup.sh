@@ -20,6 +20,8 @@ fi
 # the live tests run llama-cpp-python's server and llama.cpp's own llama-server: llama.cpp is compiled once for
 # both, and cached (see the script)
 if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/llama_cpp.sh; fi
+# ... and vLLM's CPU build, in a venv of its own (tests/vllm_server.py; cached, offline after the first time)
+if [ -n "$extras" ]; then PYTHON="$PYTHON" bash scripts/vllm.sh; fi
 # the HTML report's browser test (tests/reports/test_layout.py) draws the page in chromium: installed with the
 # system's package manager where this user may (root, or sudo without a password); elsewhere the test fails naming
 # scripts/chromium.sh, and the rest of the setup goes on

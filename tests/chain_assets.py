@@ -1,4 +1,4 @@
-"""SmolLM2-135M-Instruct with chat templates that speak tools and thinking, for the serving-chain tests (issue 35).
+"""SmolLM2-135M-Instruct with chat templates that speak tools and thinking, for the serving-chain tests.
 
 SmolLM2's own template ignores `tools`. `TOOL_TEMPLATE` (chain_templates/tools.jinja) is Qwen2.5's Hermes-style
 template (tools in the system turn inside <tools>, calls as <tool_call>{json}</tool_call>, results as

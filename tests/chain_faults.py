@@ -1,4 +1,4 @@
-"""The serving-chain faults of issue 35, planted by rewriting requests and answers between the client and a server.
+"""The serving-chain faults, planted by rewriting requests and answers between the client and a server.
 
 The same rewrites run in `ChainProxy` (a real HTTP proxy in front of llama-server, for the live tests) and in
 `fault_transport` (an httpx transport around a fake upstream, for the fast tests). Each fault is one thing a
@@ -37,6 +37,8 @@ broken server or gateway does:
                       reasoning_content and content null
     zero-arg-lost     a call whose arguments are "{}" (a tool without parameters) dropped, content empty, finish
                       "stop", streamed or not (ollama#17328's parser)
+    server-truncate:N (proxy only) `truncate_prompt_tokens: N` added to every chat request: vLLM itself keeps the
+                      prompt's last N tokens (a gateway configured to cut), and reports the cut prompt's count
 """
 from __future__ import annotations
 
@@ -90,6 +92,8 @@ def rewrite_request(fault: str | None, path: str, body: dict) -> dict:
             text = message.get("content")
             if message.get("role") == role and isinstance(text, str) and len(text) > CUT_CHARS:
                 message["content"] = cut(text, where)
+    elif fault and fault.startswith("server-truncate:") and path == "/v1/chat/completions":
+        body["truncate_prompt_tokens"] = int(fault.split(":")[1])
     elif fault == "truncate":
         for message in body.get("messages") or []:
             text = message.get("content")

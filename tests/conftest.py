@@ -19,7 +19,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
-from tests import assets, zoo_matrix  # noqa: E402
+from tests import assets, session_servers, zoo_matrix  # noqa: E402
+from tests import vllm_server as vllm_launch  # noqa: E402  (the fixture below takes the name)
 
 # timing is not what the property tests test: a busy 2-core CI machine must not turn them into flakes
 settings.register_profile("llmdoctor", deadline=None)
@@ -34,6 +35,10 @@ def _interrupt(signum, frame):
 
 
 def pytest_configure(config):
+    # the servers launched once per session in the background (tests/session_servers.py): the session's owner
+    # (the xdist controller or the one pytest process) makes their state directory; its workers inherit it
+    if not hasattr(config, "workerinput"):
+        session_servers.make_state_dir()
     # `timeout`, CI cancellation and kill send SIGTERM: made an interrupt, so pytest tears the session fixtures
     # down (and stops the servers they started) instead of dying with them still running
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
@@ -48,16 +53,32 @@ SPREAD = {"tests/llmdoctor/run/test_chain_live.py"}
 LONGEST = ["tests/llmdoctor/run/test_chain_live.py", "tests/llmdoctor/run/test_endpoint_live.py",
            "tests/checks/endpoint/test_context_reading.py", "tests/probes/load/test_load_live.py",
            "tests/checks/endpoint/test_endpoint_competence_live.py", "tests/checks/long_context/test_reading.py",
-           "tests/reference_engine/core/test_engine_gemma3.py", "tests/reference_engine/core/test_gguf_engine.py"]
+           "tests/reference_engine/core/dense/test_engine_gemma3.py",
+           "tests/reference_engine/core/engine/test_gguf_engine.py"]
+
+
+# ... and the files that wait on a server launched in the background at collection (tests/session_servers.py)
+# go LAST: it starts (a minute or two idle, far longer on a busy box) while the rest of the suite runs
+LAST = ["tests/llmdoctor/run/test_vllm_live.py"]
 
 
 def _module(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
+session_servers.register(vllm_launch.FIXTURE, vllm_launch.session_launch)
+session_servers.register(vllm_launch.GENCONFIG_FIXTURE, vllm_launch.genconfig_launch)
+
+
 def pytest_collection_modifyitems(config, items):
-    rank = {path: i for i, path in enumerate(LONGEST)}
-    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(rank)))     # stable: the rest keep their order
+    rank = {path: i for i, path in enumerate(LONGEST)} | {path: len(LONGEST) + 1 + i for i, path in enumerate(LAST)}
+    items.sort(key=lambda item: rank.get(_module(item.nodeid), len(LONGEST)))  # stable: the rest keep their order
+
+
+def pytest_collection_finish(session):
+    """The slow-starting servers the selected tests (after -k/-m) ask for start now, in the background (under
+    xdist the first worker to collect launches, the other finds it)."""
+    session_servers.launch_wanted({name for item in session.items for name in getattr(item, "fixturenames", ())})
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -113,6 +134,21 @@ def _stop_leftovers() -> list[str]:
     return left
 
 
+@pytest.fixture(scope="session")
+def vllm_server():
+    """The session's vLLM server (tests/vllm_server.py): launched at collection, in the background, for the tests
+    that name this fixture; waited on here; stopped by the session's owner at its end. A
+    session_servers.Running: `.url` is what a test sends requests to."""
+    return assets.or_fail(session_servers.wait_for, vllm_launch.FIXTURE, vllm_launch.START_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def vllm_genconfig_server():
+    """A second vLLM, on SmolLM2 whose generation_config.json sets sampling fields (tests/vllm_server.py
+    sampling_config_dir), launched like the first."""
+    return assets.or_fail(session_servers.wait_for, vllm_launch.GENCONFIG_FIXTURE, vllm_launch.START_TIMEOUT_S)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """The controller of an xdist run (`-n 2`) collects what each worker left (workeroutput, sent after the
@@ -127,10 +163,12 @@ def pytest_sessionfinish(session, exitstatus):
     any server a test started and did not stop is killed and fails the run, naming it. Under xdist each worker
     kills its own and hands their lines to the controller, which prints them and fails the run."""
     config = session.config
+    session_servers.join_launches()
     left = _stop_leftovers()
     if hasattr(config, "workeroutput"):             # an xdist worker: its controller reports
         config.workeroutput[LEAKED] = left
         return
+    left += session_servers.stop_all()              # the session's background servers: the owner stops them
     left += config.stash.get(_LEAKED_ON_WORKERS, [])
     if left:
         reporter = config.pluginmanager.get_plugin("terminalreporter")

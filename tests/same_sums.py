@@ -1,4 +1,4 @@
-"""The tolerance for two paths that compute the same dot products but split a product differently (issue 33):
+"""The tolerance for two paths that compute the same dot products but split a product differently:
 the streaming core's LM head in row blocks against the resident engine's one product, a LoRA delta merged in
 row blocks against the whole. Each logit is mathematically the same sum, but a GEMM picks its kernel and its
 blocking by shape (and MKL by CPU: AMD and Intel take other code paths), so the terms may be added in another

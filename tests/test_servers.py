@@ -2,9 +2,11 @@
 hooks in tests/conftest.py): stop() kills the server's whole process group (a child it started goes too), the
 session pool starts each configuration once and stops it, and a pytest run whose test fails, or which is sent
 SIGTERM mid-test, leaves no server process behind, and one that leaves a server running fails, in one process and
-under xdist's `-n 2` as the suite runs (the controller prints the line and sets the exit status). A stand-in server
-(a Python HTTP server that starts a child of its own) plays llama-server, so this runs on any machine: five inner
-pytest runs, 55 s at a load of ~5 on the 2-core box (each `-n 2` run 16-20 s: two workers start)."""
+under xdist's `-n 2` as the suite runs (the controller prints the line and sets the exit status); a server launched
+once per session in the background (vLLM's way, tests/session_servers.py) is shared by both workers and stopped by
+the controller. A stand-in server (a Python HTTP server that starts a child of its own) plays llama-server, so this
+runs on any machine: six inner pytest runs, 55 s at a load of ~5 on the 2-core box plus 26 s for the session
+server's (each `-n 2` run 16-26 s: two workers start)."""
 from __future__ import annotations
 
 import os
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import session_servers
 from tests.endpoint_assets import RUNNING, ServerProcess, leftovers
 from tests.server_pool import ServerPool
 
@@ -200,3 +203,48 @@ def test_a_run_under_two_workers_that_stops_its_servers_passes(tmp_path):
     done, pids = inner_run(tmp_path, "assert server.alive()", workers=2)
     assert done.returncode == 0 and LEFT not in done.stdout and "1 passed" in done.stdout, done.stdout
     assert len(pids) == 2 and gone(*pids), done.stdout
+
+
+SESSION_SERVER_TEST = """
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import session_servers
+from tests.test_servers import SERVER
+
+CHILD = {out!r} + ".child"
+session_servers.register("standin_session", lambda port: session_servers.Launch(
+    [sys.executable, "-c", SERVER, str(port), CHILD], {{}}, "/"))
+
+
+@pytest.fixture(scope="session")
+def standin_session():
+    return session_servers.wait_for("standin_session", 120)
+
+
+def test_uses_it(standin_session):
+    Path({out!r} + ".{name}").write_text(f"{{standin_session.pid}} {{Path(CHILD).read_text()}}")
+"""
+
+
+def test_a_session_server_is_launched_once_and_stopped_at_the_end(tmp_path):
+    """tests/session_servers.py (vLLM's way in): two test files ask for the same background server; under `-n 2`
+    each worker collects both, the first to collect launches and the other finds it; both files see the same
+    process, and the session's owner (the controller) stops it, and what it started, at the end. 26 s on the
+    loaded 2-core box (an inner pytest starting two workers); one process takes the same path without a worker."""
+    workers = 2
+    out = tmp_path / "seen"
+    for name in ("a", "b"):
+        (tmp_path / f"test_inner_{name}.py").write_text(SESSION_SERVER_TEST.format(out=str(out), name=name))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+           "--rootdir", str(tmp_path), "-n", str(workers), str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop(session_servers.STATE_ENV, None)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "2 passed" in done.stdout and LEFT not in done.stdout, done.stdout[-2000:]
+    seen = {(tmp_path / f"seen.{name}").read_text() for name in ("a", "b")}
+    assert len(seen) == 1, seen
+    pids = [int(p) for p in seen.pop().split()]
+    assert gone(*pids)

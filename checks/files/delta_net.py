@@ -15,7 +15,7 @@ import torch
 
 from checks.registry import Problem, Skip, check
 from findings import Location
-from reference_engine.core.families.qwen3_next import ARCHITECTURES, KINDS, dims
+from reference_engine.core.families.hybrid.qwen3_next import ARCHITECTURES, KINDS, dims
 from reference_engine.errors import ModelDirError
 
 LINEAR = re.compile(r"^model\.layers\.(\d+)\.linear_attn\.")

@@ -1,6 +1,6 @@
 """Falcon-H1's config (CFG044-CFG046): its muP multipliers, the switches that add or drop tensors, and what
 llama.cpp's converter makes of it. Each layer runs attention and a Mamba2 mixer side by side, every branch
-scaled by a multiplier from config.json (core/families/falcon_h1.py); the Mamba2 sizes themselves are CFG042's
+scaled by a multiplier from config.json (core/families/hybrid/falcon_h1.py); the Mamba2 sizes themselves are CFG042's
 (hybrid_config.py). Reads config.json and the tensor names; no engine."""
 from __future__ import annotations
 

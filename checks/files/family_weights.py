@@ -11,7 +11,7 @@ import torch
 from checks.files.mla_config import MLA_ARCHS, well_typed
 from checks.registry import Problem, Skip, check
 from findings import Location
-from reference_engine.core.families.deepseek import V2, mla_plan, sparse_layers
+from reference_engine.core.families.mla.deepseek import V2, mla_plan, sparse_layers
 
 # a stored MLA projection -> the config fields its shape comes from (first: where the finding points)
 FIELDS_OF = {"kv_a_proj_with_mqa.weight": ("kv_lora_rank", "qk_rope_head_dim"),

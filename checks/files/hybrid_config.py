@@ -12,11 +12,13 @@ import torch
 
 from checks.registry import Problem, Skip, check
 from findings import Location
+from reference_engine.architectures import HYBRIDS
+from reference_engine.architectures.hybrid.falcon_h1 import CLASS_DEFAULTS as FALCON_H1_DEFAULTS
+from reference_engine.architectures.hybrid.mamba2 import DEFAULTS as MAMBA2_DEFAULTS
 
 # every per-layer type transformers' hybrid and sliding configs write
 KNOWN_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention", "linear_attention",
                                "conv", "mamba", "attention"})
-HYBRIDS = {"Lfm2ForCausalLM": "lfm2", "GraniteMoeHybridForCausalLM": "granite", "FalconH1ForCausalLM": "falcon_h1"}
 A_LOG_RANGE = (-5.0, 10.0)    # A = -exp(A_log) in [-22026, -0.0067]: outside, a head never or always forgets
 DT_RANGE = (1e-4, 10.0)       # softplus(dt_bias): the step size a zero input gets
 
@@ -126,8 +128,8 @@ def conv_expectations(ctx) -> list[tuple[str, str, tuple[int, ...]]]:
     if HYBRIDS.get(ctx.config.architecture) == "lfm2":
         k = raw.get("conv_L_cache", 3)
         return [("conv_L_cache", ".conv.conv.weight", (h, 1, k)), ("hidden_size", ".conv.in_proj.weight", (3 * h, h))]
-    heads, state = raw.get("mamba_n_heads", 128), raw.get("mamba_d_state", 256)
-    groups, conv = raw.get("mamba_n_groups", 1), raw.get("mamba_d_conv", 4)
+    heads, state, groups, conv = (raw.get(k, MAMBA2_DEFAULTS[k]) for k in ("mamba_n_heads", "mamba_d_state",
+                                                                            "mamba_n_groups", "mamba_d_conv"))
     inner_key, inner = mamba_inner(ctx)
     conv_dim = inner + 2 * groups * state
     # the tensors that depend on one size first, so that the finding names the key that is off
@@ -137,12 +139,12 @@ def conv_expectations(ctx) -> list[tuple[str, str, tuple[int, ...]]]:
 
 
 def mamba_inner(ctx) -> tuple[str, int]:
-    """(config key, value) of the Mamba2 inner size: Falcon-H1's mamba_d_ssm (1024 when absent, mamba_expand x
-    hidden_size when null), else mamba_expand x hidden_size."""
-    raw = ctx.raw_config
-    if HYBRIDS.get(ctx.config.architecture) == "falcon_h1" and raw.get("mamba_d_ssm", 1024) is not None:
-        return "mamba_d_ssm", raw.get("mamba_d_ssm", 1024)
-    return "mamba_expand", raw.get("mamba_expand", 2) * ctx.config.hidden_size
+    """(config key, value) of the Mamba2 inner size: Falcon-H1's mamba_d_ssm (its class default when absent,
+    mamba_expand x hidden_size when null), else mamba_expand x hidden_size."""
+    raw, d_ssm = ctx.raw_config, FALCON_H1_DEFAULTS["mamba_d_ssm"]
+    if HYBRIDS.get(ctx.config.architecture) == "falcon_h1" and raw.get("mamba_d_ssm", d_ssm) is not None:
+        return "mamba_d_ssm", raw.get("mamba_d_ssm", d_ssm)
+    return "mamba_expand", raw.get("mamba_expand", MAMBA2_DEFAULTS["mamba_expand"]) * ctx.config.hidden_size
 
 
 @check("CFG042", category="config", severity="error", needs=("config", "weights"),
@@ -164,7 +166,7 @@ def recurrent_sizes_match_tensors(ctx):
         raise Skip("not an LFM2, Granite 4 or Falcon-H1 hybrid")
     raw = ctx.raw_config
     if HYBRIDS[arch] in ("granite", "falcon_h1"):
-        heads, groups = raw.get("mamba_n_heads", 128), raw.get("mamba_n_groups", 1)
+        heads, groups = (raw.get(k, MAMBA2_DEFAULTS[k]) for k in ("mamba_n_heads", "mamba_n_groups"))
         (inner_key, inner), head_dim = mamba_inner(ctx), raw.get("mamba_d_head", "auto")
         head_dim = inner // heads if head_dim == "auto" and isinstance(heads, int) and heads else head_dim
         if not (isinstance(heads, int) and isinstance(groups, int) and isinstance(inner, int)

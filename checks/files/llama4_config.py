@@ -1,18 +1,15 @@
-"""Config checks for the fields of the issue-38 families (CFG030-CFG035): SmolLM3 and Llama 4's `no_rope_layers`,
-Llama 4's chunked attention, interleaved MoE and attention temperature, MiniMax-M2's routing and partial rotary,
-OLMo 3 / SmolLM3 `layer_types`. Each reads config.json only and names the field it finds wrong; a field the
-engine would refuse is an error (it fails to load, or loads into another model), one that transformers ignores
-is a warning.
+"""Config checks for the fields of the NoPE, chunked and windowed families (CFG030-CFG035): SmolLM3 and Llama 4's
+`no_rope_layers`, Llama 4's chunked attention, interleaved MoE and attention temperature, MiniMax-M2's routing and
+partial rotary, OLMo 3 / SmolLM3 `layer_types`. Each reads config.json only and names the field it finds wrong; a
+field the engine would refuse is an error (it fails to load, or loads into another model), one that transformers
+ignores is a warning.
 """
 from __future__ import annotations
 
 from checks.registry import Problem, Skip, check
 from findings import Location
+from reference_engine.architectures import NOPE_FAMILIES, WINDOW_FAMILIES
 
-NOPE_FAMILIES = ("SmolLM3ForCausalLM", "Llama4ForCausalLM")
-WINDOW_FAMILIES = {"Olmo3ForCausalLM": ("full_attention", "sliding_attention"),
-                   "SmolLM3ForCausalLM": ("full_attention", "sliding_attention"),
-                   "Llama4ForCausalLM": ("full_attention", "chunked_attention")}
 
 
 def _key(name: str) -> Location:

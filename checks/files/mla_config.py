@@ -3,13 +3,13 @@ families add are present and well typed, agree with the stored tensors (latent r
 hold experts, the router's correction bias) and describe a routing that can run (groups vs experts).
 
 Static: config.json and the tensor table's names and shapes, nothing loaded. Defaults are transformers'
-(reference_engine/core/families/deepseek.py DEFAULTS), the ones a missing field silently takes.
+(reference_engine/core/families/mla/deepseek.py DEFAULTS), the ones a missing field silently takes.
 """
 from __future__ import annotations
 
 from checks.registry import Problem, Skip, check
 from findings import Location
-from reference_engine.core.families.deepseek import DEFAULTS, GLM, V2, V3
+from reference_engine.core.families.mla.deepseek import DEFAULTS, GLM, V2, V3
 
 MLA_ARCHS = (V2, V3)
 # field -> kind: "int" (>= 1), "int0" (>= 0), "int?" (>= 1 or null), "even" (>= 2, even), "number", "bool"

@@ -281,3 +281,46 @@ def float16_range(ctx):
     for s in big[:10]:
         yield Problem(f"{s.name} has |w| up to {s.amax:.4g}, beyond float16's 65504",
                       evidence={"tensor": s.name, "amax": s.amax})
+
+
+@check("WGT009", category="weights", severity="error", needs=("config", "weights"),
+       hint="Set tie_word_embeddings to false when the stored lm_head is the trained head (or drop the stored "
+            "copy when the model was trained tied).")
+def tied_flag_with_own_head(ctx):
+    """A checkpoint marked tie_word_embeddings stores no lm_head of its own that differs from the embedding.
+
+    With tie_word_embeddings true, transformers, vLLM and llama.cpp's converter take the output head from the
+    input embedding and ignore any stored lm_head.weight. When that stored head is not a copy of the embedding,
+    the model was trained (or fine-tuned) untied and the flag throws its head away: fluent-looking wrong tokens
+    from the first step. The opposite flag without a head (a random head, vllm#53019) is WGT001's.
+    """
+    cfg, weights = ctx.config, ctx.weights
+    if not cfg.tie_word_embeddings:
+        raise Skip("tie_word_embeddings is false: the stored head is the one used")
+    from checks.shared.tensor_layout import embed_name, lm_head_name
+    head, embed = lm_head_name(weights), embed_name(weights)
+    if head is None or embed is None:
+        return
+    a, b = weights.get(embed), weights.get(head)
+    if a.shape != b.shape:
+        yield Problem(f"tie_word_embeddings is true but {head} {tuple(b.shape)} is not the embedding's shape "
+                      f"{tuple(a.shape)}: the stored head is ignored", evidence={"lm_head": head, "embed": embed},
+                      location=Location(file="config.json", logical="tie_word_embeddings"))
+        return
+    rows, largest = _rows_differing(a, b)
+    if rows:
+        yield Problem(f"tie_word_embeddings is true but {head} differs from {embed} in {rows} of {a.shape[0]} "
+                      f"rows (max |diff| {largest:.3g}): loaders tie the head to the embedding "
+                      "and ignore the stored one", location=Location(file="config.json", logical="tie_word_embeddings"),
+                      evidence={"lm_head": head, "embed": embed, "rows_differing": rows, "rows": int(a.shape[0])})
+
+
+def _rows_differing(a, b, block: int = 4096) -> tuple[int, float]:
+    """(rows of a and b that differ, the largest difference), a block of rows in float32 at a time: a vocabulary
+    of 256k rows is never copied whole."""
+    rows, largest = 0, 0.0
+    for start in range(0, a.shape[0], block):
+        x, y = a[start:start + block].float(), b[start:start + block].float()
+        rows += int((x != y).any(dim=-1).sum())
+        largest = max(largest, float((x - y).abs().max()) if x.numel() else 0.0)
+    return rows, largest

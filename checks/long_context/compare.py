@@ -8,12 +8,14 @@ import math
 from pathlib import Path
 
 from checks.long_context.declared import Settings, settings
+from checks.long_context.conversion import conversion_problems
 from checks.long_context.gguf_keys import key_problems
 from checks.registry import Problem, check
 
 # what DIF001 already compares on the parsed config (rope_theta, rope_scaling, max_position_embeddings,
 # sliding_window) is left to it under diff; the GGUF comparison reports everything
 DIF001_FIELDS = ("max_position_embeddings", "rope_theta", "rope_type", "rope_factor", "sliding_window")
+SCALING_FIELDS = ("rope_type", "rope_factor", "original_max_position_embeddings")
 
 
 def fields(s: Settings) -> dict:
@@ -56,16 +58,18 @@ def gguf_context_matches_config(ctx):
     A GGUF carries its own context length, rope base and scaling and sliding window ({arch}.* keys); llama.cpp
     reads those, not the config. A converter that missed the rope scaling or the window, or a file re-tagged by
     hand, serves a model that reads short prompts and loses long ones (a LongRoPE block or a rope factor lost, a
-    window dropped). When the file's folder holds the config.json it was converted from, every field
-    both state is compared. Without one (the usual download: a GGUF alone), the keys are held to each other and
-    to llama.cpp's reading of them: no rope.freq_base (llama.cpp takes 10000) or one that is not a positive
-    number; a scaling type llama.cpp does not know (it aborts), linear or yarn without a factor (nothing is
-    stretched), longrope without its rope_factors tensors, a factor without a type (llama.cpp applies it as
-    linear, other readers do not); a context_length that is neither original_context_length nor original x
-    factor, or many times an original_context_length with no scaling at all; a sliding window wider than the
-    context, or none where the architecture's layers need one (gemma3, gpt-oss); a context_length of 0
-    (checks/long_context/gguf_keys.py). GGF007, GGF010 and CFG060-063 (which read the config rebuilt from the
-    GGUF) report the rest.
+    window dropped). When the file's folder holds the config.json it was converted from, every field both state is
+    compared, and a scaling block the config has is looked for in the file as the converter writes it
+    (checks/long_context/conversion.py: keys for yarn and linear with yarn's attention factor read as transformers
+    reads it, tensors for llama3 and longrope; llama.cpp#13322, vllm#48621). Without one (the usual download: a
+    GGUF alone), the keys are held to each other and to llama.cpp's reading of them: no rope.freq_base (llama.cpp
+    takes 10000) or one that is not a positive number; a scaling type llama.cpp does not know (it aborts), linear
+    or yarn without a factor (nothing is stretched), longrope without its rope_factors tensors, a factor without a
+    type (llama.cpp applies it as linear, other readers do not); a context_length that is neither
+    original_context_length nor original x factor, or many times an original_context_length with no scaling at all;
+    a sliding window wider than the context, or none where the architecture's layers need one (gemma3, gpt-oss); a
+    context_length of 0 (checks/long_context/gguf_keys.py). GGF007, GGF010 and CFG060-063 (which read the config
+    rebuilt from the GGUF) report the rest.
     """
     path = Path(ctx.gguf.path)
     beside = path.parent / "config.json"
@@ -84,7 +88,12 @@ def gguf_context_matches_config(ctx):
         for message in messages:
             yield Problem(message, evidence=evidence)
         return
-    diff = differences(fields(settings(ctx.raw_config)), fields(settings(raw)))
+    for message in conversion_problems(raw, ctx.gguf):
+        yield Problem(message, evidence={"config_rope": raw.get("rope_scaling") or raw.get("rope_parameters")},
+                      hint="Re-convert with a convert_hf_to_gguf.py that writes the model's rope scaling, or set "
+                           "{arch}.rope.scaling.* with gguf_set_metadata.py to the config's block.")
+    # the scaling itself is read by conversion_problems, as the converter writes it (llama3 as a tensor)
+    diff = differences(fields(settings(ctx.raw_config)), fields(settings(raw)), skip=SCALING_FIELDS)
     for name, (gguf, config) in diff.items():
         yield Problem(f"{name}: the GGUF says {gguf!r}, config.json beside it {config!r}",
                       evidence={"field": name, "gguf": gguf, "config": config})

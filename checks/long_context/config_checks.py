@@ -98,3 +98,33 @@ def window_pattern_consistent(ctx):
     """
     for message, key in window_problems(_settings(ctx)):
         yield Problem(message, location=_at(key))
+
+
+@check("CFG064", category="config", severity="warning", needs=("config",),
+       hint="Serve without the yarn block while prompts stay under original_max_position_embeddings; add it (and "
+            "the factor) only for the lengths that need it, sized to them.")
+def static_yarn_on_short_prompts(ctx):
+    """No yarn rope factor added on top of a model's own length: engines apply it to every prompt.
+
+    transformers, vLLM, SGLang and llama.cpp apply YaRN statically: once the block is in config.json (or a
+    GGUF's rope.scaling.*), every position is read stretched, and a model that was trained at its original
+    length without it reads short prompts worse (Qwen3's model cards: "static YaRN ... may impact performance
+    on shorter texts"; add it only when prompts pass the original length). A block added on top of a model's
+    own length (max_position_embeddings below original x factor: Qwen3's recipe) is a warning naming the
+    factor; a model whose declared length is the stretch itself (DeepSeek-V3: 4096 x 40) was trained with it
+    and passes.
+    """
+    s = _settings(ctx)
+    block = s.rope.get("full_attention", {})
+    factor, original = block.get("factor"), s.original
+    if block.get("rope_type") != "yarn" or not isinstance(factor, (int, float)) or factor <= 1:
+        return
+    stretch = original * factor if original else None
+    if stretch and s.declared and s.declared >= 0.99 * stretch:
+        return                                  # declared at the stretch: trained with it
+    said = f" (original {original} positions, stretched to {stretch:.0f})" if stretch else ""
+    yield Problem(f"yarn rope factor {factor:g} is static{said}: every prompt, short ones too, is read stretched "
+                  f"{factor:g}x; below {original or 'the original length'} tokens the model reads worse than "
+                  "without the block", location=_at(f"{s.rope_key}.factor"),
+                  evidence={"factor": factor, "original_max_position_embeddings": original,
+                            "max_position_embeddings": s.declared})

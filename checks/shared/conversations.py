@@ -59,7 +59,7 @@ def default_system_dropped(differing: set[str], names: set[str], reference_no_sy
 
 
 # system messages where templates drop them (the gpt-oss template keeps only the first: vllm#44330): each message
-# distinct, so the one that never reaches the prompt can be named (TOK034 on the template, EPT085 on a server)
+# distinct, so the one that never reaches the prompt can be named (TOK035 on the template, EPT085 on a server)
 _FIRST = {"role": "system", "content": "Answer every question in French."}
 _LATER = {"role": "system", "content": "From now on, answer in German."}
 _ASK = {"role": "user", "content": "Name one primary colour."}

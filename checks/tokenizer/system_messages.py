@@ -1,4 +1,4 @@
-"""TOK034: every message of a conversation reaches the rendered prompt (a second or mid-conversation system
+"""TOK035: every message of a conversation reaches the rendered prompt (a second or mid-conversation system
 message the template drops without an error: vllm#44330, the gpt-oss template)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def render_shapes(tok) -> dict[str, str | Exception]:
     return out
 
 
-@check("TOK034", category="tokenizer", severity="error", needs=("tokenizer",),
+@check("TOK035", category="tokenizer", severity="error", needs=("tokenizer",),
        hint="render every system message (the model's template keeps only the first: merge later instructions "
             "into it, or fix the template to write them), or make the template raise on a shape it cannot render")
 def system_messages_reach_prompt(ctx):

@@ -34,11 +34,48 @@ from llmdoctor.commands.options import (InputError, budget_option, device_option
 @click.option("--base", default=None, metavar="BASE", type=click.Path(path_type=Path),
               help="Base model of the side that is a LoRA adapter directory (default: the adapter's "
                    "base_model_name_or_path when local).")
-def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device, dtype, quick,
-                 memory_budget, known, base):
+@click.option("--model", "model", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Two servers: the model directory (or GGUF) both should serve; its tokenizer counts the prompts "
+                   "(DIF072).")
+@click.option("--prompts", type=click.IntRange(1, 32), default=None,
+              help="Two servers: probe prompts sent to both [default: 4, 2 with --quick].")
+@click.option("--max-tokens", type=click.IntRange(1, 512), default=None,
+              help="Two servers: greedy tokens per answer [default: 24, 12 with --quick].")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=None,
+              help="Two servers: seconds one request may take (per 1024 tokens it sends or asks for; each server's "
+                   "run 10x this) [default: 60].")
+@click.option("--api-key-env", metavar="VAR", default=None,
+              help="Two servers: environment variable holding the API key both are sent (never written to the "
+                   "report).")
+@click.option("--served-name", "served_names", multiple=True, metavar="NAME",
+              help="Two servers: the model name put in requests, once for both or twice (URL_A's, then URL_B's) "
+                   "[default: each server's first /v1/models entry].")
+@click.pass_context
+def diff_command(click_ctx, ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, output, fail_on, device,
+                 dtype, quick, memory_budget, known, base, model, prompts, max_tokens, timeout_s, api_key_env,
+                 served_names):
     """Compare the candidate CAND with the reference REF (HF directories or GGUF files; CAND may be a baseline
     JSON from `llmdoctor baseline`): config, tokenizer, weights, logit statistics, the first layer where they
-    part ways, and greedy generations."""
+    part ways, and greedy generations.
+
+    REF and CAND may instead both be URLs of live OpenAI-compatible servers (http://host:port or .../v1) that
+    should serve the same model: greedy answers with the first differing token and both margins, top-logprob
+    KL by position, prompt token counts, tool-call and structured-output parity (DIF070-DIF073)."""
+    from llmdoctor.run.server_diff import is_url
+    given = {name for name in click_ctx.params
+             if click_ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+    if is_url(ref) or is_url(cand):
+        if not (is_url(ref) and is_url(cand)):
+            url, other = (ref, cand) if is_url(ref) else (cand, ref)
+            raise InputError(f"diff compares two models or two servers: {url} is a URL, {other} is not; to compare "
+                             f"a server with a model run `llmdoctor probe endpoint {url} --model {other}`")
+        _refuse(given & MODEL_ONLY.keys(), "models")
+        if len(served_names) > 2:
+            raise InputError(f"--served-name given {len(served_names)} times: once for both servers, or twice")
+        names = (served_names * 2)[:2] if served_names else (None, None)
+        _diff_servers(ref, cand, model, prompts, max_tokens, timeout_s, api_key_env, names, select, ignore, fmt,
+                      output, fail_on, known, quick)
+    _refuse(given & SERVER_ONLY.keys(), "servers")
     from llmdoctor.run.diff_runner import run_diff
     from llmdoctor.run.output_guard import refuse_inside_model
     from llmdoctor.run.progress import Progress
@@ -60,5 +97,44 @@ def diff_command(ref, cand, text_file, ctx_len, chunks, select, ignore, fmt, out
                       ignore=parse_selectors(ignore), fail_on=fail_on, device=device, dtype=dtype, quick=quick,
                       memory_budget=budget_option(memory_budget, None), ctx_len=ctx_len, chunks=chunks,
                       progress=Progress(0), base=base)
+    emit(report, fmt, output, known)
+    sys.exit(report.exit_code())
+
+
+MODEL_ONLY = {"text_file": "--text", "ctx_len": "--ctx", "chunks": "--chunks", "device": "--device",
+              "dtype": "--dtype", "memory_budget": "--memory-budget", "base": "--base"}
+SERVER_ONLY = {"model": "--model", "prompts": "--prompts", "max_tokens": "--max-tokens", "timeout_s": "--timeout",
+               "api_key_env": "--api-key-env", "served_names": "--served-name"}
+
+
+def _refuse(names, read_for: str) -> None:
+    """Options that do nothing for what is compared are refused in one line, never silently ignored."""
+    if names:
+        flags = sorted((MODEL_ONLY | SERVER_ONLY)[n] for n in names)
+        other = "servers" if read_for == "models" else "models"
+        raise InputError(f"{', '.join(flags)}: read only when diff compares two {read_for}, and these are two {other}")
+
+
+def _diff_servers(url_a, url_b, model, prompts, max_tokens, timeout_s, api_key_env, served_names, select, ignore,
+                  fmt, output, fail_on, known, quick):
+    from checks.diff.servers.context import ServerOptions
+    from checks.diff.servers.requests import DEFAULT_MAX_TOKENS, DEFAULT_PROMPTS, QUICK_MAX_TOKENS, QUICK_PROMPTS
+    from llmdoctor.run.output_guard import refuse_inside_model
+    from llmdoctor.run.selection import parse_selectors
+    from llmdoctor.run.server_diff import ServerDiffError, ServerDiffOptions, run_server_diff
+
+    tokenizer = None
+    if model is not None:
+        from reference_engine.tokenizer import Tokenizer
+        refuse_inside_model(output, model if model.is_dir() else model.parent, "report")
+        tokenizer = Tokenizer.from_pretrained(model)     # ModelDirError: one line, exit 2 (the CLI's handler)
+    requests = ServerOptions(prompts or (QUICK_PROMPTS if quick else DEFAULT_PROMPTS),
+                             max_tokens or (QUICK_MAX_TOKENS if quick else DEFAULT_MAX_TOKENS))
+    options = ServerDiffOptions(requests, timeout_s or 60.0, api_key_env, tuple(served_names))
+    try:
+        report = run_server_diff(url_a, url_b, options, tokenizer=tokenizer, select=parse_selectors(select) or None,
+                                 ignore=parse_selectors(ignore), fail_on=fail_on)
+    except ServerDiffError as e:
+        raise InputError(str(e)) from None
     emit(report, fmt, output, known)
     sys.exit(report.exit_code())

@@ -5,7 +5,9 @@ this module turns that into what a CI platform can show inline: the path as the 
 1-based line of the key (llmdoctor/report/json_lines.py), the template line, or the tensor's line in the safetensors
 index. Binary files (safetensors, GGUF) cannot be shown inline, so their findings are anchored to the text file
 that declares the thing: the index for a tensor it lists, config.json line 1 otherwise, the tensor kept in the
-logical name. A finding that names no file is anchored to config.json line 1.
+logical name. A finding that names no file is anchored to config.json line 1, except one about what a request
+sent to a server carried (logical name "request.<field>", no file): no file of the model holds it, so it keeps
+no file and no line.
 
 The fingerprint is sha256 over (check, file inside the model, logical name, message without numbers or the
 model's path): the same finding on the same model gets the same fingerprint on every run and every machine.
@@ -87,8 +89,14 @@ def from_evidence(finding: Finding) -> Location:
     return Location(file=file or CATEGORY_FILES.get(finding.category))
 
 
+REQUEST = "request."      # a logical name about a request's field (checks/endpoint), not about a model file
+
+
 def locate(finding: Finding, anchor: Anchor | None) -> Finding:
     loc = finding.location or from_evidence(finding)
+    if loc.file is None and (loc.logical or "").startswith(REQUEST):
+        return replace(finding, location=Location(None, None, loc.logical),
+                       fingerprint=_relative_key(None, loc.logical))
     if anchor is None:
         return replace(finding, location=loc if finding.location else None)
     rel, line = resolve(loc, anchor)

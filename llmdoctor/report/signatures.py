@@ -3,51 +3,15 @@
 `match_signatures(text)` returns the known signatures found in a traceback, a log excerpt or a
 symptom described in words ("GPU at 30% but slow"), most specific first. Each names the likely causes
 in the order to rule them out and the llmdoctor checks/probes that confirm or clear each one.
-The table (below the Signature class) puts specific signatures before generic ones; `checks` are `llmdoctor
+The table puts specific signatures before generic ones; `checks` are `llmdoctor
 check --select` terms, `probes` commands with MODEL_DIR as placeholder. Keep ids stable: users paste them into tickets.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-
+from llmdoctor.report.incidents import INCIDENTS
+from llmdoctor.report.signature_types import Signature, SignatureMatch
 
 SCAN_HEAD, SCAN_TAIL = 8_000, 32_000   # characters of a long text that are matched
-
-
-@dataclass(frozen=True)
-class Signature:
-    id: str                          # stable slug, e.g. "index-out-of-range"
-    title: str                       # the error as users quote it
-    patterns: tuple[str, ...]        # case-insensitive regexes, any one matches
-    causes: tuple[str, ...]          # likely root causes, most likely first
-    checks: tuple[str, ...] = ()     # `llmdoctor check --select` terms: check ids, id families, categories
-    probes: tuple[str, ...] = ()     # other llmdoctor commands that confirm it (MODEL_DIR placeholder)
-    immediate: str = ""              # what to do right now to get more information
-    references: tuple[str, ...] = () # public bug reports this signature is modelled on
-    compiled: tuple[re.Pattern, ...] = field(default=(), init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        object.__setattr__(self, "compiled", tuple(re.compile(p, re.IGNORECASE | re.DOTALL) for p in self.patterns))
-
-    def search(self, text: str) -> re.Match | None:
-        found = [m for m in (p.search(text) for p in self.compiled) if m]
-        return min(found, key=lambda m: m.start()) if found else None
-
-    def confirm_commands(self, model_dir: str = "MODEL_DIR") -> list[str]:
-        commands = []
-        if self.checks:
-            commands.append(f"llmdoctor check {model_dir} --select {','.join(self.checks)}")
-        commands += [p.replace("MODEL_DIR", model_dir) for p in self.probes]
-        return commands
-
-
-@dataclass(frozen=True)
-class SignatureMatch:
-    signature: Signature
-    excerpt: str                     # the matched text
-    values: dict                     # named groups of the pattern (e.g. the token id)
-
 
 
 # ---- the table -------------------------------------------------------------------------------------
@@ -262,8 +226,7 @@ def match_details(text: str) -> list[SignatureMatch]:
 
 
 def every_signature() -> tuple[Signature, ...]:
-    """The error table, then the published incidents (their module builds on this one's Signature)."""
-    from llmdoctor.report.incidents import INCIDENTS
+    """The error table, then the published incidents (llmdoctor.report.incidents)."""
     return SIGNATURES + INCIDENTS
 
 

@@ -110,7 +110,7 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
     validate_device(device)
     # DIF checks compare two models: they run under `llmdoctor diff` (llmdoctor/run/diff_runner.py) only
     # LRA checks look at an adapter: they run when one is given
-    elsewhere = {"pair", "endpoint", "load"} | (set() if adapter else {"adapter"})
+    elsewhere = {"pair", "servers", "endpoint", "load"} | (set() if adapter else {"adapter"})
     chosen = [s for s in select_checks(checks.load_all(), select, ignore) if not elsewhere & set(s.needs)]
     if adapter:      # the adapter's own checks first: they say why the engine checks after them may fail
         chosen.sort(key=lambda s: "adapter" not in s.needs)

@@ -17,6 +17,9 @@ def detect(client) -> dict | None:
 class VllmSurface(Surface):
     kind = "vllm"
     label = "vLLM server"
+    # vLLM constrains a call's arguments to the tool's schema only for tools marked "strict": true, or for every
+    # tool with --tool-strict-level parameter (its default "auto" reads each tool's own `strict`)
+    enforces_tool_schemas = False
 
     def _tokenize(self, body: dict) -> dict:
         return self.client.post("/tokenize", {**({"model": self.model} if self.model else {}), **body})

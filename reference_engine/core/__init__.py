@@ -8,6 +8,9 @@
     linear.py         the decode-time matmul layout (oneDNN packed weights on CPU)
     capture.py        ActivationRecorder: per-layer activation statistics
     cache/            paged KV cache: block allocator, block tables, prefix cache
+    families/         one engine module per family, by kind (dense, moe, mla, hybrid): settings and tensor plan
+    layers/           what every mixer shares: LayerStep (a mixer's call context), rms() and the RMSNorm forms
+    recurrent/        the recurrent mixers (short conv, Mamba2, Gated DeltaNet) and their kernels
     validate.py       validate(core): logits, allocator invariants, RoPE coverage
 """
 from reference_engine.core.engine import CoreEngine, resolve_device, resolve_dtype

@@ -19,15 +19,10 @@ from __future__ import annotations
 import torch
 
 from reference_engine.core import families
-from reference_engine.core.attention import StepMetadata, attend, gather_context
-from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.attention import attend, gather_context
+from reference_engine.core.layers.norms import rms_norm
+from reference_engine.core.layers.step import LayerStep
 from reference_engine.core.rope import apply_rope, softmax_mscale
-
-
-def lora_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # the q_a/kv_a RMSNorms: statistics in float32, the weight applied in the model dtype (as transformers)
-    x32 = x.float()
-    return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -45,7 +40,7 @@ def queries(x: torch.Tensor, e: dict, m, heads: int, linear) -> torch.Tensor:
     if m.q_lora_rank is None:
         q = linear(x, e["q"], None)
     else:
-        q = linear(lora_norm(linear(x, e["q_a"], e.get("q_a_bias")), e["q_a_norm"], m.lora_eps), e["q_b"], None)
+        q = linear(rms_norm(linear(x, e["q_a"], e.get("q_a_bias")), e["q_a_norm"], m.lora_eps), e["q_b"], None)
     return q.view(x.shape[0], heads, m.qk_nope_head_dim + m.qk_rope_head_dim)
 
 
@@ -59,14 +54,15 @@ def expand(latents: torch.Tensor, kv_b: torch.Tensor, m, heads: int, linear):
     return k, v
 
 
-def mla_block(x: torch.Tensor, w, config, layer: int, cache: PagedKVCache, meta: StepMetadata,
-              cos: torch.Tensor, sin: torch.Tensor, window: int | None, linear) -> torch.Tensor:
-    """x [T, hidden] (normed) -> attention output [T, hidden]; writes each token's latent and rope key."""
+def mla_block(x: torch.Tensor, w, config, step: LayerStep) -> torch.Tensor:
+    """x [T, hidden] (normed) -> attention output [T, hidden]; writes each token's latent and rope key. The
+    q_a/kv_a norms: statistics in float32, the weight applied in the model dtype (as transformers)."""
     m, e, heads = families.settings(config).mla, w.extra, config.num_attention_heads
+    layer, cache, meta, cos, sin, linear = step.layer, step.cache, step.meta, step.cos, step.sin, step.linear
     q_nope, q_rope = queries(x, e, m, heads, linear).split([m.qk_nope_head_dim, m.qk_rope_head_dim], dim=-1)
     kv = linear(x, e["kv_a"], e.get("kv_a_bias"))                            # [T, r + rope]
     latent, k_rope = kv.split([m.kv_lora_rank, m.qk_rope_head_dim], dim=-1)
-    latent = lora_norm(latent, e["kv_a_norm"], m.lora_eps)                    # [T, r]
+    latent = rms_norm(latent, e["kv_a_norm"], m.lora_eps)                    # [T, r]
     k_rope = k_rope[:, None, :]                                               # [T, 1, rope]: one head for all
     rotate = rope_interleaved if m.interleaved else apply_rope
     q_rope, k_rope = rotate(q_rope, cos, sin), rotate(k_rope, cos, sin)
@@ -75,5 +71,5 @@ def mla_block(x: torch.Tensor, w, config, layer: int, cache: PagedKVCache, meta:
     k, v = expand(gather_context(cache.flat_k(layer), meta), e["kv_b"], m, heads, linear)
     q = torch.cat([q_nope, q_rope], dim=-1)                                   # [T, H, nope + rope]
     scale = (m.qk_nope_head_dim + m.qk_rope_head_dim) ** -0.5 * softmax_mscale(config)
-    out = attend(q, k, v, meta, window, scale)                                # [T, H * v]
+    out = attend(q, k, v, meta, step.window, scale)                                # [T, H * v]
     return linear(out, w.o, w.o_bias)

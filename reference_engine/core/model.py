@@ -22,6 +22,8 @@ from reference_engine.core.attention import StepMetadata, paged_attention
 from reference_engine.config import ModelConfig
 from reference_engine.errors import UnsupportedError
 from reference_engine.core.cache.kv_cache import PagedKVCache
+from reference_engine.core.layers.norms import NORMS
+from reference_engine.core.layers.step import LayerStep
 from reference_engine.core.recurrent.gated_delta_net import gated_delta_net_block
 from reference_engine.core.mla import mla_block
 from reference_engine.core.model_weights import LayerWeights, ModelWeights
@@ -59,30 +61,6 @@ def layer_windows(config: ModelConfig) -> list[int | None]:
     return families.windows(config)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # statistics in float32 whatever the model dtype, the weight applied in the model dtype (as transformers)
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
-
-
-def rms_norm_plus_one(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # Gemma: the weight is stored as an offset from 1, and the whole product runs in float32
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return (x32 * (1.0 + weight.float())).to(x.dtype)
-
-
-def rms_norm_f32(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # gpt-oss: the weight applied in float32 too (transformers keeps its norms in fp32), then cast back
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return (weight.float() * x32).to(x.dtype)
-
-
-NORMS = {"rms": rms_norm, "rms_plus_one": rms_norm_plus_one, "rms_f32": rms_norm_f32}
-
-
 def norm(x: torch.Tensor, weight: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     """The family's RMSNorm of x [..., dim] with weight [dim]."""
     return NORMS[families.settings(config).norm](x, weight, config.rms_norm_eps)
@@ -112,11 +90,10 @@ def emit_capture(capture: CaptureHook | None, layer: int, module: str, x: torch.
     return x if replaced is None else replaced
 
 
-def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, layer: int, cache: PagedKVCache,
-                    meta: StepMetadata, cos: torch.Tensor, sin: torch.Tensor, window: int | None,
-                    linear: Projection = F.linear) -> torch.Tensor:
+def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, step: LayerStep) -> torch.Tensor:
     """x [num_tokens, hidden] (normed) -> attention output [num_tokens, hidden]."""
-    s = families.settings(config)
+    s, layer, meta, window, linear = families.settings(config), step.layer, step.meta, step.window, step.linear
+    cos, sin, cache = step.cos, step.sin, step.cache
     heads, kv_heads, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     qkv = linear(x, w.qkv, w.qkv_bias)                         # [T, (heads + 2 kv_heads) * d]
     gate = None
@@ -166,7 +143,7 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
     return moe_mlp(x, w, s.moe, act, linear, lambda r: emit_capture(capture, i, "router", r))
 
 
-# kind -> mixer(x [T, hidden] normed, w, config, layer, cache, meta, cos, sin, window, linear) -> [T, hidden]
+# kind -> mixer(x [T, hidden] normed, w, config, step: LayerStep) -> [T, hidden]
 MIXERS: dict[str, Callable] = {"attention": attention_block, "mla": mla_block,
                                "gated_delta_net": gated_delta_net_block, "short_conv": short_conv_block,
                                "mamba2": mamba2_block,
@@ -182,7 +159,7 @@ def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int,
     "post_norm" is the MLP's input (Gemma: pre_feedforward_layernorm's output)."""
     post_only = families.settings(config).post_norms           # OLMo 2/3: the branches see h itself
     x = emit_capture(capture, i, "input_norm", h if post_only else norm(h, w.input_norm, config))
-    a = MIXERS[families.mixers(config)[i]](x, w, config, i, cache, meta, cos, sin, window, linear)
+    a = MIXERS[families.mixers(config)[i]](x, w, config, LayerStep(i, cache, meta, cos, sin, window, linear))
     if w.pre_ff_norm is not None or post_only:                 # Gemma sandwich, OLMo: norm the branch, then add
         a = norm(a, w.post_norm, config)
     scale = families.settings(config).residual_scale           # Granite: residual_multiplier on each branch

@@ -15,15 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 from reference_engine.core import families
+from reference_engine.core.layers.step import LayerStep
 
 
-def parallel_block(x: torch.Tensor, w, config, layer: int, cache, meta, cos, sin, window, linear=F.linear, *,
-                   attention: Callable, ssm: Callable) -> torch.Tensor:
+def parallel_block(x: torch.Tensor, w, config, step: LayerStep, *, attention: Callable,
+                   ssm: Callable) -> torch.Tensor:
     """x [T, hidden] (normed) -> attention and the recurrent mixer on x, scaled and summed [T, hidden]."""
     p = families.settings(config).parallel
-    m = ssm(x * p.ssm_in, w, config, layer, cache, meta, cos, sin, window, linear) * p.ssm_out
-    a = attention(x * p.attn_in, w, config, layer, cache, meta, cos, sin, window, linear) * p.attn_out
+    m = ssm(x * p.ssm_in, w, config, step) * p.ssm_out
+    a = attention(x * p.attn_in, w, config, step) * p.attn_out
     return m + a

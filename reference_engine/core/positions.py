@@ -4,7 +4,7 @@ pairs), or none at all on a NoPE layer, plus what Llama 4 does around it.
 - RoPE layers rotate q and k (`rope.apply_rope`, the rotate-half layout; `apply_rope_interleaved` for Llama 4,
   which views each head as d/2 complex numbers (x[2i], x[2i+1]) and multiplies by e^(i * pos * inv_freq[i])).
 - NoPE layers (SmolLM3's and Llama 4's `no_rope_layers` entries 0) leave q and k untouched: position comes only
-  from the causal mask. An engine that rotates them anyway runs a different model (the issue's bug class).
+  from the causal mask. An engine that rotates them anyway runs a different model.
 - Llama 4 then l2-normalises every q and k head on its RoPE layers (`use_qk_norm`: a weightless RMSNorm), and on
   its NoPE layers scales q by 1 + attn_scale * log1p(floor((pos + 1) / floor_scale)) (attention temperature
   tuning: a sharper softmax far into a long context).
@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from reference_engine.core.families.base import Settings
+from reference_engine.core.layers.norms import rms
 from reference_engine.core.rope import apply_rope
 
 
@@ -30,8 +31,7 @@ def apply_rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
 
 def l2_norm(x: torch.Tensor, eps: float) -> torch.Tensor:
     """Weightless RMSNorm over the last dim, in float32 (Llama4TextL2Norm)."""
-    x32 = x.float()
-    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return rms(x.float(), eps).to(x.dtype)
 
 
 def temperature_scale(positions: torch.Tensor, attn_scale: float, floor_scale: float) -> torch.Tensor:

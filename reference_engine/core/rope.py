@@ -24,6 +24,9 @@ from reference_engine.errors import ModelDirError, UnsupportedError
 from reference_engine.limits import check_allocation, check_rope_table, rope_table_bytes
 
 ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longrope")
+# other names configs write for those: Phi-3's first name for LongRoPE; Qwen-VL's mrope, where text tokens carry
+# one position in all three sections, which is plain RoPE (images are not run)
+ROPE_TYPE_ALIASES = {"su": "longrope", "mrope": "default"}
 
 
 def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
@@ -43,10 +46,7 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
         params = raw.get("rope_scaling") if isinstance(raw.get("rope_scaling"), dict) else config.rope_scaling
     params = dict(params or {})
     params.setdefault("rope_type", params.get("type", "default"))
-    if params["rope_type"] == "su":                    # Phi-3's first name for LongRoPE
-        params["rope_type"] = "longrope"
-    if params["rope_type"] == "mrope":                 # Qwen-VL: text tokens carry one position in all three
-        params["rope_type"] = "default"                # sections, which is plain RoPE (images are not run)
+    params["rope_type"] = ROPE_TYPE_ALIASES.get(params["rope_type"], params["rope_type"])
     if params.get("rope_theta") is None:
         params["rope_theta"] = raw.get("rope_theta", config.rope_theta)
     params["partial_rotary_factor"] = partial_rotary_factor(raw, config.head_dim, params)
@@ -92,6 +92,18 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
+def yarn_attention_factor(params: dict, factor: float) -> float:
+    """The cos/sin scale of a yarn block as transformers reads it: attention_factor when given, else
+    mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are set, else 0.1 ln(factor) + 1."""
+    attention_factor = params.get("attention_factor")
+    if attention_factor is not None:
+        return float(attention_factor)
+    mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
+    if mscale and mscale_all_dim:
+        return float(_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim))
+    return _yarn_mscale(factor)
+
+
 def softmax_mscale(config: ModelConfig) -> float:
     """transformers' yarn_apply_mscale (MLA: DeepSeek-V2/V3, Kimi K2): the attention softmax scale is multiplied by
     mscale(factor, mscale_all_dim) ** 2 when the rope type is not default and mscale_all_dim is set (it scales
@@ -110,13 +122,7 @@ def _yarn(base: float, dim: int, params: dict, config: ModelConfig) -> tuple[tor
     factor = params.get("factor")
     if factor is None:
         factor = config.max_position_embeddings / original_max
-    attention_factor = params.get("attention_factor")
-    mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
-    if attention_factor is None:
-        if mscale and mscale_all_dim:
-            attention_factor = float(_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim))
-        else:
-            attention_factor = _yarn_mscale(factor)
+    attention_factor = yarn_attention_factor(params, factor)
     beta_fast = params.get("beta_fast") or 32
     beta_slow = params.get("beta_slow") or 1
 

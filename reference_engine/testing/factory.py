@@ -77,7 +77,7 @@ PRESETS = {
                      partial_rotary_factor=0.5, use_qk_norm=True, attention_bias=True, n_routed_experts=8,
                      n_group=2, topk_group=1, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=32,
                      first_k_dense_replace=1, routed_scaling_factor=1.0, norm_topk_prob=True),
-    # issue 38: SmolLM3 (a NoPE layer), OLMo 2/3 (post-norm; OLMo 3 windows), MiniMax-M2, Llama 4 text
+    # SmolLM3 (a NoPE layer), OLMo 2/3 (post-norm; OLMo 3 windows), MiniMax-M2, Llama 4 text
     "smollm3": dict(architectures=["SmolLM3ForCausalLM"], model_type="smollm3", no_rope_layers=[1, 0],
                     use_sliding_window=False, sliding_window=None, attention_bias=False, mlp_bias=False),
     "olmo2": dict(architectures=["Olmo2ForCausalLM"], model_type="olmo2", attention_bias=False, rms_norm_eps=1e-6),

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from llmdoctor.cli import cli
 from tests.conftest import snapshot_dir
-from tests.reference_engine.core.gpt_oss_models import build
+from tests.reference_engine.core.tiny_models import build
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 
@@ -18,7 +18,7 @@ def test_check_runs_the_engine_on_a_transformers_built_gpt_oss(factory_model_dir
     """~15 s on 2 cores, most of it importing transformers to build the model."""
     factory = factory_model_dir("gpt_oss")
     ids = json.loads((factory / "config.json").read_text())
-    model = build(tmp_path / "model", seed=4, vocab_size=ids["vocab_size"], bos_token_id=ids["bos_token_id"],
+    model = build(tmp_path / "model", "gpt_oss", seed=4, vocab_size=ids["vocab_size"], bos_token_id=ids["bos_token_id"],
                   eos_token_id=ids["eos_token_id"], pad_token_id=ids["pad_token_id"])
     for name in TOKENIZER_FILES:
         shutil.copy(factory / name, model / name)

@@ -8,7 +8,7 @@ import pytest
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import competence_standing, no_crashes, problems
 from tests.checks.zoo_engine import FAMILY_RUN
-from tests.reference_engine.core.qwen3_next_models import checkable_dir
+from tests.reference_engine.core.tiny_models import checkable_dir
 
 
 @pytest.mark.parametrize("variant", ["next_moe_interval", "qwen35_dense_tied"])
@@ -25,12 +25,12 @@ def test_healthy_hybrid_model_is_clean(variant):
 @pytest.mark.assets
 @pytest.mark.parametrize("arch", ["qwen3next", "qwen35moe"])
 def test_healthy_hybrid_gguf_is_clean(arch):
-    """`llmdoctor check` on the pinned converter's Qwen3-Next / Qwen3.5-MoE GGUF (qwen3_next_models.gguf_pair,
+    """`llmdoctor check` on the pinned converter's Qwen3-Next / Qwen3.5-MoE GGUF (gguf_pairs.gguf_pair,
     shared with test_gguf_qwen3_next.py): the GGF and static checks and every engine check run through the
     DeltaNet layers and the experts read from the GGUF, no warning or error. ~5-15 s each on a loaded 2-core
     machine, ~15-20 s more for the conversion when this runs before test_gguf_qwen3_next.py."""
     from tests.assets import or_fail
-    from tests.reference_engine.core.qwen3_next_models import gguf_pair
+    from tests.reference_engine.core.gguf_pairs import gguf_pair
     _, path = or_fail(gguf_pair, arch)         # an asset that cannot be fetched fails the test: never a skip
     report = run_checks(path, select=["GGF", *FAMILY_RUN], quick=True, device="cpu")
     no_crashes(report)

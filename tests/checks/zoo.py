@@ -374,7 +374,7 @@ FAULTS: list[Fault] = [
     Fault("zero_rms_norm_eps", edit_json("config.json", rms_norm_eps=0.0), "CFG005", "error"),
     Fault("no_positions", edit_json("config.json", max_position_embeddings=0), "CFG005", "error"),
     Fault("zero_rope_theta", edit_json("config.json", rope_theta=0.0), "CFG001", "error"),
-    # long context (issue 40; checks/long_context/, real-model faults in tests/checks/long_context/)
+    # long context (checks/long_context/, real-model faults in tests/checks/long_context/)
     Fault("yarn_without_original_length", edit_json("config.json", rope_scaling={"rope_type": "yarn", "factor": 4.0}),
           "CFG060", "warning"),
     Fault("rope_scaling_dropped", edit_json("config.json", max_position_embeddings=1024,

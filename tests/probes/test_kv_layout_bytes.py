@@ -12,7 +12,7 @@ from probes.decode_roofline import kv_bytes_read
 from probes.kv import ModelKv
 from reference_engine.budget.plan import GiB, make_plan
 from reference_engine.core import CoreEngine
-from tests.reference_engine.core.mla_models import model_dir
+from tests.reference_engine.core.tiny_models import model_dir
 
 # dsv3_qlora_yarn_groups: 3 layers, kv_lora_rank 16 + qk_rope_head_dim 8 per token and layer
 MLA_TOKEN_ELEMS = 3 * (16 + 8)

@@ -6,6 +6,8 @@ model's own template renders, never another family's.
 """
 from __future__ import annotations
 
+import json
+
 import jsonschema
 
 from checks.endpoint.chain import scenarios
@@ -15,7 +17,9 @@ from reference_engine.generate import tool_calls as formats
 
 
 def call_problems(call: ToolCall) -> list[str]:
-    """What is wrong with one structured call, one line each ([] when it is a valid call of a known tool)."""
+    """What is wrong with one structured call, one line each ([] when it is a valid call of a known tool). The
+    lines about what the arguments say (schema_problems) are the model's words wherever the server does not
+    enforce the schema; the others are the server's or its parser's."""
     schema = scenarios.tool_schema(call.name)
     if schema is None:
         return [f"the call names {call.name!r}, which is not one of the tools "
@@ -27,12 +31,29 @@ def call_problems(call: ToolCall) -> list[str]:
     arguments, error = formats.decode_arguments(call.arguments)
     if error:
         return problems + [f"{call.name}: {error}"]
-    if arguments == {} and schema.get("required"):
-        return problems + [f"{call.name}: arguments \"{{}}\" although the tool requires {schema['required']}: the "
-                           f"server's parser lost the arguments the model wrote"]
+    return problems + schema_problems(call)
+
+
+def schema_problems(call: ToolCall) -> list[str]:
+    """The arguments are one JSON value but not what the tool's schema allows (another type, a missing key, a
+    value outside an enum): what only a schema-constrained decoder rules out."""
+    schema = scenarios.tool_schema(call.name)
+    if schema is None or not isinstance(call.arguments, str):
+        return []
+    arguments, error = formats.decode_arguments(call.arguments)
+    if error:
+        try:
+            value = json.loads(call.arguments)
+        except json.JSONDecodeError:
+            return []                           # not JSON at all: the parser cut it
+        if isinstance(value, str) and formats.decode_arguments(value)[0] is not None:
+            return []                           # double-encoded: the server's encoding, not the model's words
+        return [f"{call.name}: {error}"]
+    if arguments == {} and schema.get("required"):     # a parser that lost the arguments sends just this
+        return [f"{call.name}: arguments \"{{}}\" although the tool requires {schema['required']}: the parser lost "
+                f"the arguments the model wrote, or the model wrote none"]
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
-    problems += [f"{call.name}: arguments {arguments} break the tool's schema: {e.message}" for e in errors[:3]]
-    return problems
+    return [f"{call.name}: arguments {arguments} break the tool's schema: {e.message}" for e in errors[:3]]
 
 
 def decoded(call: ToolCall):

@@ -44,6 +44,8 @@ def comparisons(ctx: EndpointContext):
                                                                           stream=True)
         warm = _ask(ctx, "warm", scenarios.PARITY, cache=True)
         yield "prompt cache off vs on (cache_prompt false vs true)", base, warm
+        yield "prompt cache on, the same request twice (the second a hit)", warm, _ask(ctx, "warm:again",
+                                                                                        scenarios.PARITY, cache=True)
         yield "non-streamed vs streamed on a cache hit (cache_prompt true)", warm, _ask(
             ctx, "hit", scenarios.PARITY, stream=True, cache=True)
     else:
@@ -55,6 +57,15 @@ def comparisons(ctx: EndpointContext):
     _ask(ctx, "prefix:other", first, cache=True)
     yield "cold vs after a long shared prefix with another suffix", cold, _ask(ctx, "prefix:hit", second,
                                                                                cache=True)
+
+
+def logprob_shift(a, b) -> float | None:
+    """The largest difference between two answers' logprobs of the same token (None: no logprobs to compare)."""
+    if not a.tokens or not b.tokens:
+        return None
+    shifts = [abs(x.logprob - y.logprob) for x, y in zip(a.tokens, b.tokens)
+              if x.token == y.token and x.logprob is not None and y.logprob is not None]
+    return max(shifts) if shifts else None
 
 
 def pieces(answer) -> list[str]:
@@ -139,8 +150,8 @@ def greedy_parity(ctx: EndpointContext):
     """A greedy answer differs between streaming and not, cache off and on, a cache hit, or after a shared prefix.
 
     The same temperature-0 chat request, answered to its stop (at most 128 tokens), is sent non-streamed and
-    streamed with llama.cpp's per-request prompt cache off (`cache_prompt` false), then non-streamed and streamed
-    with it on (the streamed one a hit on a prompt it has seen); a server whose cache is set per server (vLLM,
+    streamed with llama.cpp's per-request prompt cache off (`cache_prompt` false), then with it on twice
+    non-streamed (the second a hit) and once streamed (a hit too); a server whose cache is set per server (vLLM,
     llama-cpp-python) is compared cold against the same request repeated, non-streamed and streamed. A question
     after a long shared prefix is asked cold, then after the same prefix with another question (the prefix comes
     from the cache; chunked prefill and sliding windows act here). Each pair must give the same whole answer,
@@ -149,15 +160,23 @@ def greedy_parity(ctx: EndpointContext):
     two picks within 0.5 nats for the served model are its own near tie (info); further apart, or the other pick
     not among its top alternatives, the stream or cache path computes something else (error); logprob tokens
     that spell another text than the content mean the answer was rewritten after decoding (error); no logprobs
-    to judge by is a warning."""
-    compared, differed = [], False
+    to judge by is a warning. Pairs with the same tokens whose logprobs moved (a warm cache computing other
+    numbers than a cold one: llama.cpp #28368) are listed in one info line with the largest shift per pair."""
+    compared, differed, moved = [], False, []
     for what, a, b in comparisons(ctx):
+        shift = logprob_shift(a, b)
         compared.append({"pair": what, "first": a.content[:200], "second": b.content[:200],
                          "finish_reasons": [a.finish_reason, b.finish_reason],
-                         "completion_tokens": [a.completion_tokens, b.completion_tokens]})
+                         "completion_tokens": [a.completion_tokens, b.completion_tokens], "logprob_shift": shift})
         if a.content != b.content:
             differed = True
             yield verdict(what, a, b, ctx.reference.tokenizer)
+        elif shift:
+            moved.append(f"{what}: {shift:.4g}")
+    if moved:
+        yield Problem(f"the same greedy tokens, but their logprobs move by up to (nats) {'; '.join(moved)}: the "
+                      f"cache or stream path computes other numbers, so scores differ and a near tie could flip",
+                      severity="info", evidence={"pairs": compared})
     if not differed:
         yield Problem(f"greedy answers identical across {len(compared)} pairs, each to its stop (streamed and not, "
                       f"cache off and on, shared prefix)", severity="info", evidence={"pairs": compared})

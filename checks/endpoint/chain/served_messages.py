@@ -31,7 +31,7 @@ def served_messages(ctx: EndpointContext):
     conversations of four shapes: a system message first, two system messages, a second one after an answer,
     one after the first turn only (checks/shared/conversations.py; every message distinct). A message the
     server's prompt does not hold while the reference template renders it: the server renders another template
-    that drops it (an error). One the model's own template drops too is the template's fault (TOK034 names it;
+    that drops it (an error). One the model's own template drops too is the template's fault (TOK035 names it;
     a warning here: the server serves it faithfully). Where the server cannot say what prompt it builds, skips."""
     seen, found = [], False
     for shape, messages in SYSTEM_SHAPES.items():
@@ -52,7 +52,7 @@ def served_messages(ctx: EndpointContext):
                               f"template)", evidence=evidence)
             else:
                 yield Problem(f"{describe(messages, i)} of the {shape!r} conversation never reaches the server's "
-                              f"prompt: the model's own template drops it too (TOK034)", severity="warning",
+                              f"prompt: the model's own template drops it too (TOK035)", severity="warning",
                               evidence=evidence)
     if not found:
         yield Problem(f"every message reaches the server's prompt in {seen}", severity="info")

@@ -9,11 +9,22 @@ from findings import Location
 from probes.endpoint.chain import template_caps
 
 TEMPLATE = Location(file="tokenizer_config.json", logical="chat_template")
+STRICT = Location(logical="request.tools[].function.strict")       # the request's, not a file of the model
+NOT_ENFORCED_HINT = ('mark the tool "strict": true in the request (vLLM, like OpenAI, makes the arguments fit a '
+                     "tool's schema only for strict tools), or start vLLM with --tool-strict-level parameter "
+                     "(every tool as if strict); else validate the arguments in the client")
 
 
 def _evidence(answer, choice) -> dict:
     return {"request": {"messages": scenarios.one_shot(), "tools": [t["function"]["name"] for t in scenarios.TOOLS],
                         "tool_choice": choice or "(not set)"}, "answer": answer.summary()}
+
+
+def _enforced(ctx: EndpointContext, name: str) -> bool:
+    """Must the server make `name`'s arguments fit its schema? When the request marked the tool strict, or when
+    the server constrains every call (llama-server's grammar; any server not known to do otherwise)."""
+    tool = next((t["function"] for t in scenarios.TOOLS if t["function"]["name"] == name), {})
+    return bool(tool.get("strict")) or ctx.surface.enforces_tool_schemas
 
 
 def _judge(ctx: EndpointContext, answer, choice: str):
@@ -47,8 +58,15 @@ def _judge(ctx: EndpointContext, answer, choice: str):
                           f"and no tool call: the server's harmony parser did not split the channels",
                           evidence={**evidence, "markup": left})
         return
-    for line in [p for call in answer.tool_calls for p in calls.call_problems(call)]:
-        yield Problem(f"tool_choice {choice}: {line}", evidence=evidence)
+    for call in answer.tool_calls:
+        loose = [] if _enforced(ctx, call.name) else calls.schema_problems(call)
+        for line in calls.call_problems(call):
+            if line in loose:
+                yield Problem(f"tool_choice {choice}: {line}: the tool is not marked \"strict\" and the "
+                              f"{ctx.surface.label} does not enforce the schema of a tool that is not",
+                              severity="warning", evidence=evidence, hint=NOT_ENFORCED_HINT, location=STRICT)
+            else:
+                yield Problem(f"tool_choice {choice}: {line}", evidence=evidence)
     finish = calls.finish_problem(answer)
     if finish:
         yield Problem(f"tool_choice {choice}: {finish}", severity="warning", evidence=evidence)
@@ -66,7 +84,9 @@ def tool_call_delivery(ctx: EndpointContext):
     as raw text in `content` (tool_calls empty: the wrong or no tool parser), arguments that are not JSON, are
     double-encoded or break the schema, a call to an unknown tool, and finish_reason "stop" instead of
     "tool_calls" are the incidents of vllm#17161, vllm#22885, ollama#16686 and sglang#10995. The content is read
-    back with the model family's own parser (reference_engine/generate/tool_calls.py)."""
+    back with the model family's own parser (reference_engine/generate/tool_calls.py). Arguments that are JSON but
+    break the schema of a tool the request did not mark "strict" are a warning on a server that enforces schemas
+    only for strict tools (vLLM), naming the switch; an error on the others (llama-server constrains every call)."""
     auto = answers.tool_answer(ctx)
     yield from _judge(ctx, auto, "auto")
     try:
@@ -77,7 +97,7 @@ def tool_call_delivery(ctx: EndpointContext):
     if auto.tool_calls or required.tool_calls:
         yield Problem(f"tool calls delivered: auto {[c.name for c in auto.tool_calls]}, required "
                       f"{[c.name for c in required.tool_calls]}", severity="info",
-                      evidence={"auto": auto.summary(), "required": required.summary()})
+                      evidence={"auto": auto.summary(), "required": required.summary()}, hint="")
 
 
 def _calls_view(answer) -> list:

@@ -123,7 +123,7 @@ class Settings:
                                            # output is multiplied by sigmoid(gate) before o_proj
     moe: MoESettings | None = None
     mla: MLASettings | None = None
-    # --- issue 38 (SmolLM3, OLMo 2/3, Llama 4): per-layer position handling and norm placement ---
+    # per-layer position handling and norm placement (SmolLM3, OLMo 2/3, Llama 4)
     nope_layers: frozenset = frozenset()   # layers that get no rotary embedding at all (SmolLM3, Llama 4 NoPE)
     post_norms: bool = False               # OLMo 2/3: no norm before a branch; post_attention_layernorm and
                                            # post_feedforward_layernorm close each branch before the residual add
@@ -182,7 +182,7 @@ class Bound:
     mixers: tuple[str, ...] = ()
 
 
-def attention_plan(p: str, config: ModelConfig, q_bias: bool = False, o_bias: bool = False,
+def attention_plan(p: str, config: ModelConfig, *, q_bias: bool = False, o_bias: bool = False,
                    qk_norm: str | None = None) -> LayerPlan:
     """Separate q/k/v/o projections (Llama naming), fused into qkv; optional biases and q/k norms."""
     h, d = config.hidden_size, config.head_dim
@@ -204,7 +204,7 @@ def attention_plan(p: str, config: ModelConfig, q_bias: bool = False, o_bias: bo
     return plan
 
 
-def norms_plan(p: str, config: ModelConfig, sandwich: bool = False) -> LayerPlan:
+def norms_plan(p: str, config: ModelConfig, *, sandwich: bool = False) -> LayerPlan:
     h = config.hidden_size
     plan: LayerPlan = {"input_norm": [(p + "input_layernorm.weight", (h,))],
                        "post_norm": [(p + "post_attention_layernorm.weight", (h,))]}
@@ -214,7 +214,7 @@ def norms_plan(p: str, config: ModelConfig, sandwich: bool = False) -> LayerPlan
     return plan
 
 
-def mlp_plan(prefix: str, hidden: int, inter: int, bias: bool = False) -> LayerPlan:
+def mlp_plan(prefix: str, hidden: int, inter: int, *, bias: bool = False) -> LayerPlan:
     """gate/up/down projections under `prefix` ("model.layers.3.mlp."), gate and up fused."""
     plan: LayerPlan = {"gate_up": [(prefix + "gate_proj.weight", (inter, hidden)),
                                    (prefix + "up_proj.weight", (inter, hidden))],

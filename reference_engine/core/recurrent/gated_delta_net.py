@@ -22,7 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.qwen3_next import DeltaNetDims, dims
+from reference_engine.core.families.hybrid.qwen3_next import DeltaNetDims, dims
+from reference_engine.core.layers.norms import rms
+from reference_engine.core.layers.step import LayerStep
 from reference_engine.core.recurrent.causal_conv import causal_conv
 from reference_engine.core.recurrent.delta_rule import chunked_gated_delta_rule, recurrent_gated_delta_rule
 
@@ -49,9 +51,7 @@ def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 def gated_rms_norm(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """x, z [..., v_dim] -> weight * rmsnorm(x) * silu(z), statistics and gate in float32 (transformers'
     Qwen3NextRMSNormGated: the weight meets x in the model dtype)."""
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return (weight * x32.to(x.dtype) * F.silu(z.float())).to(x.dtype)
+    return (weight * rms(x.float(), eps).to(x.dtype) * F.silu(z.float())).to(x.dtype)
 
 
 def heads(mixed: torch.Tensor, d: DeltaNetDims) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -92,10 +92,9 @@ def mix_decode(qkv: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, conv_w: t
                                            for c, r in zip(window.split(d.conv_dim), s.split(d.v_heads))]
 
 
-def gated_delta_net_block(x: torch.Tensor, w, config: ModelConfig, layer: int, cache, meta, cos, sin, window,
-                          linear=F.linear) -> torch.Tensor:
+def gated_delta_net_block(x: torch.Tensor, w, config: ModelConfig, step: LayerStep) -> torch.Tensor:
     """x [T, hidden] (normed) -> [T, hidden]; stages each sequence's new conv window and recurrent state."""
-    d, e = dims(config), w.extra
+    d, e, layer, cache, meta, linear = dims(config), w.extra, step.layer, step.cache, step.meta, step.linear
     grouped = "qkvz_grouped" in e
     qkvz = linear(x, e["qkvz_grouped" if grouped else "qkvz"])             # [T, 2 key_dim + 2 value_dim]
     ba = linear(x, e["ba_grouped" if grouped else "ba"])                   # [T, 2 v_heads]

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 
 import reference_engine.core.families as families
 from reference_engine.core.families.base import MambaDims
+from reference_engine.core.layers.norms import rms
+from reference_engine.core.layers.step import LayerStep
 from reference_engine.core.recurrent.causal_conv import causal_conv
 from reference_engine.core.recurrent.ssd import ssd_chunked, ssd_recurrent
 
@@ -29,7 +31,7 @@ from reference_engine.core.recurrent.ssd import ssd_chunked, ssd_recurrent
 def group_rms(g: torch.Tensor, groups: int, eps: float) -> torch.Tensor:
     """g [T, inner] float32 -> RMSNorm without weight, the statistics taken over each of `groups` slices."""
     g = g.view(g.shape[0], groups, -1)
-    return (g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + eps)).view(g.shape[0], -1)
+    return rms(g, eps).view(g.shape[0], -1)
 
 
 def gated_rms_norm(y: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, groups: int, eps: float) -> torch.Tensor:
@@ -54,10 +56,10 @@ def segment_scales(d: MambaDims, device) -> torch.Tensor:
     return torch.cat([torch.full((n,), float(m), device=device) for n, m in zip(sizes, d.scales)])
 
 
-def mamba2_block(x: torch.Tensor, w, config, layer: int, cache, meta, cos, sin, window,
-                 linear=F.linear, dims: MambaDims | None = None) -> torch.Tensor:
+def mamba2_block(x: torch.Tensor, w, config, step: LayerStep, dims: MambaDims | None = None) -> torch.Tensor:
     """x [T, hidden] (normed) -> [T, hidden]; stages each sequence's conv window and SSM state."""
     d, e = dims or families.settings(config).mamba, w.extra
+    layer, cache, meta, linear = step.layer, step.cache, step.meta, step.linear
     zxbcdt = linear(x, e["ssm_in"], e.get("ssm_in_bias"))                          # [T, inner + conv_dim + heads]
     if d.scales is not None:                                                          # Falcon-H1 ssm_multipliers
         zxbcdt = (zxbcdt.float() * segment_scales(d, x.device)).to(x.dtype)

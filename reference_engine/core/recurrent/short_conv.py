@@ -12,15 +12,14 @@ see the same inputs (core/recurrent/causal_conv.py). Tokens arrive packed; each 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
+from reference_engine.core.layers.step import LayerStep
 from reference_engine.core.recurrent.causal_conv import causal_conv
 
 
-def short_conv_block(x: torch.Tensor, w, config, layer: int, cache, meta, cos, sin, window,
-                     linear=F.linear) -> torch.Tensor:
+def short_conv_block(x: torch.Tensor, w, config, step: LayerStep) -> torch.Tensor:
     """x [T, hidden] (normed) -> [T, hidden]; stages each sequence's new conv window."""
-    e = w.extra
+    e, layer, cache, meta, linear = w.extra, step.layer, step.cache, step.meta, step.linear
     b, c, v = linear(x, e["conv_in"], e.get("conv_in_bias")).chunk(3, dim=-1)    # [T, hidden] each
     bx = b * v
     weight = e["conv_weight"][:, 0, :]                                            # [hidden, K]

@@ -9,7 +9,7 @@ equivalent forms. Per head h, with a scalar decay a_t = dt_t * A_h (A_h < 0, so 
     y_i = sum_{j <= i} exp(cum_i - cum_j) (C_i . B_j) dt_j x_j        (cum = running sum of a within the chunk)
 plus what the state carried into the chunk contributes, exp(cum_i) S_prev C_i; the state leaving the chunk is
     S_L = exp(cum_L) S_prev + sum_j exp(cum_L - cum_j) dt_j x_j B_j^T.
-Both run in float32 and agree to rounding (tests/reference_engine/core/test_ssd.py).
+Both run in float32 and agree to rounding (tests/reference_engine/core/hybrid/test_ssd.py).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Broken copies of a real float model that load and run but talk nonsense (issue 34): each a fault a
+"""Broken copies of a real float model that load and run but talk nonsense: each a fault a
 conversion or packing step really makes, written as the faulty tool would write it. `effective` holds the
 weights a correct loader reads from the broken files (the oracle: transformers runs them as a float model,
 tests/checks/competence/oracle.py, and must find nonsense before the fault counts).
@@ -115,7 +115,7 @@ def awq_plain_order(src, dst) -> Broken:
     """AWQ (GEMM) int4 codes packed in plain order (nibble i = column 8c + i) instead of AutoAWQ's interleaved
     order [0, 2, 4, 6, 1, 3, 5, 7]: every loader unpacks column 8c + ORDER[i] from nibble i, so the codes and
     zero points of every projection's output columns are shuffled within each group of 8 while the scales
-    stay in place (issue 34's example)."""
+    stay in place (the example the competence family was built on)."""
     from safetensors.torch import load_file
     build = awq(src, dst)
     tensors = load_file(str(build.path / "model.safetensors"))

@@ -1,4 +1,4 @@
-"""The competence family (issue 34): broken copies of SmolLM2 that transformers shows talking nonsense are
+"""The competence family: broken copies of SmolLM2 that transformers shows talking nonsense are
 caught by CMP001/CMP002 with the layer and the next step named; healthy models (SmolLM2 fp32 and bf16, a
 quantized copy, Gemma 3 270M from its Q4_K_M GGUF, an adapter on SmolLM2, the demo model, factory models)
 get no warning or error from the family. One check run per model, shared by the tests (module fixtures)."""

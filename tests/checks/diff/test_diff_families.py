@@ -17,7 +17,7 @@ from llmdoctor.cli import cli
 from llmdoctor.run.diff_runner import run_diff
 from reference_engine.testing.factory import build_model_dir
 from tests.checks.zoo import edit_tensors
-from tests.reference_engine.core import hybrid_models, qwen3_next_models
+from tests.reference_engine.core.tiny_models import checkable
 
 LAYER = 2
 GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 2
@@ -42,11 +42,11 @@ CASES = {
                       shifted(p + "self_attn.sinks", 2.0)),
     "deepseek_v3_mla_kv_b": (lambda out: build_model_dir(out, "deepseek_v3", num_hidden_layers=4),
                              scaled(p + "self_attn.kv_b_proj.weight", 1.5)),
-    "granite4_mamba2_A_log": (lambda out: hybrid_models.build_checkable(out, "granite4_moe_rope"),
+    "granite4_mamba2_A_log": (lambda out: checkable(out, "granite4_moe_rope"),
                               scaled(p + "mamba.A_log", 1.5)),
-    "qwen3_next_delta_net_conv": (lambda out: qwen3_next_models.build(out, "next_moe_interval", tokenizer=True),
+    "qwen3_next_delta_net_conv": (lambda out: checkable(out, "next_moe_interval"),
                                   scaled(p + "linear_attn.conv1d.weight", 1.5)),
-    "lfm2_short_conv": (lambda out: hybrid_models.build_checkable(out, "lfm2_conv3_attn1"),
+    "lfm2_short_conv": (lambda out: checkable(out, "lfm2_conv3_attn1"),
                         scaled(p + "conv.conv.weight", 1.5)),
     "glm4_moe_attention_bias": (lambda out: build_model_dir(out, "glm4_moe", num_hidden_layers=4),
                                 shifted(p + "self_attn.q_proj.bias", 0.5)),

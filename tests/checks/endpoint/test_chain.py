@@ -1,5 +1,5 @@
 """The serving-chain checks (EPT071-074, EPT081-084) against a healthy fake server and the same server with each
-fault of issue 35 planted by tests/chain_faults.py (the rewrites the live proxy applies in front of llama-server).
+serving-chain fault planted by tests/chain_faults.py (the rewrites the live proxy applies in front of llama-server).
 The reference is SmolLM2 with a Hermes tool template (or a thinking template for EPT081)."""
 from __future__ import annotations
 

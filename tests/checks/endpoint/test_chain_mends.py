@@ -1,6 +1,6 @@
-"""The serving-chain mends of issue 41 on the fake server: findings kept across a server error, no raw-call alarm on
+"""The serving-chain mends on the fake server: findings kept across a server error, no raw-call alarm on
 the plain answers small healthy models give, renders cached by content, prompt counts with the BOS a server adds,
-EPT084's near tie judged by the served model's own logprobs; and a harmony (gpt-oss) server's failures (issue 38).
+EPT084's near tie judged by the served model's own logprobs; and a harmony (gpt-oss) server's failures.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`probe endpoint URL --context N` by route (checks/endpoint/context_echo.py, issue 40 ask 3) on the fake servers
+"""`probe endpoint URL --context N` by route (checks/endpoint/context_echo.py) on the fake servers
 of the competence probes (tests/probes/endpoint/competence_fakes.py), in each server's answer shapes: a server
 that scores prompts (vLLM's echo) is read through its prompt logprobs, one that does not (llama.cpp, an OpenAI
 server refusing echo) by greedy retrieval, and the findings say which; a toy that sees only 200 tokens back is

@@ -1,4 +1,4 @@
-"""`probe endpoint URL --context N` (EPT121-EPT123, issue 40 ask 3) against llama.cpp's own llama-server on
+"""`probe endpoint URL --context N` (EPT121-EPT123) against llama.cpp's own llama-server on
 SmolLM2-135M-Instruct's Q4_1 GGUF: the healthy server reads the planted words at every distance (clean, with
 and without --model); one started with --rope-freq-base 1000 (SmolLM2's is 100000) is shown losing them
 through its raw API (from 64 tokens back on: with --model the checkpoint reads them all, so the distance is

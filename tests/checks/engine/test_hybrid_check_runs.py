@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from llmdoctor.cli import cli
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import competence_standing
-from tests.reference_engine.core.hybrid_models import build_checkable
+from tests.reference_engine.core.tiny_models import checkable
 
 SMALL = {"lfm2_conv3_attn1": dict(num_hidden_layers=2, layer_types=["full_attention", "conv"]),
          "granite4_moe_rope": dict(num_hidden_layers=2, layer_types=["attention", "mamba"], num_local_experts=2,
@@ -24,7 +24,7 @@ ENGINE_CHECKS = {"ENG001", "ENG002", "ENG010", "ENG011", "ENG012", "ENG013", "GL
 
 @pytest.mark.parametrize("variant", list(SMALL))
 def test_quick_check_of_a_healthy_hybrid_is_clean(tmp_path, variant):
-    d = build_checkable(tmp_path / variant, variant, **SMALL[variant])
+    d = checkable(tmp_path / variant, variant, **SMALL[variant])
     report = run_checks(d, quick=True)
     statuses = {c.id: c.status for c in report.checks}
     assert {i: statuses[i] for i in ENGINE_CHECKS} == dict.fromkeys(ENGINE_CHECKS, "passed")
@@ -46,7 +46,7 @@ def test_quick_check_of_a_healthy_hybrid_is_clean(tmp_path, variant):
 @pytest.mark.parametrize("variant", ["lfm2_conv3_attn1", "falcon_h1_norm_before_gate"])
 def test_streaming_check_under_a_memory_budget(tmp_path, monkeypatch, variant):
     monkeypatch.setenv("LLMDOCTOR_STREAMING", "1")
-    d = build_checkable(tmp_path / variant, variant, **SMALL[variant])
+    d = checkable(tmp_path / variant, variant, **SMALL[variant])
     result = CliRunner().invoke(cli, ["check", str(d), "--quick", "--memory-budget", "2GiB", "--select",
                                       "selftest,golden,KVC003", "--format", "json"])
     assert result.exit_code == 0, result.output

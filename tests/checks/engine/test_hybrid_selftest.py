@@ -16,7 +16,7 @@ from checks.registry import REGISTRY, Skip
 from reference_engine.core import model
 from reference_engine.core.recurrent import mamba2, short_conv
 from reference_engine.core.cache.state_cache import StateCache
-from tests.reference_engine.core.hybrid_models import build_checkable
+from tests.reference_engine.core.tiny_models import checkable
 
 SMALL = {"lfm2_conv3_attn1": dict(num_hidden_layers=2, layer_types=["conv", "full_attention"]),
          "granite4_moe_rope": dict(num_hidden_layers=2, layer_types=["mamba", "attention"], num_local_experts=2,
@@ -28,7 +28,7 @@ CHECKS = (hybrid.recurrent_chunks_vs_one_prefill, hybrid.recurrent_batch_vs_alon
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    return {v: build_checkable(tmp_path_factory.mktemp(v), v, **kw) for v, kw in SMALL.items()}
+    return {v: checkable(tmp_path_factory.mktemp(v), v, **kw) for v, kw in SMALL.items()}
 
 
 def ctx_of(dirs, variant) -> CheckContext:
@@ -78,9 +78,10 @@ def test_eng010_fires_when_a_parallel_layer_forgets_its_mamba_conv_window(dirs, 
 
 
 def test_eng011_fires_when_the_packed_batch_runs_as_one_sequence(dirs, monkeypatch):
-    def leaky(x, w, config, layer, cache, meta, *rest):
+    def leaky(x, w, config, step):
+        meta = step.meta
         one = dataclasses.replace(meta, seq_ids=meta.seq_ids[:1], starts=meta.starts[:1], counts=(x.shape[0],))
-        return short_conv.short_conv_block(x, w, config, layer, cache, one, *rest)
+        return short_conv.short_conv_block(x, w, config, dataclasses.replace(step, meta=one))
     monkeypatch.setitem(model.MIXERS, "short_conv", leaky)
     (problem,) = hybrid.recurrent_batch_vs_alone(ctx_of(dirs, "lfm2_conv3_attn1"))
     assert "a batch of unequal lengths differs" in problem.message

@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
-from tests.reference_engine.core.qwen3_next_models import model_dir
+from tests.reference_engine.core.tiny_models import model_dir
 
 DELTA_NET = ["CFG050", "CFG051", "CFG052", "CFG053"]
 

@@ -8,9 +8,10 @@ import pytest
 
 from llmdoctor.run.runner import run_checks
 from tests.checks.files.test_hybrid_config import edited
-from tests.reference_engine.core.hybrid_models import VARIANTS, hybrid_dir
+from tests.reference_engine.core.tiny_families import HYBRID
+from tests.reference_engine.core.tiny_models import model_dir
 
-FALCONS = [v for v in VARIANTS if v.startswith("falcon_h1")]
+FALCONS = [v for v in HYBRID.variants if v.startswith("falcon_h1")]
 SELECT = ["CFG042", "CFG044", "CFG045"]
 
 
@@ -20,7 +21,7 @@ def found(model_dir, select=SELECT):
 
 @pytest.mark.parametrize("variant", FALCONS)
 def test_transformers_written_falcon_h1_passes(variant):
-    report = run_checks(hybrid_dir(variant), select=SELECT)
+    report = run_checks(model_dir(variant), select=SELECT)
     assert report.findings == []
     assert {c.id: c.status for c in report.checks} == dict.fromkeys(SELECT, "passed")
 
@@ -60,10 +61,10 @@ def test_cfg042_falcon_h1_sizes(tmp_path):
 
 
 def test_cfg046_notes_what_llama_cpp_would_not_carry_over():
-    statuses = {c.id: c.status for c in run_checks(hybrid_dir("falcon_h1_norm_after_gate"), select=["CFG046"]).checks}
+    statuses = {c.id: c.status for c in run_checks(model_dir("falcon_h1_norm_after_gate"), select=["CFG046"]).checks}
     assert statuses == {"CFG046": "passed"}                    # head_dim written, untied, no biases, norm after gate
-    (sev, message), = [(s, m) for _, s, m in found(hybrid_dir("falcon_h1_norm_before_gate"), ["CFG046"])]
+    (sev, message), = [(s, m) for _, s, m in found(model_dir("falcon_h1_norm_before_gate"), ["CFG046"])]
     assert sev == "info" and "llama.cpp norms the Mamba2 output after the gate" in message
-    notes = [m for _, s, m in found(hybrid_dir("falcon_h1_gate_biases_tied"), ["CFG046"]) if s == "info"]
+    notes = [m for _, s, m in found(model_dir("falcon_h1_gate_biases_tied"), ["CFG046"]) if s == "info"]
     assert [m.split(": ")[1].split(" ")[0] for m in notes] == ["tied", "attention_bias", "mamba_proj_bias", "no"]
     assert "embedding_multiplier 1.7 != lm_head_multiplier 0.6" in notes[0] and "KeyError 'head_dim'" in notes[3]

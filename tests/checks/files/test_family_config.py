@@ -1,6 +1,7 @@
-"""CFG030-CFG034: the issue-38 families' config fields. Each fault is a factory model of the family with one
-config.json field broken; the check names that field (never a traceback), and the engine-backed checks skip with
-the engine's one-line reason instead of running a wrong model. Healthy models of each family get no finding."""
+"""CFG030-CFG034: the config fields of SmolLM3, OLMo 2/3, MiniMax-M2 and Llama 4 text. Each fault is a factory
+model of the family with one config.json field broken; the check names that field (never a traceback), and the
+engine-backed checks skip with the engine's one-line reason instead of running a wrong model. Healthy models of
+each family get no finding."""
 from __future__ import annotations
 
 import shutil
@@ -78,7 +79,7 @@ def test_engine_refuses_a_short_no_rope_layers_in_one_line(factory_model_dir, tm
 def test_transformers_written_family_configs_pass(variant):
     """Configs as transformers writes them (layer_types with "chunked_attention", per-kind rope_parameters,
     rotary_dim beside partial_rotary_factor, moe_layers) get no config or weight finding."""
-    from tests.reference_engine.core.issue38_models import model_dir
+    from tests.reference_engine.core.tiny_models import model_dir
     report = run_checks(model_dir(variant), select=["config", "weights"])
     no_crashes(report)
     assert report.findings == []

@@ -66,14 +66,15 @@ def at_init(family: str, root) -> str:
                     t[name] = torch.zeros_like(t[name])
         zoo.edit_tensors(zero_norms)(out)
     elif family == "gemma3_wrapper":    # Gemma3ForConditionalGeneration: decoder and projector norms zero-centred
-        from tests.reference_engine.core.test_multimodal_text import build
+        from tests.reference_engine.core.dense.test_multimodal_text import build
         build(out, "gemma3", at_init=True)
     else:
         import transformers
-        from tests.reference_engine.core.qwen3_next_models import BASE, VARIANTS
-        _, _, overrides = VARIANTS["next_moe_interval"]
+        from tests.reference_engine.core.tiny_families import DELTA_NET
+        _, _, overrides = DELTA_NET.variants["next_moe_interval"]
         torch.manual_seed(0)
-        transformers.Qwen3NextForCausalLM(transformers.Qwen3NextConfig(**{**BASE, **overrides})).save_pretrained(out)
+        config = transformers.Qwen3NextConfig(**{**DELTA_NET.base, **overrides})
+        transformers.Qwen3NextForCausalLM(config).save_pretrained(out)
     return out
 
 

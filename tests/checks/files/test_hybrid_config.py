@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from llmdoctor.run.runner import run_checks
-from tests.reference_engine.core.hybrid_models import VARIANTS, hybrid_dir
+from tests.reference_engine.core.tiny_families import HYBRID
+from tests.reference_engine.core.tiny_models import model_dir
 
 SELECT = ["CFG040", "CFG041", "CFG042"]
 
@@ -22,7 +23,7 @@ def fired(model_dir):
 
 def edited(tmp_path, variant, config=None, tensors=None):
     out = tmp_path / "m"
-    shutil.copytree(hybrid_dir(variant), out)
+    shutil.copytree(model_dir(variant), out)
     if config:
         raw = json.loads((out / "config.json").read_text())
         raw.update(config)
@@ -36,10 +37,10 @@ def edited(tmp_path, variant, config=None, tensors=None):
     return out
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", list(HYBRID.variants))
 def test_transformers_written_hybrids_pass(variant):
-    assert fired(hybrid_dir(variant)) == []
-    statuses = {c.id: c.status for c in run_checks(hybrid_dir(variant), select=SELECT).checks}
+    assert fired(model_dir(variant)) == []
+    statuses = {c.id: c.status for c in run_checks(model_dir(variant), select=SELECT).checks}
     assert statuses["CFG040"] == statuses["CFG042"] == "passed"
     assert statuses["CFG041"] == ("passed" if variant.startswith(("granite", "falcon_h1")) else "skipped")
 
@@ -70,8 +71,8 @@ def test_cfg042_conv_taps_and_state_sizes(tmp_path):
 
 
 def test_cfg043_notes_the_spelling_llama_cpp_misses(tmp_path):
-    saved = run_checks(hybrid_dir("granite4_moe_rope"), select=["CFG043"]).findings      # transformers 5 wrote it
+    saved = run_checks(model_dir("granite4_moe_rope"), select=["CFG043"]).findings      # transformers 5 wrote it
     assert [(f.check, f.severity.value) for f in saved] == [("CFG043", "info")] and "layer 1" in saved[0].message
     hub = edited(tmp_path, "granite4_moe_rope", {"layer_types": ["mamba", "attention", "mamba", "mamba"]})
     assert run_checks(hub, select=["CFG043"]).findings == []
-    assert {c.status for c in run_checks(hybrid_dir("lfm2_conv3_attn1"), select=["CFG043"]).checks} == {"skipped"}
+    assert {c.status for c in run_checks(model_dir("lfm2_conv3_attn1"), select=["CFG043"]).checks} == {"skipped"}

@@ -31,8 +31,10 @@ def test_zoo_covers_every_ggf_check():
     # GGF020's every rule: tests/checks/long_context/test_gguf_keys.py (alone) and test_compare.py (a config.json
     # beside); GGF030 (DeltaNet value head size vs llama.cpp's) a hybrid converted by the pinned converter:
     # tests/reference_engine/core/test_gguf_qwen35.py; GGF035 (a hybrid's layer kinds) a Granite 4 GGUF from the
-    # converter: tests/reference_engine/core/test_granite_gguf.py
-    assert ids - {f.check_id for f in FAULTS} - {"GGF030", "GGF035"} == set()
+    # converter: tests/reference_engine/core/test_granite_gguf.py; GGF036 (turn tokens typed as text), GGF037
+    # (a tokenizer.json beside) and GGF038 (BOS) on converted and published files:
+    # tests/checks/gguf/test_special_types.py, test_pre_tokenizer_beside.py, test_bos.py
+    assert ids - {f.check_id for f in FAULTS} - {"GGF030", "GGF035", "GGF036", "GGF037", "GGF038"} == set()
 
 
 @pytest.mark.parametrize("preset", ["llama", "qwen2", "qwen3"])

@@ -1,4 +1,4 @@
-"""Broken long-context copies of real models (issue 40): the weights untouched (linked), config.json changed
+"""Broken long-context copies of real models: the weights untouched (linked), config.json changed
 the way a conversion or a serving config really gets it wrong. Each reads well near and not far, which
 transformers itself shows (oracle.py) before a test counts the fault as caught.
 

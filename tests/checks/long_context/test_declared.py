@@ -1,4 +1,4 @@
-"""CFG060-CFG063 (issue 40 ask 2): the long-context settings of a config, each fault written into a real
+"""CFG060-CFG063: the long-context settings of a config, each fault written into a real
 model's config.json (SmolLM2, Gemma 3 270M, and the shapes of Phi-3.5 / Llama 3.1 blocks) fires its check;
 the real configs get nothing. Config-only runs: well under a second each."""
 from __future__ import annotations

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import STATIC_CATEGORIES, fired, no_crashes, problems
 from tests.checks.zoo_engine import ENGINE_CATEGORIES
-from tests.reference_engine.core.gpt_oss_models import mxfp4_copy
+from tests.reference_engine.core.mxfp4_copies import mxfp4_copy
 
 GU0 = "model.layers.0.mlp.experts.gate_up_proj"
 

@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.reference_engine.core.mla_models import checkable_dir
+from tests.reference_engine.core.tiny_models import checkable
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_quick_check_of_a_transformers_built_deepseek_v3_has_no_error(tmp_path):
-    model = checkable_dir(tmp_path / "dsv3", "dsv3_qlora_yarn_groups")
+    model = checkable(tmp_path / "dsv3", "dsv3_qlora_yarn_groups")
     out = tmp_path / "report.json"
     done = subprocess.run([sys.executable, "-m", "llmdoctor", "check", str(model), "--quick", "--format", "json",
                            "-o", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -111,3 +111,11 @@ def test_never_raises_on_any_text(text):
 def test_error_at_the_end_of_a_long_log_is_found():
     text = LONG_LOG + "\nTraceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory."
     assert [s.id for s in match_signatures(text)] == ["cuda-out-of-memory"]
+
+
+def test_endpoint_checks_are_confirmed_by_probing_the_endpoint():
+    """An EPT id never runs under `check`: the command to confirm it probes the server."""
+    from llmdoctor.report.signature_types import Signature
+    sig = Signature("s", "t", ("x",), ("c",), checks=("VOC002", "EPT043"))
+    assert sig.confirm_commands("m") == ["llmdoctor check m --select VOC002",
+                                         "llmdoctor probe endpoint URL --model m --select EPT043"]

@@ -1,4 +1,4 @@
-"""The serving chain (issue 35: EPT071-074, EPT081-084) against llama.cpp's real C++ llama-server, directly and
+"""The serving chain (EPT071-074, EPT081-084) against llama.cpp's real C++ llama-server, directly and
 behind tests/chain_faults.py's proxy planting each fault.
 
 llama-server runs SmolLM2-135M-Instruct (Q4_1) with `--jinja` and a Hermes tool template (tests/chain_assets.py):
@@ -119,7 +119,7 @@ def test_fault_behind_the_proxy_is_caught(server, reference, fault, check, sever
     (51 tokens; 75 after the 1k shared prefix): seconds on an idle 2-core box (measured under a load average of
     7-9: EPT083 165 s, EPT084 31-49 s; under 12 with 6 prompts and 24-token answers: EPT083 195-317 s, EPT084
     63-78 s). The cut,
-    stream-word, seen-word and prefix-word faults are issue 41's: a third of one long message cut (the server
+    stream-word, seen-word and prefix-word faults are the later ones: a third of one long message cut (the server
     reads and reports the cut prompt), a word replaced in every streamed answer, in an answer to messages seen
     before, and in an answer after another request sharing its long prefix."""
     with ChainProxy(server.url, fault) as proxy:

@@ -14,13 +14,13 @@ from llmdoctor.run.workloads import CHECK_QUICK
 from reference_engine.budget.plan import GiB, make_plan
 from reference_engine.core.engine import CoreEngine
 from reference_engine.testing.factory import build_model_dir
-from tests.reference_engine.core import hybrid_models, qwen3_next_models
+from tests.reference_engine.core.tiny_models import checkable
 
 ENGINE = ["golden", "selftest", "numerics", "activations"]
 GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 2
 FAMILIES = {
-    "granite4_mamba2": lambda out: hybrid_models.build_checkable(out, "granite4_moe_rope"),
-    "qwen3_next_delta_net": lambda out: qwen3_next_models.build(out, "next_moe_interval", tokenizer=True),
+    "granite4_mamba2": lambda out: checkable(out, "granite4_moe_rope"),
+    "qwen3_next_delta_net": lambda out: checkable(out, "next_moe_interval"),
     "deepseek_v3_mla": lambda out: build_model_dir(out, "deepseek_v3", num_hidden_layers=3),
     "gpt_oss": lambda out: build_model_dir(out, "gpt_oss", num_hidden_layers=4, layer_types=GPT_OSS_LAYERS),
 }

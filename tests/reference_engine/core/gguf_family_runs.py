@@ -31,7 +31,7 @@ def ragged_batch_equals_alone(path: Path, hf_dir: Path | None = None, tol: float
     alone = CoreEngine.from_pretrained(path)
     oracle = None
     if hf_dir is not None:
-        from tests.reference_engine.core.family_models import load_hf
+        from tests.reference_engine.core.tiny_models import load_hf
         oracle = load_hf(hf_dir)
     worst = 0.0
     for got, ids in zip(rows, prompts):

@@ -1,13 +1,13 @@
-"""files/gguf_linear_attn.py without the converter: Qwen3-Next's in_proj_qkvz joined per key head from the flat
+"""architectures/hybrid/qwen3_next.py without the converter: Qwen3-Next's in_proj_qkvz joined per key head from the flat
 attn_qkv + attn_gate rows (rows labelled by what they are), and parts that disagree with the metadata refused
 with a ValueError (GGUFWeights turns it into a one-line ModelDirError). The converter's own files:
-tests/reference_engine/core/test_gguf_qwen3_next.py."""
+tests/reference_engine/core/hybrid/test_gguf_qwen3_next.py."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from reference_engine.files.gguf_linear_attn import QKVZ, join_qkvz, join_qkvz_shape
+from reference_engine.architectures.hybrid.qwen3_next import QKVZ, join_qkvz, join_qkvz_shape
 
 K, DK, R, DV, HIDDEN = 2, 3, 2, 4, 5            # key heads, key head size, value heads per key head, value size
 

@@ -1,12 +1,13 @@
-"""files/gguf_mla.py without a conversion (the converted models are in tests/reference_engine/core/
-test_family_gguf_mla.py): kv_b back from the converter's k_b / v_b split, and the config fields the deepseek2 /
-glm4moe metadata leaves out filled in as llama.cpp reads them."""
+"""architectures/mla/deepseek.py and architectures/moe/glm4_moe.py without a conversion (the converted models are in
+tests/reference_engine/core/test_family_gguf_mla.py): kv_b back from the converter's k_b / v_b split, and the
+config fields the deepseek2 / glm4moe metadata leaves out filled in as llama.cpp reads them."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from reference_engine.files import gguf_mla
+from reference_engine.architectures.mla import deepseek as gguf_mla
+from reference_engine.architectures.moe import glm4_moe as gguf_glm
 from reference_engine.files.gguf_arch import ARCHS, hf_tensor_name
 
 
@@ -60,11 +61,11 @@ def test_yarn_mscale_is_what_llama_cpp_computes():
 
 
 def test_glm4moe_drops_its_nextn_blocks_and_reads_partial_rotary():
-    out = gguf_mla.derive_glm4moe({"num_hidden_layers": 47, "nextn_predict_layers": 1, "head_dim": 128,
+    out = gguf_glm.derive_glm4moe({"num_hidden_layers": 47, "nextn_predict_layers": 1, "head_dim": 128,
                                    "rope_dimension_count": 64, "expert_gating_func": gguf_mla.SIGMOID})
     assert out["num_hidden_layers"] == 46 and out["num_nextn_predict_layers"] == 1
     assert out["partial_rotary_factor"] == 0.5
-    assert gguf_mla.glm4moe_tensor_fields({"blk.0.attn_q_norm.weight": None}) == {"use_qk_norm": True}
+    assert gguf_glm.glm4moe_tensor_fields({"blk.0.attn_q_norm.weight": None}) == {"use_qk_norm": True}
 
 
 def test_glm4moe_mtp_block_keeps_its_hugging_face_names():

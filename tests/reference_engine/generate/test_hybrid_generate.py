@@ -12,7 +12,8 @@ from reference_engine.engine import Engine
 from reference_engine.generate.loop import generate
 from reference_engine.generate.sampling_params import SamplingParams
 from reference_engine.generate.scheduler import SchedulerStats
-from tests.reference_engine.core.hybrid_models import VOCAB, hf_model, hybrid_dir
+from tests.reference_engine.core.tiny_families import VOCAB
+from tests.reference_engine.core.tiny_models import hf_model, model_dir
 
 VARIANTS = ["lfm2_conv3_attn1", "granite4_moe_rope", "falcon_h1_norm_before_gate"]
 
@@ -22,9 +23,9 @@ def test_continuous_batching_with_preemption_matches_alone(variant):
     rng = random.Random(0)
     prompts = [[rng.randrange(3, VOCAB) for _ in range(rng.randint(2, 30))] for _ in range(16)]
     params = [SamplingParams(max_new_tokens=rng.randint(4, 16), ignore_eos=True) for _ in prompts]
-    roomy = Engine.from_pretrained(hybrid_dir(variant))
+    roomy = Engine.from_pretrained(model_dir(variant))
     alone = [roomy.generate(p, sp)[0].token_ids for p, sp in zip(prompts, params)]
-    small = Engine.from_pretrained(hybrid_dir(variant), num_blocks=24, block_size=4)    # 96 slots for ~560 tokens
+    small = Engine.from_pretrained(model_dir(variant), num_blocks=24, block_size=4)    # 96 slots for ~560 tokens
     stats = SchedulerStats()
     batched = generate(small, prompts, params, stats=stats)
     assert [o.token_ids for o in batched] == alone
@@ -34,7 +35,7 @@ def test_continuous_batching_with_preemption_matches_alone(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_beam_search_equals_transformers(variant):
-    eng = Engine.from_pretrained(hybrid_dir(variant))
+    eng = Engine.from_pretrained(model_dir(variant))
     prompt = [5, 17, 33, 8, 61, 12, 40, 9]
     out = eng.generate(prompt, SamplingParams(num_beams=3, max_new_tokens=12, ignore_eos=True))[0]
     ids = torch.tensor([prompt])

@@ -18,21 +18,21 @@ import torch
 from safetensors.torch import load_file
 
 from reference_engine.core.engine import CoreEngine
-from tests.reference_engine.core import gpt_oss_models, hybrid_models, issue38_models, mla_models, qwen3_next_models
+from tests.reference_engine.core.tiny_models import model_dir
 from tests.reference_engine.streaming.test_pipeline import launch
 
 FAMILIES = {
-    "qwen3_next": lambda: qwen3_next_models.model_dir("next_moe_interval"),
-    "gpt_oss": lambda: gpt_oss_models.gpt_oss_dir(),
-    "deepseek_v3_mla": lambda: mla_models.model_dir("dsv3_qlora_yarn_groups"),
-    "granite4_mamba2": lambda: hybrid_models.hybrid_dir("granite4_moe_rope"),
-    "lfm2_short_conv": lambda: hybrid_models.hybrid_dir("lfm2_conv3_attn1"),
-    "glm4_moe": lambda: mla_models.model_dir("glm45_qknorm_groups_bias"),
-    "minimax_m2": lambda: issue38_models.model_dir("minimax_m2_partial_rotary"),
-    "llama4_text": lambda: issue38_models.model_dir("llama4_chunked_nope_moe"),
-    "smollm3": lambda: issue38_models.model_dir("smollm3_nope_gqa"),
-    "olmo2": lambda: issue38_models.model_dir("olmo2_post_norm"),
-    "olmo3": lambda: issue38_models.model_dir("olmo3_windows_yarn"),
+    "qwen3_next": lambda: model_dir("next_moe_interval"),
+    "gpt_oss": lambda: model_dir("gpt_oss"),
+    "deepseek_v3_mla": lambda: model_dir("dsv3_qlora_yarn_groups"),
+    "granite4_mamba2": lambda: model_dir("granite4_moe_rope"),
+    "lfm2_short_conv": lambda: model_dir("lfm2_conv3_attn1"),
+    "glm4_moe": lambda: model_dir("glm45_qknorm_groups_bias"),
+    "minimax_m2": lambda: model_dir("minimax_m2_partial_rotary"),
+    "llama4_text": lambda: model_dir("llama4_chunked_nope_moe"),
+    "smollm3": lambda: model_dir("smollm3_nope_gqa"),
+    "olmo2": lambda: model_dir("olmo2_post_norm"),
+    "olmo3": lambda: model_dir("olmo3_windows_yarn"),
 }
 
 

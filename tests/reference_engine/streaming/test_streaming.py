@@ -104,13 +104,13 @@ def test_bad_token_is_a_value_error(model):
         logits_many(streaming, [LogitsRequest([10 ** 6])])
 
 
-@pytest.mark.parametrize("variant", sorted(__import__("tests.reference_engine.core.family_models",
-                                                      fromlist=["VARIANTS"]).VARIANTS))
+@pytest.mark.parametrize("variant", sorted(__import__("tests.reference_engine.core.tiny_families",
+                                                      fromlist=["CLASSIC"]).CLASSIC.variants))
 def test_every_family_streams_with_the_resident_logits(variant):
     """Gemma (scaled embedding, sandwich norms, soft-capping), Phi-3 (LongRoPE), MoE (router capture): the
     streaming core loads their layers through the same load_layer_weights, so its logits are the resident's."""
-    from tests.reference_engine.core.family_models import family_dir, random_ids
-    path = family_dir(variant)
+    from tests.reference_engine.core.tiny_models import model_dir, random_ids
+    path = model_dir(variant)
     ids = random_ids(24)
     resident = CoreEngine.from_pretrained(path, num_blocks=16)
     streaming = StreamingCore.from_pretrained(path, num_blocks=16)

@@ -12,7 +12,7 @@ from reference_engine.core.engine import CoreEngine
 from reference_engine.core.model_weights import layer_tensor_names
 from reference_engine.files.weights import Weights
 from reference_engine.streaming.streaming_core import EMBED, HEAD, StreamingCore
-from tests.reference_engine.core.qwen3_next_models import model_dir
+from tests.reference_engine.core.tiny_models import model_dir
 from tests.same_sums import assert_same_sums
 
 VARIANT = "next_moe_interval"          # layers 0, 2, 3 MoE, layer 1 dense (mlp_only_layers)

@@ -1,0 +1,1 @@
+"""Dense decoders: Llama and its kin, Gemma, Phi-3, SmolLM3, OLMo."""

@@ -1,0 +1,1 @@
+"""Mixture-of-experts decoders: Mixtral / Qwen-MoE / OLMoE, MiniMax-M2, Llama 4, gpt-oss, GLM-4.5."""
