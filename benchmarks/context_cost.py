@@ -1,4 +1,4 @@
-"""What the long-context reading costs (issue 40 ask 4): wall time of `llmdoctor check --context N` beside
+"""What the long-context reading costs: wall time of `llmdoctor check --context N` beside
 `check --quick` on SmolLM2-135M and Gemma 3 270M, and of `probe endpoint --context N` on llama.cpp's
 llama-server serving SmolLM2's Q4_1 GGUF, and on llama-cpp-python's server, the one that gives prompt logprobs:
 with --model it is read by its echo, without by greedy retrieval (the echo needs the BOS text only --model names);

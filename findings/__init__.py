@@ -16,7 +16,7 @@ CATEGORIES = ("files", "config", "weights", "vocab", "embeddings", "tokenizer", 
               "quantization",  # quantized safetensors (GPTQ, AWQ, compressed-tensors, FP8, bitsandbytes): QNT
               "adapter",  # a LoRA adapter against its base: LRA
               "competence",  # does the model read text at all (no second model): CMP; late, so it sees the rest
-              "context")  # does it still read far out (copies and passages at distance, issue 40): CTX
+              "context")  # does it still read far out (copies and passages at distance): CTX
 STATUSES = ("passed", "failed", "skipped", "crashed")
 FAIL_ON = ("error", "warning", "never")
 

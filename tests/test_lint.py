@@ -5,6 +5,7 @@ line over 120 characters at all, so the second test measures every Python file i
 from __future__ import annotations
 
 import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,21 @@ def test_no_python_line_is_over_120_characters():
             if len(line) > LIMIT:
                 long.append(f"{path.relative_to(ROOT)}:{number}: {len(line)} characters")
     assert not long, f"{len(long)} lines over {LIMIT} characters:\n" + "\n".join(long)
+
+
+ISSUE_NUMBER = re.compile(r"\bissues? *#?\d{2,}|\bissue_?\d{2,}", re.IGNORECASE)
+
+
+def test_no_issue_number_of_ours_in_code_or_test_names():
+    """Code says what a thing is, not which ticket made it: no "issue 40" in a comment, no issue38_models.py.
+    Public trackers' numbers (vllm#13175, llama.cpp #13322) are references, and stay."""
+    found = []
+    for path in python_files():
+        if not path.exists() or path.name == "test_lint.py":
+            continue
+        if ISSUE_NUMBER.search(path.name):
+            found.append(str(path.relative_to(ROOT)))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if ISSUE_NUMBER.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    assert not found, "\n".join(found)

@@ -1,4 +1,4 @@
-"""Where it breaks, without a reference (issue 34 ask 2): a logit lens. Each layer's residual stream is read
+"""Where it breaks, without a reference: a logit lens. Each layer's residual stream is read
 through the model's own final norm and head, on the start of the built-in text and on the copy prompt, and the
 layer after which the reading never recovers is named.
 

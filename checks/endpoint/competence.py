@@ -1,4 +1,4 @@
-"""EPT06x: does the deployment talk sense? The competence probes (issue 34) through the server's API.
+"""EPT06x: does the deployment talk sense? The competence probes through the server's API.
 
 These run with or without `--model`. Alone, the server is held to the bounds any trained model meets
 (probes/competence/bounds.py); with a model, the same texts go through the reference engine and the two are

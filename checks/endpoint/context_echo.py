@@ -1,4 +1,4 @@
-"""The echo route of `probe endpoint --context N` (issue 40 ask 3): where a server returns prompt logprobs, each
+"""The echo route of `probe endpoint --context N`: where a server returns prompt logprobs, each
 distance is one scored prompt (probes/endpoint/context_probe.py copy_prompts), nothing generated, and the copy
 score of the planted words' second showing says whether the served model still reads that far. With --model the
 reference engine scores the same token ids (the server's own, from its /tokenize, when they differ from the

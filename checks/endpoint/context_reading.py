@@ -1,4 +1,4 @@
-"""EPT121-EPT123: how far a live server reads (`probe endpoint URL --context N`, issue 40 ask 3). Two routes
+"""EPT121-EPT123: how far a live server reads (`probe endpoint URL --context N`). Two routes
 (probes/endpoint/context_probe.py): where the server gives prompt logprobs (echo), the copy score of planted words
 shown again behind increasing filler (checks/endpoint/context_echo.py); elsewhere the planted words retrieved
 greedily behind it. With --model the reference engine takes the same prompts (chunked prefill through its paged

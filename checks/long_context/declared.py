@@ -1,4 +1,4 @@
-"""One reading of a config's long-context settings (issue 40 ask 2), from the raw config.json dict (or the one a
+"""One reading of a config's long-context settings, from the raw config.json dict (or the one a
 GGUF's metadata gives): the rope blocks per layer kind, the rotary width, the declared and original lengths, the
 layer kinds and the window. Pure functions: the CFG, GGF and DIF checks all read through `settings(raw)`."""
 from __future__ import annotations

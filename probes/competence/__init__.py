@@ -1,4 +1,4 @@
-"""Competence probes: measurements that tell a model that talks nonsense without a second model (issue 34).
+"""Competence probes: measurements that tell a model that talks nonsense without a second model.
 No judgment of a run is made here beyond the calibrated bounds; the engine checks (checks/competence/) and the
 endpoint checks (checks/endpoint/) feed them log-probabilities from wherever they get them.
 

@@ -55,7 +55,7 @@ def judge_copy(ratio: float) -> Verdict:
     return Verdict(ok, MAX_COPY_RATIO, f"copy ratio {ratio:.2f} (bound {MAX_COPY_RATIO:.2f})")
 
 
-# Long context (issue 40, probes/competence/distance.py): a copy pair at any distance is held to MAX_COPY_RATIO
+# Long context (probes/competence/distance.py): a copy pair at any distance is held to MAX_COPY_RATIO
 # (judge_copy) as the side-by-side one is; a passage far out is held to MAX_PASSAGE_RATIO of its loss near
 # position 0 (healthy models: 0.9-1.3, docs/context.md; a rope read past its positions: 2-3x).
 MAX_PASSAGE_RATIO = 1.6        # far loss / near loss of the same passage

@@ -13,7 +13,7 @@ from importlib import resources
 PARTS = ("prose_en", "prose_fr", "prose_de", "prose_es", "prose_ru", "prose_zh", "prose_ja",
          "code_py", "code_c", "numbers")
 MIN_CHARS_PER_TOKEN = 1.0     # byte fallback spells CJK at ~0.5 characters/token; a vocabulary with the script: 1.3+
-QUICK_TOKENS = 256            # text tokens in all under --quick (the cost of check --quick, issue 34 ask 5)
+QUICK_TOKENS = 256            # text tokens in all under --quick (the cost of check --quick)
 FULL_TOKENS = 512             # otherwise (a [tokens, vocab] float32 logits block: 0.5 GB at Gemma's 262k vocabulary)
 MIN_PART_TOKENS = 16          # a part cut shorter than this says little beyond its first, context-free tokens
 SEPARATOR = "\n\n"

@@ -1,4 +1,4 @@
-"""Competence at distance (issue 40): one long prompt that asks the copy test at several distances and reads a
+"""Competence at distance: one long prompt that asks the copy test at several distances and reads a
 natural passage at several positions, with the built-in text as filler between.
 
 Layout of `distance_prompt(tokenizer, vocab_size, tokens)` (positions in ids):

@@ -1,4 +1,4 @@
-"""The competence probes through a server's API (issue 34 ask 3): what the server says about the built-in text, a
+"""The competence probes through a server's API: what the server says about the built-in text, a
 copied word sequence and a few greedy continuations. Measurements only; checks/endpoint/competence.py judges.
 
 Two routes, by what the server offers (probes/endpoint/prompt_logprobs.py):

@@ -1,4 +1,4 @@
-"""A live server read at distance (issue 40 ask 3), by one of two routes, text in, so the same prompts go to any
+"""A live server read at distance, by one of two routes, text in, so the same prompts go to any
 server and to the reference engine (checks/endpoint/context_reading.py, context_echo.py) alike:
 
 - echo (prompt logprobs: vLLM, TGI, llama-cpp-python; probes/endpoint/prompt_logprobs.py): the planted words
