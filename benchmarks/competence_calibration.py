@@ -28,10 +28,10 @@ def measure(path: Path, dtype: str = "auto") -> dict:
     checks read the run the numbers come from)."""
     import checks
     from checks.competence.runs import competence_run
-    from checks.context import CheckContext
+    from checks.inputs import CheckInputs
     from llmdoctor.run.runner import run_one
     from probes.competence import copy_score, mean_loss, text_bound, unigram_loss
-    ctx = CheckContext(path, dtype=dtype, quick=True)
+    ctx = CheckInputs(path, dtype=dtype, quick=True)
     run = competence_run(ctx)
     vocab = ctx.engine.config.vocab_size
     loss, unigram = mean_loss(run.text_logprobs), unigram_loss(run.text.scored_ids)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checks.diff.servers.context import ServerOptions  # noqa: E402
+from checks.diff.servers.inputs import ServerOptions  # noqa: E402
 from llmdoctor.run.server_diff import ServerDiffOptions, run_server_diff  # noqa: E402
 from tests.assets import smollm2_gguf  # noqa: E402
 from tests.checks.endpoint.broken_ggufs import broken_gguf  # noqa: E402

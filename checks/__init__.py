@@ -10,7 +10,7 @@ from pathlib import Path
 
 from checks.registry import REGISTRY, CheckSpec, Problem, RegistryError, Skip, check, specs
 
-MACHINERY = {"registry", "context", "engine_builder"}
+MACHINERY = {"registry", "inputs", "engine_builder"}
 
 __all__ = ["REGISTRY", "CheckSpec", "Problem", "RegistryError", "Skip", "check", "specs", "load_all",
            "LoadError", "load_errors"]

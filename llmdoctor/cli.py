@@ -26,7 +26,7 @@ __all__ = ["cli", "DEMO_MODEL", "EXIT_USAGE", "FORMATS", "InputError", "budget_o
 
 
 def input_errors() -> tuple[type[Exception], ...]:
-    from checks.context import ResourceError, ThresholdError
+    from checks.inputs import ResourceError, ThresholdError
     from llmdoctor.run.config_file import ConfigFileError
     from llmdoctor.report.locate import KnownReportError
     from llmdoctor.run.runner import DeviceError

@@ -112,7 +112,7 @@ def test_subpackages_import_one_way(root):
 
 def test_check_families_do_not_import_each_other():
     """A family (checks/vocab/, checks/runtime/, ...) imports only itself, checks/shared/ and the catalogue's own
-    modules (registry, context, engine_builder): what two families both need lives in checks/shared/, so a family
+    modules (registry, inputs, engine_builder): what two families both need lives in checks/shared/, so a family
     can be read, moved or dropped alone."""
     families = {p.parent.name for p in (ROOT / "checks").glob("*/__init__.py")} - {"shared"}
     assert len(families) > 5, families

@@ -1,4 +1,4 @@
-"""The DIF family: `llmdoctor diff REF CAND` compares two models (checks/diff/pair.py: PairContext). Its checks
+"""The DIF family: `llmdoctor diff REF CAND` compares two models (checks/diff/pair.py: PairInputs). Its checks
 declare needs=("pair",) and run only under `llmdoctor diff` (llmdoctor/run/diff_runner.py), never under `check`.
 Sections: config_files (DIF001-005), tokenizer (DIF010-011), weights (DIF020-021), logits (DIF030),
 layers (DIF040), generation (DIF050)."""

@@ -1,7 +1,7 @@
-"""PairContext: what a DIF check looks at, two models at once (`llmdoctor diff REF CAND`).
+"""PairInputs: what a DIF check looks at, two models at once (`llmdoctor diff REF CAND`).
 
 Each side is a Hugging Face directory or a GGUF file (the candidate may also be a baseline JSON written by
-`llmdoctor baseline`). A model side wraps an ordinary CheckContext, so its resources (config, tokenizer,
+`llmdoctor baseline`). A model side wraps an ordinary CheckInputs, so its resources (config, tokenizer,
 weights, engine: streaming when the memory plan says so) are built lazily, once, with the same error handling
 as `check`; a missing resource makes the DIF check that needed it "skipped: needs ...".
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checks.context import CheckContext, ResourceError
+from checks.inputs import CheckInputs, ResourceError
 from checks.registry import Skip
 from reference_engine.errors import ModelDirError
 
@@ -35,7 +35,7 @@ def input_kind(path: str | Path, candidate: bool) -> str:
 
 
 class Side:
-    """One model of the pair. `.ctx` is its CheckContext (None for a baseline), `.baseline` the document."""
+    """One model of the pair. `.ctx` is its CheckInputs (None for a baseline), `.baseline` the document."""
 
     def __init__(self, path: str | Path, role: str, kind: str, *, device: str, dtype: str, quick: bool,
                  memory_budget: int | None, workload=None, adapter: str | Path | None = None):
@@ -43,7 +43,7 @@ class Side:
         self.adapter = Path(adapter) if adapter else None       # a LoRA adapter run on `path` (its base)
         name = self.path.name or self.path
         self.label = f"{role} ({name})" if self.adapter is None else f"{role} ({self.adapter.name} on {name})"
-        self.ctx = None if kind == "baseline" else CheckContext(self.path, device=device, dtype=dtype, quick=quick,
+        self.ctx = None if kind == "baseline" else CheckInputs(self.path, device=device, dtype=dtype, quick=quick,
                                                                memory_budget=memory_budget, workload=workload,
                                                                adapter_dir=self.adapter)
         self._baseline = None
@@ -60,8 +60,8 @@ class Side:
                 raise ResourceError("baseline", str(e)) from None
         return self._baseline
 
-    def need_model(self, what: str) -> CheckContext:
-        """The side's CheckContext; Skip when this side is a baseline file (it holds no `what`)."""
+    def need_model(self, what: str) -> CheckInputs:
+        """The side's CheckInputs; Skip when this side is a baseline file (it holds no `what`)."""
         if self.ctx is None:
             raise Skip(f"the {self.role} is a baseline file: it records no {what}")
         return self.ctx
@@ -118,7 +118,7 @@ class Side:
         return self.need_model("forward pass").engine
 
 
-class PairContext:
+class PairInputs:
     """The DIF checks' context: `ref`, `cand` (Side), `texts` (extra corpus lines from --text), `state`."""
 
     def __init__(self, ref: str | Path, cand: str | Path, *, device: str = "auto", dtype: str = "auto",
@@ -167,7 +167,7 @@ class PairContext:
         """DIF checks need only "pair"; each builds what it reads from either side (lazily)."""
 
     def threshold(self, check_id: str, name: str, default: Any) -> Any:
-        return CheckContext.threshold(self, check_id, name, default)  # same typing rules as `check`
+        return CheckInputs.threshold(self, check_id, name, default)  # same typing rules as `check`
 
     def engines(self):
         """(reference engine, candidate engine), Skip when the candidate is a baseline file."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from checks.endpoint import competence_reference as reference_side
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 from probes.competence import (MAX_UNIGRAM_FRACTION, Verdict, copy_score, judge_copy, judge_text, mean_loss,
                                unigram_loss)
@@ -60,7 +60,7 @@ def judge_loss(loss: float, unigram: float, vocab_size: int | None) -> Verdict:
        hint="the served model does not predict ordinary text: check the served weights, their quantization "
             "and conversion; with --model, compare with the checkpoint")
 @asks_server
-def text_loss(ctx: EndpointContext):
+def text_loss(ctx: EndpointInputs):
     """The server's loss on the built-in text, from its prompt logprobs, against what any trained model meets.
 
     Each part of the built-in text (prose in several languages, code, numbers; the server's tokenizer decides
@@ -141,7 +141,7 @@ def compare_text(ctx, scores, parts, verdict: Verdict, evidence: dict):
        hint="a model that cannot copy a sequence it was just shown is scrambled: check the served weights "
             "(layer order, tensor layout, quantization packing)")
 @asks_server
-def copying(ctx: EndpointContext):
+def copying(ctx: EndpointInputs):
     """In-context copying through the server: a word sequence shown once must be predicted when shown again.
 
     Induction is present in any trained decoder whatever its language, and needs no knowledge of the text. With
@@ -211,7 +211,7 @@ def copy_problem(ok: bool, measured: str, ref_ok: bool | None, evidence: dict, h
        hint="a model that cannot continue 1, 2, 3 ... talks nonsense: check the served weights, their "
             "quantization and conversion")
 @asks_server
-def sequences(ctx: EndpointContext):
+def sequences(ctx: EndpointInputs):
     """Greedy continuations of well-known sequences (counting, the alphabet, weekdays, months) through the server.
 
     Any trained model continues "1, 2, 3, 4, 5, 6," with 7; a broken one answers with unrelated tokens or locks

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from checks.endpoint import context_echo
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.shared.chunked_prefill import chunk_tokens
 from checks.registry import Problem, Skip, check
 from probes.endpoint.client import EndpointError
@@ -27,8 +27,8 @@ COPY_GAP = 0.75          # echo route with --model: nats/token the server's seco
                          # from 146 tokens back, where its copy ratio, 0.20, still passes the bound)
 
 
-def asked(ctx: EndpointContext) -> int:
-    tokens = getattr(ctx, "context_tokens", None)
+def asked(ctx: EndpointInputs) -> int:
+    tokens = ctx.context_tokens
     if tokens is None:
         raise Skip("pass --context N to read the server at distance")
     return tokens
@@ -52,7 +52,7 @@ class Served:
     readings: list[Reading]
 
 
-def server_readings(ctx: EndpointContext) -> Served:
+def server_readings(ctx: EndpointInputs) -> Served:
     """The server read at every distance, by the route it allows, asked once."""
     def run():
         tokens, surface = asked(ctx), ctx.surface
@@ -88,7 +88,7 @@ def greedy(engine, ids: list[int], new: int) -> list[int]:
     return out
 
 
-def reference_readings(ctx: EndpointContext, served: Served) -> list[Reading]:
+def reference_readings(ctx: EndpointInputs, served: Served) -> list[Reading]:
     """The reference engine on the same prompts by the same route (the server's sizing), asked once."""
     def run():
         if served.route == ECHO:
@@ -153,7 +153,7 @@ def lags(r: Reading, ref: Reading | None) -> bool:
 @check("EPT121", category="endpoint", severity="info", needs=("endpoint",),
        hint="Nothing to fix: what the server says about its context, for the record.")
 @asks_server
-def context_claims(ctx: EndpointContext):
+def context_claims(ctx: EndpointInputs):
     """What the server claims about its context: /props n_ctx (llama.cpp), max_model_len (vLLM), num_ctx or
     context_length (Ollama /api/show), and the trained length /v1/models' meta names.
 
@@ -176,7 +176,7 @@ def context_claims(ctx: EndpointContext):
        hint="Compare the server's rope flags (--rope-freq-base, --rope-scaling, --yarn-*), its window and KV cache "
             "settings with the model's config; a proxy in front of it must pass long prompts whole.")
 @asks_server
-def reads_at_distance(ctx: EndpointContext):
+def reads_at_distance(ctx: EndpointInputs):
     """The server reads words planted N/4, N/2, 3N/4 and ~N tokens back, as it does 64 tokens back.
 
     Where the server gives prompt logprobs (vLLM, TGI, llama-cpp-python: echo), the words are shown, then filler
@@ -236,7 +236,7 @@ def reads_at_distance(ctx: EndpointContext):
        hint="Start the server with a context as long as you need (llama.cpp -c, vLLM --max-model-len, Ollama "
             "num_ctx) and pass long prompts whole (no truncation, no context shift, no proxy cut).")
 @asks_server
-def enforced_limit(ctx: EndpointContext):
+def enforced_limit(ctx: EndpointInputs):
     """The server takes prompts as long as asked, whole: no HTTP 400 below N, no silent cut.
 
     Each long prompt's usage.prompt_tokens (EPT122's prompts, either route) is compared with the reference's count

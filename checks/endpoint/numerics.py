@@ -1,7 +1,7 @@
 """EPT04x: the server's greedy tokens and logprobs vs the reference engine on the same prompt ids."""
 from __future__ import annotations
 
-from checks.endpoint.context import COMPLETION_PROMPT, EndpointContext, asks_server
+from checks.endpoint.inputs import COMPLETION_PROMPT, EndpointInputs, asks_server
 from checks.endpoint.teacher import Forced, teacher_force
 from checks.registry import Problem, Skip, check
 
@@ -11,7 +11,7 @@ DRIFT_AGREEMENT = 0.9
 KL_DRIFT, KL_BUG = 0.05, 1.0
 
 
-def forced_completion(ctx: EndpointContext) -> Forced:
+def forced_completion(ctx: EndpointInputs) -> Forced:
     """The completion prompt as the server tokenized it (its tokenize route, else ours when the counts agree),
     followed by the server's greedy tokens, through the reference engine."""
     if "forced" in ctx.state:
@@ -36,7 +36,7 @@ def forced_completion(ctx: EndpointContext) -> Forced:
 @check("EPT041", category="endpoint", severity="error", needs=("endpoint", "tokenizer", "engine"),
        hint="drift: expected from quantization or other kernels; a bug: check the served weights, dtype and rope")
 @asks_server
-def greedy_tokens(ctx: EndpointContext):
+def greedy_tokens(ctx: EndpointInputs):
     """Greedy continuation compared token by token with the reference, on the server's own prompt ids.
 
     The server's temperature-0 continuation is replayed through the reference engine (teacher forcing), so every
@@ -72,7 +72,7 @@ def greedy_tokens(ctx: EndpointContext):
 @check("EPT042", category="endpoint", severity="error", needs=("endpoint", "tokenizer", "engine"),
        hint="a large KL with agreeing prompts means other weights or numerics; small KL is quantization drift")
 @asks_server
-def logprob_agreement(ctx: EndpointContext):
+def logprob_agreement(ctx: EndpointInputs):
     """Logprobs vs the reference: KL on the server's top-k and the same-top-1 rate.
 
     Servers report logprobs of the raw logits (vLLM V1's default, llama-cpp-python) or of the processed

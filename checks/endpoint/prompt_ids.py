@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.shared.conversations import default_system_dropped
-from checks.endpoint.context import CONVERSATIONS, RAW_TEXTS, EndpointContext, asks_server
+from checks.endpoint.inputs import CONVERSATIONS, RAW_TEXTS, EndpointInputs, asks_server
 from checks.endpoint.textdiff import first_difference, rendered_diff, split_spans
 from checks.registry import Problem, Skip, check
 from findings import Location
@@ -17,7 +17,7 @@ def leading(ids: list[int], token_id: int | None) -> int:
     return n
 
 
-def strip_specials(ctx: EndpointContext, server: list[int], text: str) -> list[int]:
+def strip_specials(ctx: EndpointInputs, server: list[int], text: str) -> list[int]:
     """Server ids for `text` without the BOS/EOS its completion path adds, to compare with encode(no specials)."""
     ref = ctx.reference
     plain = ref.tokenizer.encode(text, add_special_tokens=False)
@@ -57,7 +57,7 @@ def bos_verdict(ref_ids: list[int], server_ids: list[int], bos: int | None, bos_
 @check("EPT011", category="endpoint", severity="error", needs=NEEDS,
        hint="make the server's BOS handling match the model's tokenizer")
 @asks_server
-def bos_handling(ctx: EndpointContext):
+def bos_handling(ctx: EndpointInputs):
     """Double or missing BOS: the server's prompt ids start differently from the reference's.
 
     The chat template often writes BOS itself; a server that tokenizes the rendered prompt with its own
@@ -94,7 +94,7 @@ def bos_handling(ctx: EndpointContext):
         yield found
 
 
-def chat_ids_as_served(ctx: EndpointContext, name: str, messages: list[dict], tokenized: list[int]) -> list[int] | None:
+def chat_ids_as_served(ctx: EndpointInputs, name: str, messages: list[dict], tokenized: list[int]) -> list[int] | None:
     """The ids the chat route feeds: the server's own (vLLM, llama.cpp) or, when it only reports a count, the
     reference rendering as the server tokenizes it, if that count says the chat route adds what tokenize adds."""
     ids = ctx.ask(f"chat_ids:{name}", lambda: ctx.surface.chat_prompt_ids(messages))
@@ -107,7 +107,7 @@ def chat_ids_as_served(ctx: EndpointContext, name: str, messages: list[dict], to
 @check("EPT012", category="endpoint", severity="error", needs=NEEDS,
        hint="serve the model's own chat template (tokenizer_config.json / tokenizer.chat_template), not a built-in one")
 @asks_server
-def template_drift(ctx: EndpointContext):
+def template_drift(ctx: EndpointInputs):
     """Template drift: the chat prompt the server builds differs from the model's own chat template.
 
     A server that picks a built-in chat format, or a different template, feeds the model turns it was not
@@ -157,7 +157,7 @@ def count_summary(bad: list[dict]) -> str:
                      for r in bad)
 
 
-def default_system_note(ctx: EndpointContext, rows: list[dict], bad: list[dict]) -> str:
+def default_system_note(ctx: EndpointInputs, rows: list[dict], bad: list[dict]) -> str:
     """Name the common cause: only conversations without a system message differ and the reference template
     writes a system turn of its own for them."""
     differing, names = {r["conversation"] for r in bad}, {r["conversation"] for r in rows}
@@ -171,7 +171,7 @@ def default_system_note(ctx: EndpointContext, rows: list[dict], bad: list[dict])
        hint="the server's tokenizer splits text differently: fix the pre-tokenizer (GGUF tokenizer.ggml.pre) or "
             "reconvert the model with a converter that knows this tokenizer")
 @asks_server
-def pretokenizer_splits(ctx: EndpointContext):
+def pretokenizer_splits(ctx: EndpointInputs):
     """Pre-tokenizer split differences: the server tokenizes plain text into other ids than the reference.
 
     A GGUF converted with an unknown or wrong pre-tokenizer (`tokenizer.ggml.pre` = default, llama.cpp #7724,
@@ -209,7 +209,7 @@ def pretokenizer_splits(ctx: EndpointContext):
 @check("EPT014", category="endpoint", severity="error", needs=NEEDS,
        hint="register the token as special/added in the served tokenizer (GGUF token_type CONTROL or USER_DEFINED)")
 @asks_server
-def special_tokens(ctx: EndpointContext):
+def special_tokens(ctx: EndpointInputs):
     """Added/special tokens not recognised: the server splits a special token's text into ordinary pieces.
 
     Chat templates write <|im_start|>, <|eot_id|> and friends as text; a server whose tokenizer does not

@@ -1,13 +1,13 @@
 """EPT001: can the server be asked at all, and does it serve the model we were told?"""
 from __future__ import annotations
 
-from checks.endpoint.context import EndpointContext
+from checks.endpoint.inputs import EndpointInputs
 from checks.registry import Problem, check
 
 
 @check("EPT001", category="endpoint", severity="error", needs=("endpoint",),
        hint="start the server, check the URL/port and the API key variable, or raise --timeout")
-def reachable(ctx: EndpointContext):
+def reachable(ctx: EndpointInputs):
     """The server answers /v1/models and serves the requested model name.
 
     A dead, wedged or slow server is reported here with the HTTP or transport error (every request is bounded

@@ -2,7 +2,7 @@
 out is neutral (top_p 1, no top-k, min-p or repetition penalty), not the model's generation_config.json."""
 from __future__ import annotations
 
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.endpoint.settings import model_defaults
 from checks.registry import Problem, Skip, check
 from findings import Location
@@ -15,13 +15,13 @@ TOKENS = 16
 NEUTRAL = {"top_p": 1.0, "top_k": 0.0, "min_p": 0.0, "repetition_penalty": 1.0}
 
 
-def _answer(ctx: EndpointContext, fields: dict, key: str) -> str:
+def _answer(ctx: EndpointInputs, fields: dict, key: str) -> str:
     surface = ctx.surface
     return ctx.ask(f"sampling-fields:{key}", lambda: openai_api.chat(
         surface.client, surface.model, PROMPT, max_tokens=TOKENS, extra=fields).text)
 
 
-def _set_by_model(ctx: EndpointContext) -> dict[str, float]:
+def _set_by_model(ctx: EndpointInputs) -> dict[str, float]:
     """The fields generation_config.json sets to something other than their neutral value."""
     values, explicit = model_defaults(ctx.reference)
     return {k: values[k] for k in sorted(explicit & NEUTRAL.keys())
@@ -33,7 +33,7 @@ def _set_by_model(ctx: EndpointContext) -> dict[str, float]:
             "`auto` makes generation_config.json's sampling fields the defaults of every request that leaves them "
             "out)")
 @asks_server
-def sampling_fields_honoured(ctx: EndpointContext):
+def sampling_fields_honoured(ctx: EndpointInputs):
     """A request that leaves the sampling fields out is sampled as one that sets them neutral.
 
     The same prompt and seed at temperature 0 and 1, once with only temperature and seed (an OpenAI client's

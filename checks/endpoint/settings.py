@@ -1,7 +1,7 @@
 """EPT03x sampling defaults and EPT05x context window: server settings vs the model's files."""
 from __future__ import annotations
 
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 from findings import Location
 
@@ -23,7 +23,7 @@ def model_defaults(ref) -> tuple[dict[str, float], set[str]]:
 @check("EPT031", category="endpoint", severity="warning", needs=("endpoint", "config"),
        hint="pass the sampling parameters explicitly, or set the server's defaults from generation_config.json")
 @asks_server
-def sampling_defaults(ctx: EndpointContext):
+def sampling_defaults(ctx: EndpointInputs):
     """Sampling defaults: what the server samples with when a request names none, vs generation_config.json.
 
     A server silently applying its own temperature/top-k/top-p/repetition penalty (or generation_config's
@@ -51,7 +51,7 @@ def sampling_defaults(ctx: EndpointContext):
 @check("EPT051", category="endpoint", severity="error", needs=("endpoint", "config"),
        hint="serve at most the trained context unless rope scaling is configured; match rope_theta")
 @asks_server
-def context_window(ctx: EndpointContext):
+def context_window(ctx: EndpointInputs):
     """Context window and RoPE: the server's maximum context and rope settings vs the model's.
 
     A window beyond the trained context without rope scaling degrades long prompts silently (vLLM #2565);

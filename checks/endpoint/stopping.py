@@ -1,7 +1,7 @@
 """EPT02x: does the server stop where the model ends its turn?"""
 from __future__ import annotations
 
-from checks.endpoint.context import CONVERSATIONS, STOP_CONVERSATION, EndpointContext, asks_server
+from checks.endpoint.inputs import CONVERSATIONS, STOP_CONVERSATION, EndpointInputs, asks_server
 from checks.endpoint.teacher import teacher_force
 from checks.registry import Problem, check
 from findings import Location
@@ -15,7 +15,7 @@ ROLE_MARKERS = ("user\n", "assistant\n", "system\n", "\nuser:", "\nassistant:", 
        hint="list every end-of-turn id as EOS (generation_config.json eos_token_id list / GGUF eos or eot id) "
             "and give the server the same stop set")
 @asks_server
-def stop_set(ctx: EndpointContext):
+def stop_set(ctx: EndpointInputs):
     """Effective stop set vs the model's EOS ids and the template's end-of-turn token.
 
     The chat template closes each turn with a token (<|im_end|>, <|eot_id|>); when that token is not among the
@@ -50,7 +50,7 @@ def stop_set(ctx: EndpointContext):
 @check("EPT022", category="endpoint", severity="error", needs=("endpoint", "tokenizer"),
        hint="make the server stop on the model's end-of-turn token (stop token ids / EOS metadata / Modelfile stop)")
 @asks_server
-def live_stop(ctx: EndpointContext):
+def live_stop(ctx: EndpointInputs):
     """A short greedy answer must end with finish_reason `stop`, not `length`, and leak no role markers.
 
     Asks the server a one-word question at temperature 0 with a generous max_tokens. When the answer runs
@@ -82,7 +82,7 @@ def live_stop(ctx: EndpointContext):
                       evidence=evidence, location=EOS)
 
 
-def end_position(ctx: EndpointContext, answer) -> tuple[int, str] | None:
+def end_position(ctx: EndpointInputs, answer) -> tuple[int, str] | None:
     """Where the reference, fed the server's own tokens, picks an end id (EOS or end-of-turn), if it does."""
     if not answer.tokens:
         return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from checks.context import ResourceError
+from checks.inputs import ResourceError
 from checks.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.config import parse_config, read_json, rotary_width

@@ -46,8 +46,8 @@ def asked_tokens(ctx) -> tuple[int, int | None, int]:
     """(tokens to read to, --context as given, declared); Skip under --quick when the run was not asked to read
     (reads: the full run costs a prefill of up to 4096 tokens)."""
     declared = int(ctx.engine.config.max_position_embeddings)
-    asked = getattr(ctx, "context_tokens", None)
-    if not reads(ctx.quick, asked, getattr(ctx, "asked", set())):
+    asked = ctx.context_tokens
+    if not reads(ctx.quick, asked, ctx.asked):
         raise Skip("--quick skips the long-context reading (run `check --context N`, select a CTX check or run "
                    f"a full check to read up to min(declared, {DEFAULT_TOKENS}) tokens)")
     return reading_tokens(declared, asked), asked, declared

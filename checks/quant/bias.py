@@ -2,7 +2,7 @@
 the architecture has for them (the engine's own tensor table, checks/shared/tensor_layout.py)."""
 from __future__ import annotations
 
-from checks.context import ResourceError
+from checks.inputs import ResourceError
 from checks.quant.storage import _listed, at_tensor
 from checks.quant.values import read
 from checks.quant.view import quantized_view

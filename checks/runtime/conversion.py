@@ -17,7 +17,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from checks.context import ResourceError
+from checks.inputs import ResourceError
 from checks.registry import Problem, SharedRun, Skip, check
 from checks.shared.init_stats import init_state
 from checks.shared.passes import Part

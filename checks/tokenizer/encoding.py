@@ -54,7 +54,7 @@ def tokenizer_loads(ctx):
 
     Remedy: re-export the tokenizer from the original source.
     """
-    from checks.context import ResourceError
+    from checks.inputs import ResourceError
     if not (ctx.model_dir / "tokenizer.json").is_file():
         raise Skip("no tokenizer.json (FIL001)")
     try:

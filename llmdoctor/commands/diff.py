@@ -117,7 +117,7 @@ def _refuse(names, read_for: str) -> None:
 
 def _diff_servers(url_a, url_b, model, prompts, max_tokens, timeout_s, api_key_env, served_names, select, ignore,
                   fmt, output, fail_on, known, quick):
-    from checks.diff.servers.context import ServerOptions
+    from checks.diff.servers.inputs import ServerOptions
     from checks.diff.servers.requests import DEFAULT_MAX_TOKENS, DEFAULT_PROMPTS, QUICK_MAX_TOKENS, QUICK_PROMPTS
     from llmdoctor.run.output_guard import refuse_inside_model
     from llmdoctor.run.selection import parse_selectors

@@ -25,14 +25,14 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
     from checks.shared.probe_runs import eos_ids, forward_runs, greedy_traces
     from checks.shared.prompts import new_tokens
     from checks.runtime.activations import activation_table
-    from checks.context import CheckContext
+    from checks.inputs import CheckInputs
     from llmdoctor import __version__
     from llmdoctor.run.fingerprint import fingerprint
 
     if top_k < 1:
         raise BaselineError(f"--top-k must be at least 1, found {top_k}")
     from llmdoctor.run.workloads import BASELINE
-    ctx = CheckContext(model_dir, device=device, dtype=dtype, quick=quick, memory_budget=memory_budget,
+    ctx = CheckInputs(model_dir, device=device, dtype=dtype, quick=quick, memory_budget=memory_budget,
                        workload=BASELINE, adapter_dir=adapter)
     plan = ctx._plan_or_none()          # PlanError (exit 2) before anything is loaded
     from llmdoctor.run.runner import announce_plan

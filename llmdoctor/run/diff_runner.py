@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import checks
-from checks.diff.pair import PairContext
+from checks.diff.pair import PairInputs
 from findings import Finding, Report, Severity, fail_on_rank
 from llmdoctor import __version__
 from llmdoctor.run.fingerprint import fingerprint
@@ -38,7 +38,7 @@ def run_diff(ref: str | Path, cand: str | Path, *, text: str | None = None, sele
     ref_side, cand_side = adapter_sides(ref, cand, base)
     chosen = diff_checks(select, ignore)
     budget = None if memory_budget is None else parse_size(memory_budget)
-    ctx = PairContext(ref_side.base, cand_side.base, device=device, dtype=dtype, quick=quick, thresholds=thresholds,
+    ctx = PairInputs(ref_side.base, cand_side.base, device=device, dtype=dtype, quick=quick, thresholds=thresholds,
                       text=text, memory_budget=budget, ctx_len=ctx_len, chunks=chunks,
                       workload=check_workload(quick, device),
                       ref_adapter=ref_side.adapter, cand_adapter=cand_side.adapter)
@@ -79,7 +79,7 @@ def fail_uncompared(report: Report) -> None:
                                                 "says what is wrong with the adapter)."))
 
 
-def _fingerprints(ctx: PairContext) -> str | None:
+def _fingerprints(ctx: PairInputs) -> str | None:
     """The pair's fingerprint: sha256 over both sides' fingerprints (HF directories; None when neither has
     one), in the report's usual 'sha256:<hex>' form so two diff reports of the same pair match."""
     prints = [fingerprint(s.path) if s.kind == "hf" else None for s in ctx.sides]

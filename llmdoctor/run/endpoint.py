@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import checks
-from checks.endpoint.context import EndpointContext
-from checks.context import ResourceError
+from checks.endpoint.inputs import EndpointInputs
+from checks.inputs import ResourceError
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__
@@ -69,8 +69,8 @@ def run_endpoint(model: str | Path | None, options: EndpointOptions, *, referenc
             connection = connect(client, options.served_name)
         except EndpointError as e:
             connection = e
-        ctx = EndpointContext(client.root, reference or NO_MODEL, connection, max_tokens=options.max_tokens)
-        ctx.context_tokens = options.context
+        ctx = EndpointInputs(client.root, reference or NO_MODEL, connection, max_tokens=options.max_tokens,
+                             context_tokens=options.context)
         for spec in endpoint_specs(select, ignore):
             run, findings = run_one(spec, ctx)
             report.checks.append(run)

@@ -9,7 +9,7 @@ skipped.
 """
 from __future__ import annotations
 
-from checks.context import ResourceError
+from checks.inputs import ResourceError
 from checks.registry import CheckSpec
 from findings import Finding, Severity
 from llmdoctor.run.selection import resolve_retired, specificity

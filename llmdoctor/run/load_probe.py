@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import checks
-from checks.context import ResourceError
-from checks.endpoint.context import EndpointContext
-from checks.endpoint.load.context import LoadContext
+from checks.inputs import ResourceError
+from checks.endpoint.inputs import EndpointInputs
+from checks.endpoint.load.inputs import LoadInputs
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__
@@ -50,14 +50,14 @@ def run_load_report(model: str | Path, url: str, options: LoadOptions, *, served
         except EndpointError as e:
             connection = e
         specs = load_specs(select, ignore)
-        reach = EndpointContext(client.root, reference, connection)
+        reach = EndpointInputs(client.root, reference, connection)
         for spec in (s for s in specs if s.id == "EPT001"):
             _run(report, spec, reach)
         if isinstance(connection, EndpointError):
-            ctx = LoadContext(client.root, None, options, skip_reason=f"the server could not be reached: {connection}")
+            ctx = LoadInputs(client.root, None, options, skip_reason=f"the server could not be reached: {connection}")
         else:
             run = run_load(connection.surface, options, api_key=api_key, transport=transport)
-            ctx = LoadContext(client.root, run, options, connection.surface, _reference_or_error(reference))
+            ctx = LoadInputs(client.root, run, options, connection.surface, _reference_or_error(reference))
         for spec in (s for s in specs if s.id != "EPT001"):
             _run(report, spec, ctx)
         if ctx.run is not None:
@@ -78,7 +78,7 @@ def _reference_or_error(reference: Reference):
     return reference if reference is not None else ResourceError("engine", "no reference")
 
 
-def load_object(ctx: LoadContext, surface) -> dict:
+def load_object(ctx: LoadInputs, surface) -> dict:
     """The report's `load` object: what was asked, each level's numbers, the server's metrics, the answers."""
     o, run = ctx.options, ctx.run
     return {

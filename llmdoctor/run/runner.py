@@ -15,7 +15,7 @@ from typing import Any
 
 import checks
 from checks.shared import passes as shared_pass
-from checks.context import CheckContext, ResourceError
+from checks.inputs import CheckInputs, ResourceError
 from checks.registry import CannotRun, CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
 from llmdoctor.run.config_file import load_settings
@@ -116,25 +116,24 @@ def run_checks(model_dir: str | Path, *, select: list[str] | None = None, ignore
         chosen.sort(key=lambda s: "adapter" not in s.needs)
     given = given_options(context, baseline)
     refuse_unread(chosen, given)                     # an option no chosen check reads: exit 2, nothing loaded
-    ctx = CheckContext(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
-                       memory_budget=None if memory_budget is None else parse_size(memory_budget),
-                       adapter_dir=adapter)
-    ctx.selected = {spec.id for spec in chosen}
-    ctx.named, ctx.asked = selected_ids(chosen, select)
-    ctx.context_tokens = context                     # --context N: how far the CTX checks read
-    ctx.given = given                                # a skip of a check reading one of them is an error
-    refuse_past_declared(ctx, context)
-    ctx.workload = run_workload(ctx, chosen, quick, device, context)   # every token the chosen checks read
-    ctx.shared = shared_pass.declared(chosen)        # the engine runs they share ride on few passes (shared_pass)
+    named, asked = selected_ids(chosen, select)
     progress = progress or Progress(0, enabled=False)
-    ctx.shared_runs = lambda ctx: prepare_shared(ctx, progress, plan_stream)
-    plan = plan_engine(ctx, chosen, plan_stream)
-    ctx.on_layer = progress.layer
-    started = time.perf_counter()
     report = Report(model=model_label or str(model_dir), fingerprint=fingerprint(root), tool_version=__version__,
                     generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
+    ctx = CheckInputs(root, device=device, dtype=dtype, quick=quick, thresholds=thresholds, baseline=baseline,
+                      memory_budget=None if memory_budget is None else parse_size(memory_budget),
+                      adapter_dir=adapter, context_tokens=context,   # --context N: how far the CTX checks read
+                      selected={spec.id for spec in chosen}, named=named, asked=asked,
+                      given=given,                                   # a skip of a check reading one is an error
+                      shared=shared_pass.declared(chosen),           # the engine runs chosen checks share
+                      shared_runs=lambda ctx: prepare_shared(ctx, progress, plan_stream),
+                      on_layer=progress.layer,
+                      findings=report.findings,   # what ran before a check, for the competence checks' "look next"
+                      workload=lambda ctx: run_workload(ctx, chosen, quick, device, context))  # every token read
+    refuse_past_declared(ctx, context)
+    plan = plan_engine(ctx, chosen, plan_stream)
+    started = time.perf_counter()
     _add_load_errors(report, select, ignore)
-    ctx.findings = report.findings           # what ran before a check, for the competence checks' "look next"
     run_all(chosen, ctx, report, progress)
     if adapter:
         locate_adapter_findings(report, adapter)
@@ -170,7 +169,7 @@ def run_all(chosen: list[CheckSpec], ctx, report: Report, progress) -> None:
         progress.close()
 
 
-def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):
+def plan_engine(ctx: CheckInputs, chosen: list[CheckSpec], stream=None):
     """The memory plan when a chosen check needs the engine (printed to `stream`); None otherwise or when
     the model cannot be planned (its checks then report why the engine cannot be built)."""
     if not any("engine" in spec.needs for spec in chosen):
@@ -187,7 +186,7 @@ def plan_engine(ctx: CheckContext, chosen: list[CheckSpec], stream=None):
     return plan
 
 
-def prepare_shared(ctx: CheckContext, progress, stream) -> None:
+def prepare_shared(ctx: CheckInputs, progress, stream) -> None:
     """The shared engine passes (checks/shared/passes.py), and a warning line for each run they left to its
     checks' own passes (the report's plan states them too: plan_with_actuals)."""
     shared_pass.prepare(ctx)
@@ -206,7 +205,7 @@ def announce_plan(plan, stream) -> None:
         print(plan.summary(), file=stream, flush=True)
 
 
-def plan_with_actuals(ctx: CheckContext, plan, seconds: float, peak_start=None) -> dict | None:
+def plan_with_actuals(ctx: CheckInputs, plan, seconds: float, peak_start=None) -> dict | None:
     if plan is None and ctx.plan_fallback is not None:      # built resident without a budget: say why
         peak, source = measured_peak(ctx.requested_device, peak_start)
         return {"mode": "resident", "planned": False, "fallback": ctx.plan_fallback,
@@ -224,7 +223,7 @@ def plan_with_actuals(ctx: CheckContext, plan, seconds: float, peak_start=None) 
     return out
 
 
-def run_one(spec: CheckSpec, ctx: CheckContext) -> tuple[CheckRun, list[Finding]]:
+def run_one(spec: CheckSpec, ctx: CheckInputs) -> tuple[CheckRun, list[Finding]]:
     """Run one check in isolation; never raises (except KeyboardInterrupt and friends). A check the run asked
     for that cannot run fails with an error finding saying why (honoured.py), never a quiet skip."""
     findings: list[Finding] = []
@@ -294,7 +293,7 @@ def _add_load_errors(report: Report, select: list[str] | None, ignore: list[str]
                                        evidence={"traceback": error.traceback}, hint=CRASH_HINT))
 
 
-def _resolved(ctx: CheckContext) -> tuple[str, str]:
+def _resolved(ctx: CheckInputs) -> tuple[str, str]:
     try:
         return ctx.device, ctx.dtype
     except Exception:  # dtype may consult a broken config.json; the report still needs a value

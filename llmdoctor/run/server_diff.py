@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import checks
-from checks.diff.servers.context import ServerOptions, ServerPairContext, ServerSide
+from checks.diff.servers.inputs import ServerOptions, ServerPairInputs, ServerSide
 from findings import Report, fail_on_rank
 from llmdoctor import __version__
 from llmdoctor.run.runner import run_one
@@ -80,7 +80,7 @@ def run_server_diff(url_a: str, url_b: str, options: ServerDiffOptions | None = 
         clients.append(client)
         cand, client = _connect("candidate", url_b, options, api_key, transports[1])
         clients.append(client)
-        ctx = ServerPairContext(ref, cand, options.requests, tokenizer, thresholds or {})
+        ctx = ServerPairInputs(ref, cand, options.requests, tokenizer, thresholds or {})
         report = Report(model=f"{ref.url} vs {cand.url}", fingerprint=None, tool_version=__version__,
                         generated_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), fail_on=fail_on)
         for spec in chosen:

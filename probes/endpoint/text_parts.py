@@ -23,7 +23,7 @@ class PlannedPart:
 
 def plan_parts(tokenize, parts: list[TextPart] | None = None) -> tuple[list[PlannedPart], dict[str, str]]:
     """(the parts to score, cut; {part name: why it is left out}). `tokenize`: Surface.tokenize or a cached
-    version of it (EndpointContext.tokenize). EndpointError when a tokenize request fails."""
+    version of it (EndpointInputs.tokenize). EndpointError when a tokenize request fails."""
     parts = parts if parts is not None else builtin_parts()
     bos = tokenize("")
     planned, skipped = [], {}

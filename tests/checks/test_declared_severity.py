@@ -12,7 +12,7 @@ from pathlib import Path
 
 import checks
 from checks.registry import REGISTRY, Problem, check
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from findings import Severity
 from llmdoctor.run.runner import run_one
 
@@ -126,7 +126,7 @@ def test_runner_reports_a_check_that_emits_above_its_declaration(sandbox, factor
         yield Problem("too severe", severity="error")
         yield Problem("never reached")
 
-    run, findings = run_one(REGISTRY["ENV931"], CheckContext(factory_model_dir("llama")))
+    run, findings = run_one(REGISTRY["ENV931"], CheckInputs(factory_model_dir("llama")))
     assert run.status == "crashed" and "declares at most warning" in run.reason
     assert [f.message for f in findings[:2]] == ["fine", "too severe"]     # the real finding is kept as emitted
     assert findings[1].severity.value == "error"

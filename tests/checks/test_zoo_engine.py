@@ -135,11 +135,11 @@ def test_broken_trained_weights_keep_their_severity_though_the_loss_looks_untrai
     import torch
 
     from checks.shared.probe_runs import forward_runs
-    from checks.context import CheckContext
+    from checks.inputs import CheckInputs
     from tests.checks.zoo_engine import eos_row_flipped
     broken = shutil.copytree(engine_base("demo"), tmp_path / "model")
     eos_row_flipped(broken)
-    ctx = CheckContext(broken, quick=True)
+    ctx = CheckInputs(broken, quick=True)
     nll = [float(-torch.log_softmax(r.logits[:-1].double(), -1).gather(1, torch.tensor(r.probe.ids[1:])[:, None])
                  .mean()) for r in forward_runs(ctx) if len(r.probe.ids) > 1]
     assert min(nll) > math.log(ctx.engine.config.vocab_size)

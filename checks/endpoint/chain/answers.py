@@ -1,4 +1,4 @@
-"""The chain requests several checks read, each asked once per run (EndpointContext.ask), and what a refusal means.
+"""The chain requests several checks read, each asked once per run (EndpointInputs.ask), and what a refusal means.
 
 A 4xx answer to a request with a feature (tools, tool_choice, response_format) is the server saying it lacks that
 feature: the check skips naming it (`refused`), never a finding against the model. A 5xx or a transport error stays
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from checks.endpoint.chain import scenarios
-from checks.endpoint.context import EndpointContext
+from checks.endpoint.inputs import EndpointInputs
 from checks.registry import Skip
 from probes.endpoint import EndpointError
 from probes.endpoint.chain import ChainAnswer, chat, served_prompt
@@ -23,7 +23,7 @@ def refused(e: EndpointError) -> bool:
     return e.status in REFUSALS or (e.status == 500 and "validation error" in str(e))
 
 
-def ask_chat(ctx: EndpointContext, key: str, request: dict, *, stream: bool = False,
+def ask_chat(ctx: EndpointInputs, key: str, request: dict, *, stream: bool = False,
              feature: str = "") -> ChainAnswer:
     """The answer to `request` (asked once); Skip naming `feature` when the server refuses it."""
     try:
@@ -34,22 +34,22 @@ def ask_chat(ctx: EndpointContext, key: str, request: dict, *, stream: bool = Fa
         raise
 
 
-def tool_answer(ctx: EndpointContext, stream: bool = False, choice: str | None = None) -> ChainAnswer:
+def tool_answer(ctx: EndpointInputs, stream: bool = False, choice: str | None = None) -> ChainAnswer:
     """tool_choice left to the server's default ("auto") or `choice`, on the one-shot conversation."""
     return ask_chat(ctx, f"tools:{choice or 'auto'}:{stream}", scenarios.tool_request(choice), stream=stream,
                     feature="requests with `tools`" if choice is None else f'tool_choice "{choice}"')
 
 
-def required_answer(ctx: EndpointContext) -> ChainAnswer:
+def required_answer(ctx: EndpointInputs) -> ChainAnswer:
     return tool_answer(ctx, choice="required")
 
 
-def named_answer(ctx: EndpointContext) -> ChainAnswer:
+def named_answer(ctx: EndpointInputs) -> ChainAnswer:
     return ask_chat(ctx, "tools:named", scenarios.tool_request(scenarios.NAMED_CHOICE),
                     feature="a named tool_choice")
 
 
-def tools_prompt(ctx: EndpointContext) -> str | None:
+def tools_prompt(ctx: EndpointInputs) -> str | None:
     """The prompt the server builds for the tool request, where it can say (llama.cpp, vLLM)."""
     try:
         return ctx.ask("chain:tools:prompt", lambda: served_prompt(ctx.surface, scenarios.tool_request()))
@@ -59,7 +59,7 @@ def tools_prompt(ctx: EndpointContext) -> str | None:
         raise
 
 
-def reference_render(ctx: EndpointContext, messages: list[dict], tools: list | None = None) -> str | None:
+def reference_render(ctx: EndpointInputs, messages: list[dict], tools: list | None = None) -> str | None:
     """The reference template's prompt (None: the template refuses this conversation). Cached by the
     conversation's content (an id() of a list can be reused by another list once the first is gone)."""
     key = "render:" + json.dumps([messages, tools], sort_keys=True, default=str)
@@ -76,13 +76,13 @@ def reference_render(ctx: EndpointContext, messages: list[dict], tools: list | N
 REFERENCE_ONE_SHOT = scenarios.one_shot(arguments_as_text=False)
 
 
-def reference_tool_prompts(ctx: EndpointContext) -> tuple[str | None, str | None]:
+def reference_tool_prompts(ctx: EndpointInputs) -> tuple[str | None, str | None]:
     """The reference's one-shot prompt with and without the tool definitions."""
     return (reference_render(ctx, REFERENCE_ONE_SHOT, scenarios.TOOLS),
             reference_render(ctx, REFERENCE_ONE_SHOT))
 
 
-def count(ctx: EndpointContext, text: str | None) -> int | None:
+def count(ctx: EndpointInputs, text: str | None) -> int | None:
     """The prompt's length as a server counts it (usage.prompt_tokens): the rendered text's tokens plus the BOS
     the tokenizer adds in front where the template did not write one."""
     if text is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 
 
@@ -11,7 +11,7 @@ from checks.registry import Problem, Skip, check
        hint="serve the model with a template and tool parser that carry every id form clients send back (Kimi "
             "K2: `functions.NAME:INDEX`); or rewrite history ids at the gateway to the form the parser expects")
 @asks_server
-def history_call_ids(ctx: EndpointContext):
+def history_call_ids(ctx: EndpointInputs):
     """The next turn ends "stop" with no call once the history carries a tool-call id of another form.
 
     Clients send back the ids the server (or another provider) gave earlier calls. A template or parser that

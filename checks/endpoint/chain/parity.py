@@ -6,7 +6,7 @@ model's own near tie, flipped by another batch shape, is no fault)."""
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, check
 
 NEAR_TIE_NATS = 0.5          # two tokens this close in the served model: either is a fair greedy pick
@@ -14,7 +14,7 @@ TOP_LOGPROBS = 5             # alternatives asked per position (the other answer
 PREFIX_TOKENS = 1024         # the long shared prefix (less on a small window)
 
 
-def _request(messages: list[dict], ctx: EndpointContext, cache: bool) -> dict:
+def _request(messages: list[dict], ctx: EndpointInputs, cache: bool) -> dict:
     request = {"messages": messages, "max_tokens": scenarios.PARITY_TOKENS, "logprobs": True,
                "top_logprobs": TOP_LOGPROBS}
     if ctx.surface.kind == "llama.cpp":
@@ -26,7 +26,7 @@ def _ask(ctx, key, messages, *, stream=False, cache=False):
     return answers.ask_chat(ctx, f"parity:{key}", _request(messages, ctx, cache), stream=stream)
 
 
-def prefix_messages(ctx: EndpointContext) -> tuple[list[dict], list[dict]]:
+def prefix_messages(ctx: EndpointInputs) -> tuple[list[dict], list[dict]]:
     window = getattr(ctx.ask("context", lambda: ctx.surface.context()), "max_context", None)
     target = min(PREFIX_TOKENS, (window or 4 * PREFIX_TOKENS) // 2, ctx.reference.max_context // 2)
     per = len(ctx.reference.tokenizer.encode(scenarios.shared_prefix(8), add_special_tokens=False)) / 8
@@ -34,7 +34,7 @@ def prefix_messages(ctx: EndpointContext) -> tuple[list[dict], list[dict]]:
     return scenarios.prefixed(prefix, scenarios.SUFFIXES[0]), scenarios.prefixed(prefix, scenarios.SUFFIXES[1])
 
 
-def comparisons(ctx: EndpointContext):
+def comparisons(ctx: EndpointInputs):
     """(what, first answer, second answer) as soon as the second answer of each pair has come: streamed and not,
     with the cache off and on. llama.cpp switches its prompt cache per request (`cache_prompt`); a server whose
     cache is set per server (vLLM's prefix caching, llama-cpp-python's --cache) is compared cold vs repeated."""
@@ -146,7 +146,7 @@ def verdict(what: str, a, b, tokenizer) -> Problem:
        hint="a greedy answer must not depend on streaming or caching: check the server's prefix cache, chunked "
             "prefill and sliding-window settings (disable them to confirm) and update the server")
 @asks_server
-def greedy_parity(ctx: EndpointContext):
+def greedy_parity(ctx: EndpointInputs):
     """A greedy answer differs between streaming and not, cache off and on, a cache hit, or after a shared prefix.
 
     The same temperature-0 chat request, answered to its stop (at most 128 tokens), is sent non-streamed and

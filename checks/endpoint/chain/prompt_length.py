@@ -5,7 +5,7 @@ lost."""
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 from probes.endpoint import EndpointError
 
@@ -20,7 +20,7 @@ SLACK = (2, 0.005)          # fewer tokens than the reference's by more than max
 QUESTION = "What year was the lighthouse in note (1) built?"
 
 
-def notes(ctx: EndpointContext, target: int) -> str:
+def notes(ctx: EndpointInputs, target: int) -> str:
     """Numbered notes of about `target` reference tokens (every part distinct: a cut anywhere shows)."""
     per = len(ctx.reference.tokenizer.encode(scenarios.shared_prefix(8), add_special_tokens=False)) / 8
     return scenarios.shared_prefix(max(int(target / per), 4))
@@ -47,16 +47,16 @@ def shaped(shape: str, text: str, as_text: bool = True) -> tuple[list[dict], lis
             {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": text}], scenarios.TOOLS, 2
 
 
-def window(ctx: EndpointContext) -> int:
+def window(ctx: EndpointInputs) -> int:
     served = getattr(ctx.ask("context", lambda: ctx.surface.context()), "max_context", None)
     return min(ctx.reference.max_context, served or ctx.reference.max_context)
 
 
-def target_tokens(ctx: EndpointContext) -> int:
+def target_tokens(ctx: EndpointInputs) -> int:
     return max(min(window(ctx), LONG_TOKENS) - MARGIN, 256)
 
 
-def plan(ctx: EndpointContext) -> list[tuple[str, int]]:
+def plan(ctx: EndpointInputs) -> list[tuple[str, int]]:
     """(shape, target tokens) of each probe: every shape short and long, the user turn up to the window."""
     room = target_tokens(ctx)
     medium = min(MEDIUM_TOKENS, room)
@@ -64,7 +64,7 @@ def plan(ctx: EndpointContext) -> list[tuple[str, int]]:
             ("tool result", medium), ("mid-conversation", medium), ("assistant", medium), ("user", room)]
 
 
-def one_probe(ctx: EndpointContext, shape: str, target: int):
+def one_probe(ctx: EndpointInputs, shape: str, target: int):
     text = notes(ctx, target)
     messages, tools, index = shaped(shape, text)
     reference, _, _ = shaped(shape, text, as_text=False)
@@ -106,7 +106,7 @@ def slack(n: int) -> float:
        hint="raise the server's context (Ollama num_ctx, llama.cpp -c) or make it refuse prompts it cannot hold; "
             "remove a gateway's message trimming")
 @asks_server
-def prompt_cut(ctx: EndpointContext):
+def prompt_cut(ctx: EndpointInputs):
     """A message of the prompt was cut silently: usage.prompt_tokens is below the reference's count.
 
     Sends conversations of five shapes, each with one long message: a system prompt (first), a user turn (the

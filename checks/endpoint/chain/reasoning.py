@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.generate import harmony
@@ -46,7 +46,7 @@ def think_markers(ref) -> tuple[str, str] | None:
        hint="start the server with the model family's reasoning parser (vLLM --reasoning-parser, llama.cpp "
             "--reasoning-format deepseek) and the model's own template")
 @asks_server
-def reasoning_split(ctx: EndpointContext):
+def reasoning_split(ctx: EndpointInputs):
     """Thinking text leaks into `content`, or `reasoning_content` comes back empty where the server splits it.
 
     Runs only for models whose template or vocabulary has thinking markers (<think>, [THINK], harmony's
@@ -102,7 +102,7 @@ def reasoning_split(ctx: EndpointContext):
        hint="update the server's reasoning parser (it must read the template's closed thinking block), or start it "
             "without one for requests with thinking off; clients reading `content` get nothing")
 @asks_server
-def thinking_off_routing(ctx: EndpointContext):
+def thinking_off_routing(ctx: EndpointInputs):
     """With thinking off (`chat_template_kwargs: {"enable_thinking": false}`) the answer lands in
     `reasoning_content` and `content` is empty or null.
 

@@ -3,14 +3,14 @@ message dropped by the template the server renders: vllm#44330), read from the s
 from __future__ import annotations
 
 from checks.endpoint.chain import answers
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 from checks.shared.conversations import SYSTEM_SHAPES, describe, missing_messages
 from probes.endpoint import EndpointError
 from probes.endpoint.chain import served_prompt
 
 
-def _served(ctx: EndpointContext, shape: str) -> str | None:
+def _served(ctx: EndpointInputs, shape: str) -> str | None:
     try:
         request = {"messages": SYSTEM_SHAPES[shape]}
         return ctx.ask(f"chain:messages:{shape}", lambda: served_prompt(ctx.surface, request))
@@ -24,7 +24,7 @@ def _served(ctx: EndpointContext, shape: str) -> str | None:
        hint="serve the model's own template (llama.cpp --jinja without another --chat-template-file, vLLM without "
             "--chat-template), or one that renders every system message; merge later instructions into the first")
 @asks_server
-def served_messages(ctx: EndpointContext):
+def served_messages(ctx: EndpointInputs):
     """A message of the conversation never reaches the prompt the server builds (200 OK all the same).
 
     Asks the server what prompt it builds (llama.cpp POST /apply-template, vLLM /tokenize then /detokenize) for

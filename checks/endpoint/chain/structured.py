@@ -6,7 +6,7 @@ import json
 import jsonschema
 
 from checks.endpoint.chain import answers, scenarios
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, check
 
 
@@ -14,7 +14,7 @@ from checks.registry import Problem, check
        hint="enable the server's structured-output backend (vLLM guided decoding, llama.cpp grammars) or refuse "
             "response_format instead of ignoring it")
 @asks_server
-def structured_output(ctx: EndpointContext):
+def structured_output(ctx: EndpointInputs):
     """`response_format` json_schema answered with free text (200 OK) or with JSON that does not validate.
 
     Asks a one-line question with a strict two-field schema. A server that supports structured output returns

@@ -3,7 +3,7 @@ OpenAI schema), probed on a one-shot conversation that shows one earlier call.""
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, calls, scenarios
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 from findings import Location
 from probes.endpoint.chain import template_caps
@@ -20,14 +20,14 @@ def _evidence(answer, choice) -> dict:
                         "tool_choice": choice or "(not set)"}, "answer": answer.summary()}
 
 
-def _enforced(ctx: EndpointContext, name: str) -> bool:
+def _enforced(ctx: EndpointInputs, name: str) -> bool:
     """Must the server make `name`'s arguments fit its schema? When the request marked the tool strict, or when
     the server constrains every call (llama-server's grammar; any server not known to do otherwise)."""
     tool = next((t["function"] for t in scenarios.TOOLS if t["function"]["name"] == name), {})
     return bool(tool.get("strict")) or ctx.surface.enforces_tool_schemas
 
 
-def _judge(ctx: EndpointContext, answer, choice: str):
+def _judge(ctx: EndpointInputs, answer, choice: str):
     evidence = _evidence(answer, None if choice == "auto" else "required")
     template = ctx.reference.tokenizer.chat_template
     left = calls.markup_left(answer.content, template)
@@ -76,7 +76,7 @@ def _judge(ctx: EndpointContext, answer, choice: str):
        hint="serve the model with its own template and its family's tool-call parser; validate arguments "
             "against the tool schema (vLLM --tool-call-parser, llama.cpp --jinja)")
 @asks_server
-def tool_call_delivery(ctx: EndpointContext):
+def tool_call_delivery(ctx: EndpointInputs):
     """Tool calls arrive as structured calls whose arguments validate against the tool's JSON schema.
 
     Sends two tools with strict schemas and a conversation that shows one earlier call (so even a small model
@@ -108,7 +108,7 @@ def _calls_view(answer) -> list:
        hint="the server's streaming tool-call path differs from its non-streaming one: update the server or "
             "its tool parser; clients that stream see other calls")
 @asks_server
-def streamed_tool_calls(ctx: EndpointContext):
+def streamed_tool_calls(ctx: EndpointInputs):
     """Streamed tool-call deltas assemble into the same call as the non-streamed answer.
 
     The same greedy tool request is sent with stream=false and stream=true; the stream's deltas are gathered by
@@ -145,7 +145,7 @@ def streamed_tool_calls(ctx: EndpointContext):
        hint="serve a template that renders `tools` (the model's own, or a tool-use variant; llama.cpp --jinja "
             "--chat-template-file), or refuse tools at the gateway")
 @asks_server
-def tools_dropped(ctx: EndpointContext):
+def tools_dropped(ctx: EndpointInputs):
     """The server accepts `tools` but the model never sees them.
 
     The reference renders the one-shot conversation with and without the tool definitions. When the model's
@@ -184,7 +184,7 @@ def tools_dropped(ctx: EndpointContext):
        hint="notes on the server's tool_choice handling; constrain or check the calls in the client where it "
             "matters")
 @asks_server
-def tool_choice_handling(ctx: EndpointContext):
+def tool_choice_handling(ctx: EndpointInputs):
     """What the server does with tool_choice "required" and a named function (notes, not errors of the model).
 
     Under "required" the answer must be a call; llama-server lets free text precede it. A named choice must call
@@ -199,7 +199,7 @@ def tool_choice_handling(ctx: EndpointContext):
         yield Problem('tool_choice "required" and a named function are honoured', severity="info")
 
 
-def _choice_notes(ctx: EndpointContext):
+def _choice_notes(ctx: EndpointInputs):
     try:
         required = answers.required_answer(ctx)
     except Skip as e:

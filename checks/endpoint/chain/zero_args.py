@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.endpoint.chain import answers, calls, scenarios
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, Skip, check
 from reference_engine.generate import tool_calls as formats
 
@@ -36,7 +36,7 @@ def _argument_problems(answer) -> list[str]:
        hint="update the server's tool-call parser: a call without arguments (or with them omitted) is a call; "
             "send its arguments as \"{}\"")
 @asks_server
-def zero_argument_call(ctx: EndpointContext):
+def zero_argument_call(ctx: EndpointInputs):
     """A call to a tool without parameters is lost, or its arguments are not "{}".
 
     Shows one earlier call of `get_server_time()` (no parameters), then asks again, non-streamed and streamed

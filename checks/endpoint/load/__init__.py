@@ -1,4 +1,4 @@
 """EPT101+: a live server under load (`probe load`, `triage --load`): throughput.py (latency, throughput, failures,
 scaling), answers.py and compare.py (greedy answers that change under load), server_metrics.py (what /metrics says),
-context.py (LoadContext), plots.py. Importing this package registers them."""
+inputs.py (LoadInputs), plots.py. Importing this package registers them."""
 from checks.endpoint.load import answers, throughput  # noqa: F401 (registers)

@@ -6,13 +6,13 @@ solo answer (checks/endpoint/load/compare.py): exact match, near-tie flip, corru
 """
 from __future__ import annotations
 
-from checks.endpoint.load.context import LoadContext
+from checks.endpoint.load.inputs import LoadInputs
 from checks.registry import Problem, Skip, check
 
 FREQUENT_FLIPS = 0.25     # near-tie flips in this share of the compared answers or more: a warning
 
 
-def _compared(ctx: LoadContext) -> list[dict]:
+def _compared(ctx: LoadInputs) -> list[dict]:
     if not ctx.run.solo:
         raise Skip("no probe answers: " + "; ".join(f"{k}: {v}" for k, v in ctx.run.skipped.items()))
     return [c for c in ctx.classes if c["kind"] != "failed"]
@@ -24,7 +24,7 @@ def _where(c: dict) -> str:
 
 @check("EPT110", category="endpoint", severity="info", needs=("load",),
        hint="answers that change alone are the server's noise floor; under load see EPT111-EPT113")
-def answers_under_load(ctx: LoadContext):
+def answers_under_load(ctx: LoadInputs):
     """Per probe: exact-match rate alone and under load, the first divergent token, agreement with the reference.
 
     The probes are greedy (temperature 0) chat questions with top logprobs. Alone, repeated answers should be
@@ -65,7 +65,7 @@ def answers_under_load(ctx: LoadContext):
 @check("EPT111", category="endpoint", severity="warning", needs=("load",),
        hint="expected from batch-variant kernels (the answer depends on the batch it ran in); where it matters "
             "use batch-invariant kernels (vLLM VLLM_BATCH_INVARIANT=1) or a single slot")
-def near_tie_flips(ctx: LoadContext):
+def near_tie_flips(ctx: LoadInputs):
     """Greedy answers that flip between nearly tied tokens (batch nondeterminism, not a bug by itself).
 
     At the first token where an answer differs from the baseline, each side's token is in the other's top-k
@@ -89,7 +89,7 @@ def near_tie_flips(ctx: LoadContext):
        hint="the server computes wrong tokens when busy: suspect prefix caching, chunked prefill or batched "
             "kernels; retry with them off (vLLM --no-enable-prefix-caching / --no-enable-chunked-prefill, "
             "llama.cpp --parallel 1) and report it upstream with this probe")
-def corruption(ctx: LoadContext):
+def corruption(ctx: LoadInputs):
     """Greedy answers that change under load beyond a near tie (corruption).
 
     At the first divergent token, one side's token is not in the other's top-k or the gap is large: this is
@@ -111,7 +111,7 @@ def corruption(ctx: LoadContext):
 @check("EPT113", category="endpoint", severity="error", needs=("load",),
        hint="answers are routed to the wrong request or share KV state: check the server's and any proxy's "
             "request/stream bookkeeping and prefix-cache isolation")
-def cross_talk(ctx: LoadContext):
+def cross_talk(ctx: LoadInputs):
     """An answer that carries another in-flight request's content (cross-talk).
 
     Background prompts carry order codes no probe has; a probe answer naming one, or opening like another

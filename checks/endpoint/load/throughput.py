@@ -1,12 +1,12 @@
 """EPT10x: a live server under load. Latency and throughput per level, failed requests, where scaling stops,
 latency and goodput jumps, and what the server's /metrics say (preemption storms, queueing).
 
-These checks read what `llmdoctor probe load` measured (LoadContext, checks/endpoint/load/context.py); they need
+These checks read what `llmdoctor probe load` measured (LoadInputs, checks/endpoint/load/inputs.py); they need
 "load", so `check` and `probe endpoint` leave them out. Answers under load: checks/endpoint/load/answers.py.
 """
 from __future__ import annotations
 
-from checks.endpoint.load.context import LoadContext
+from checks.endpoint.load.inputs import LoadInputs
 from checks.endpoint.load.plots import latency_plots
 from checks.endpoint.load.server_metrics import preemptions, queue_share
 from checks.registry import Problem, Skip, check
@@ -18,7 +18,7 @@ COLUMNS = ["level", "completed", "failed", "ttft_p50_ms", "ttft_p99_ms", "tpot_p
            "e2e_p50_ms", "e2e_p99_ms", "output_tokens_per_s", "requests_per_s", "goodput", "peak_in_flight"]
 
 
-def _rows(ctx: LoadContext) -> list[dict]:
+def _rows(ctx: LoadInputs) -> list[dict]:
     rows = []
     for label, lv in zip(ctx.level_labels(), ctx.levels):
         rows.append({"level": label, "completed": lv["completed"], "failed": lv["failed"],
@@ -32,7 +32,7 @@ def _rows(ctx: LoadContext) -> list[dict]:
 
 @check("EPT101", category="endpoint", severity="info", needs=("load",),
        hint="size the deployment below the level where latency climbs; compare runs before and after a change")
-def load_levels(ctx: LoadContext):
+def load_levels(ctx: LoadInputs):
     """Latency and throughput at each load level (the numbers and plots the other load findings stand on).
 
     Closed-loop levels keep `concurrency` requests open; open-loop levels send Poisson arrivals at `rate`/s. For
@@ -50,7 +50,7 @@ def load_levels(ctx: LoadContext):
                   data={"plots": latency_plots(ctx)})
 
 
-def _metrics_note(ctx: LoadContext) -> str:
+def _metrics_note(ctx: LoadInputs) -> str:
     if ctx.run.scrapes:
         from probes.load.metrics import server_family
         family = server_family(ctx.run.scrapes[-1].values) or "unknown"
@@ -61,7 +61,7 @@ def _metrics_note(ctx: LoadContext) -> str:
 @check("EPT102", category="endpoint", severity="error", needs=("load",),
        hint="read the server log at these times; for dropped streams check request interruption/abort settings "
             "(llama-cpp-python: --interrupt_requests false) and proxy idle timeouts")
-def failed_requests(ctx: LoadContext):
+def failed_requests(ctx: LoadInputs):
     """Requests the server failed under load: 5xx, dropped streams, timeouts, broken connections.
 
     A dropped stream ends (even with `data: [DONE]`) without a finish_reason: the client got a truncated answer
@@ -94,14 +94,14 @@ def failed_requests(ctx: LoadContext):
                   severity="error" if severe else "warning", evidence={"totals": totals, "levels": per_level})
 
 
-def _closed(ctx: LoadContext) -> list[tuple[str, dict]]:
+def _closed(ctx: LoadInputs) -> list[tuple[str, dict]]:
     return [(label, lv) for label, lv in zip(ctx.level_labels(), ctx.levels) if "concurrency" in lv]
 
 
 @check("EPT103", category="endpoint", severity="warning", needs=("load",),
        hint="the server is saturated past this level: add replicas or slots (llama.cpp --parallel, vLLM "
             "--max-num-seqs) or keep traffic under it")
-def throughput_scaling(ctx: LoadContext):
+def throughput_scaling(ctx: LoadInputs):
     """Throughput that stops scaling while latency climbs (a knee), or falls as load grows (a cliff).
 
     Over the concurrency levels: the first level that no higher one beats by 10 % in output tokens/s, while
@@ -147,7 +147,7 @@ def _knee(levels: list[tuple[str, dict]]):
 @check("EPT104", category="endpoint", severity="warning", needs=("load",),
        hint="find the level where latency jumps (EPT101's plot) and size the deployment below it; check "
             "EPT105/EPT106 for why (preemption, queueing)")
-def latency_jump(ctx: LoadContext):
+def latency_jump(ctx: LoadInputs):
     """Goodput collapse against the SLOs, or a several-fold TTFT/TPOT jump from the lowest to a higher load.
 
     Goodput is the share of requests that finished within --slo-ttft-ms and --slo-tpot-ms: from 90 % or more
@@ -184,7 +184,7 @@ def latency_jump(ctx: LoadContext):
 @check("EPT105", category="endpoint", severity="warning", needs=("load",),
        hint="the KV cache is too small for this load: lower max concurrency (vLLM --max-num-seqs), raise "
             "--gpu-memory-utilization or shorten max tokens; preempted requests are recomputed")
-def preemption_storm(ctx: LoadContext):
+def preemption_storm(ctx: LoadInputs):
     """Preemption storm in the server's /metrics: preemptions rising with KV usage near 1 and the queue growing.
 
     vLLM (vllm:num_preemptions_total, vllm:kv_cache_usage_perc, vllm:num_requests_waiting) and SGLang
@@ -206,7 +206,7 @@ def preemption_storm(ctx: LoadContext):
 
 @check("EPT106", category="endpoint", severity="warning", needs=("load",),
        hint="requests wait for a batch slot, not for compute: add slots or replicas, or admit fewer requests")
-def queueing(ctx: LoadContext):
+def queueing(ctx: LoadInputs):
     """Queueing dominating TTFT: the server's own queue time against the TTFT clients measured.
 
     From the queue-time histogram (vllm:request_queue_time_seconds, tgi_request_queue_duration,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from checks.endpoint.chain import answers, parity
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.registry import Problem, check
 from probes.endpoint.chain import chat
 
@@ -22,7 +22,7 @@ def _request(messages: list[dict]) -> dict:
     return {"messages": messages, "max_tokens": TOKENS, "logprobs": True, "top_logprobs": parity.TOP_LOGPROBS}
 
 
-def crowded(ctx: EndpointContext):
+def crowded(ctx: EndpointInputs):
     """The answer to QUESTION sent together with CROWD - 1 other requests (each its own connection), sent last so
     that it arrives among them."""
     def ask():
@@ -38,7 +38,7 @@ def crowded(ctx: EndpointContext):
             "leaking between requests (update the server; serve with one slot to confirm); a near tie flipped is "
             "batch-shape arithmetic (vLLM: VLLM_BATCH_INVARIANT=1 for bit-exact answers)")
 @asks_server
-def batch_invariance(ctx: EndpointContext):
+def batch_invariance(ctx: EndpointInputs):
     """A greedy answer changes when other requests share the batch.
 
     The same temperature-0 chat request (48 tokens, top-5 logprobs) is sent alone, then at the same moment as

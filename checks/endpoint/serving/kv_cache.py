@@ -5,7 +5,7 @@ reference with the reference's own margin there."""
 from __future__ import annotations
 
 from checks.endpoint.chain.parity import NEAR_TIE_NATS   # one near tie for every greedy comparison
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.endpoint.serving.passage import PASSAGE, forced_passage
 from checks.registry import Problem, Skip, check
 
@@ -42,7 +42,7 @@ def parting(forced) -> dict | None:
        hint="a quantized KV cache (llama-server -ctk/-ctv q4_0, vLLM --kv-cache-dtype) moves answers: serve with "
             "an f16 or q8_0 cache and rerun; a large KL with an f16 cache means other weights or kernels (EPT041)")
 @asks_server
-def kv_cache_drift(ctx: EndpointContext):
+def kv_cache_drift(ctx: EndpointInputs):
     """The served distribution drifts from the reference along a passage, as a quantized KV cache makes it.
 
     A 70-token passage is continued greedily for 48 tokens; the server's tokens are replayed through the

@@ -3,7 +3,7 @@
 the reference engine (teacher forcing) so every generated position is compared, after a first divergence too."""
 from __future__ import annotations
 
-from checks.endpoint.context import EndpointContext
+from checks.endpoint.inputs import EndpointInputs
 from checks.endpoint.teacher import Forced, teacher_force
 from checks.registry import Skip
 from probes.endpoint.openai_api import parse_completion
@@ -17,7 +17,7 @@ PASSAGE = ("The history of the printing press begins in the fifteenth century, w
 CONTINUATION = 48
 
 
-def passage_answer(ctx: EndpointContext) -> tuple[Generation, dict]:
+def passage_answer(ctx: EndpointInputs) -> tuple[Generation, dict]:
     """The server's greedy continuation of PASSAGE with top logprobs, and its `timings` ({} when it sends none)."""
     def ask():
         surface = ctx.surface
@@ -31,7 +31,7 @@ def passage_answer(ctx: EndpointContext) -> tuple[Generation, dict]:
     return ctx.ask("serving:passage", ask)
 
 
-def forced_passage(ctx: EndpointContext) -> Forced:
+def forced_passage(ctx: EndpointInputs) -> Forced:
     """The passage as the server tokenized it (its tokenize route, else ours when the counts agree), followed by
     the server's greedy tokens, through the reference engine; Skip where the two cannot be lined up."""
     if "serving:forced" in ctx.state:

@@ -6,7 +6,7 @@ were drafted and accepted; a server that does not say is compared by `llmdoctor 
 served without speculative decoding."""
 from __future__ import annotations
 
-from checks.endpoint.context import EndpointContext, asks_server
+from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.endpoint.chain.parity import NEAR_TIE_NATS
 from checks.endpoint.serving.kv_cache import parting
 from checks.endpoint.serving.passage import forced_passage, passage_answer
@@ -18,7 +18,7 @@ from checks.registry import Problem, Skip, check
             "--spec-synth-len/--spec-synth-rates accept drafts unverified), serve without the draft to confirm, "
             "and update the server")
 @asks_server
-def speculative_greedy(ctx: EndpointContext):
+def speculative_greedy(ctx: EndpointInputs):
     """Speculative decoding changed the greedy output: a drafted token was kept where the target picks another.
 
     Read where the server reports its drafts (llama.cpp's `timings.draft_n` / `draft_n_accepted`); the greedy

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from checks.diff.servers.compare import divergence, kl_by_position, margin, top_kl, visible
-from checks.diff.servers.context import ServerOptions
+from checks.diff.servers.inputs import ServerOptions
 from llmdoctor.run.server_diff import ServerDiffError, ServerDiffOptions, run_server_diff
 from probes.endpoint import TokenLogprob
 from tests.checks.diff.server_fakes import FakeServer

@@ -14,7 +14,7 @@ from typing import Callable
 
 import pytest
 
-from checks.diff.servers.context import ServerOptions
+from checks.diff.servers.inputs import ServerOptions
 from checks.diff.servers.logprobs import KLD_WARN
 from llmdoctor.run.server_diff import ServerDiffOptions, run_server_diff
 from reference_engine.tokenizer import Tokenizer

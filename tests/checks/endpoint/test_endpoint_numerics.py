@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from checks.endpoint.context import COMPLETION_PROMPT, CONVERSATIONS, STOP_CONVERSATION
+from checks.endpoint.inputs import COMPLETION_PROMPT, CONVERSATIONS, STOP_CONVERSATION
 from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
 from tests.probes.endpoint import cassette
 

@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 import torch
 
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from checks.engine import hybrid
 from checks.registry import REGISTRY, Skip
 from reference_engine.core import model
@@ -31,8 +31,8 @@ def dirs(tmp_path_factory):
     return {v: checkable(tmp_path_factory.mktemp(v), v, **kw) for v, kw in SMALL.items()}
 
 
-def ctx_of(dirs, variant) -> CheckContext:
-    return CheckContext(dirs[variant], quick=True)
+def ctx_of(dirs, variant) -> CheckInputs:
+    return CheckInputs(dirs[variant], quick=True)
 
 
 def test_catalogue_entries():
@@ -50,7 +50,7 @@ def test_healthy_hybrids_pass(dirs, variant):
 
 
 def test_attention_only_model_skips(factory_model_dir):
-    ctx = CheckContext(factory_model_dir("llama"), quick=True)
+    ctx = CheckInputs(factory_model_dir("llama"), quick=True)
     with pytest.raises(Skip, match="no recurrent layers"):
         list(hybrid.recurrent_chunks_vs_one_prefill(ctx))
 

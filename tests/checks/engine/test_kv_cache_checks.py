@@ -8,12 +8,12 @@ import torch
 
 from checks.engine import kv_cache
 from checks.shared import logit_compare
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 
 
 @pytest.fixture
 def ctx(factory_model_dir):
-    return CheckContext(factory_model_dir("llama"), quick=True)
+    return CheckInputs(factory_model_dir("llama"), quick=True)
 
 
 def test_close_float32_is_tight():
@@ -79,6 +79,6 @@ def test_healthy_longrope_phi3_passes_at_the_end_of_its_context(factory_model_di
     model = factory_model_dir("phi3", max_position_embeddings=2048, original_max_position_embeddings=512,
                               rope_scaling={"type": "longrope", "short_factor": [1.0 + 0.05 * i for i in range(8)],
                                             "long_factor": [1.0 + 0.5 * i for i in range(8)]})
-    ctx = CheckContext(model, quick=False)
+    ctx = CheckInputs(model, quick=False)
     assert kv_cache.far_budget(ctx) == 2048 and ctx.engine.rope.restart_at == 512
     assert list(kv_cache.far_positions(ctx)) == []

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 import checks
 from checks.runtime import golden
 from checks.engine import selftest
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from checks.registry import REGISTRY, RETIRED, RegistryError, check
 from llmdoctor.cli import cli
 from llmdoctor.report.explain import explain
@@ -24,7 +24,7 @@ HYBRID_ENG = ("ENG010", "ENG011", "ENG012", "ENG013")    # recurrent layers only
 
 @pytest.fixture
 def ctx(factory_model_dir):
-    return CheckContext(factory_model_dir("llama"), quick=True)
+    return CheckInputs(factory_model_dir("llama"), quick=True)
 
 
 class Tampered:

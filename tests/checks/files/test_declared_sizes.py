@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from checks.shared.tensor_layout import backed_layers, expected_tensors, layer_shortfall
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from checks.registry import Skip
 from llmdoctor.run.runner import run_checks
 from reference_engine import limits
@@ -47,7 +47,7 @@ def test_a_hole_below_the_last_layer_is_missing_tensors_not_a_shortfall(broken_c
 
 
 def test_expected_table_follows_the_files_not_the_claim(broken_copy):
-    ctx = CheckContext(broken_copy("llama", zoo.edit_json("config.json", num_hidden_layers=1000)))
+    ctx = CheckInputs(broken_copy("llama", zoo.edit_json("config.json", num_hidden_layers=1000)))
     names = ctx.weights.names
     table = expected_tensors(ctx.config, names)
     assert backed_layers(ctx.config, names) == 2 and len(table) == len(names)
@@ -59,7 +59,7 @@ def test_expected_table_follows_the_files_not_the_claim(broken_copy):
 
 
 def test_expected_table_is_capped_for_many_tensors_per_layer(broken_copy, monkeypatch):
-    ctx = CheckContext(broken_copy("llama", zoo.edit_json("config.json", num_hidden_layers=1000)))
+    ctx = CheckInputs(broken_copy("llama", zoo.edit_json("config.json", num_hidden_layers=1000)))
     import checks.shared.tensor_layout as layout
     monkeypatch.setattr(layout, "MAX_EXPECTED_TENSORS", 90)
     stray = ctx.weights.names + ["model.layers.999.x"]
@@ -70,7 +70,7 @@ def test_expected_table_is_capped_for_many_tensors_per_layer(broken_copy, monkey
 def test_a_family_that_cannot_describe_the_tensors_skips_the_weight_checks(broken_copy):
     d = broken_copy("llama", zoo.edit_json("config.json", architectures=["MixtralForCausalLM"],
                                            num_local_experts=8, num_experts_per_tok="2"))
-    ctx = CheckContext(d)
+    ctx = CheckInputs(d)
     with pytest.raises(Skip, match="num_experts_per_tok"):
         expected_tensors(ctx.config, ctx.weights.names)
     report = run_checks(d, select=["WGT001", "WGT002", "WGT003"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from checks.files.weights import all_zero_tensors, nonfinite_weights
 from llmdoctor.run.runner import run_checks
 from tests.checks import zoo
@@ -26,7 +26,7 @@ def test_outlier_ratio_threshold(broken_copy):
 
 
 def test_scan_is_shared_between_checks(broken_copy):
-    ctx = CheckContext(broken_copy("llama", zoo.one_value("model.norm.weight", float("nan"))))
+    ctx = CheckInputs(broken_copy("llama", zoo.one_value("model.norm.weight", float("nan"))))
     assert len(list(nonfinite_weights(ctx))) == 1
     scan = ctx.state["weight_scan"]
     list(all_zero_tensors(ctx))

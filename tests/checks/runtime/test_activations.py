@@ -11,7 +11,7 @@ import torch
 
 from checks.runtime import activations
 from checks.shared.probe_runs import point_stats
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from llmdoctor.run.runner import run_checks
 from reports import render
 from reference_engine.core.capture import MODULES, ActivationRecorder
@@ -41,7 +41,7 @@ def test_point_stats_skip_nonfinite_values_and_count_them():
 
 
 def test_table_matches_a_direct_capture(llama):
-    ctx = CheckContext(llama, quick=True)
+    ctx = CheckInputs(llama, quick=True)
     table = activations.activation_table(activations.forward_runs(ctx))
     layers = ctx.engine.config.num_hidden_layers
     assert [(r["layer"], r["module"]) for r in table] == [(-1, "embed")] + [

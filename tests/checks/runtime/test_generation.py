@@ -13,7 +13,7 @@ from checks.shared.init_stats import InitVerdict, init_state, judge
 from checks.shared.probe_runs import GreedyTrace
 from checks.shared.prompts import ProbeInput
 from checks.shared.tensor_scan import TensorStats
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from llmdoctor.cli import DEMO_MODEL
 
 EOS = 99
@@ -34,7 +34,7 @@ def test_eos_swings_count_crossings_with_hysteresis():
 
 @pytest.fixture
 def ctx(factory_model_dir):
-    return CheckContext(factory_model_dir("llama"), quick=False)
+    return CheckInputs(factory_model_dir("llama"), quick=False)
 
 
 def with_traces(ctx, traces, untrained: bool, chat_last: bool = False):
@@ -126,30 +126,30 @@ def test_no_float_matrix_means_no_untrained_verdict():
 @pytest.mark.parametrize("preset, overrides", [("llama", {}), ("qwen3", {"tie_word_embeddings": True,
                                                                         "torch_dtype": "bfloat16"})])
 def test_factory_models_are_at_initialisation(factory_model_dir, preset, overrides):
-    verdict = init_state(CheckContext(factory_model_dir(preset, **overrides), quick=True))
+    verdict = init_state(CheckInputs(factory_model_dir(preset, **overrides), quick=True))
     assert verdict.untrained and verdict.judged >= 10, verdict.reason
 
 
 def test_transformers_initialised_model_is_at_initialisation(tmp_path):
     from tests.hf_models import build_hf_model
-    verdict = init_state(CheckContext(build_hf_model(tmp_path / "m", "llama_gqa4_tied_bias"), quick=True))
+    verdict = init_state(CheckInputs(build_hf_model(tmp_path / "m", "llama_gqa4_tied_bias"), quick=True))
     assert verdict.untrained, verdict.reason
 
 
 def test_demo_model_is_trained():
-    verdict = init_state(CheckContext(DEMO_MODEL, quick=True))
+    verdict = init_state(CheckInputs(DEMO_MODEL, quick=True))
     assert not verdict.untrained and "initializer_range" in verdict.reason
 
 
 @pytest.mark.assets
 def test_smollm2_counts_as_trained(smollm2_dir):
-    verdict = init_state(CheckContext(smollm2_dir, quick=True))
+    verdict = init_state(CheckInputs(smollm2_dir, quick=True))
     assert not verdict.untrained
 
 
 def test_verdict_never_looks_at_the_outputs(factory_model_dir):
     """The verdict is made from the weight files alone: no engine is built, no probe is run."""
-    ctx = CheckContext(factory_model_dir("llama"), quick=True)
+    ctx = CheckInputs(factory_model_dir("llama"), quick=True)
     init_state(ctx)
     assert "engine" not in ctx._cache and not any(isinstance(k, tuple) and k[0] == "forward" for k in ctx.state)
 
@@ -164,7 +164,7 @@ def test_a_full_size_model_at_its_initialisation_keeps_the_severity(ctx, monkeyp
 
 
 def test_weights_that_cannot_be_judged_keep_the_severity(factory_model_dir, monkeypatch):
-    ctx = CheckContext(factory_model_dir("llama"), quick=True)
+    ctx = CheckInputs(factory_model_dir("llama"), quick=True)
     monkeypatch.setattr(init_stats, "scan_weights", lambda *a, **k: (_ for _ in ()).throw(OSError("short read")))
     verdict = init_state(ctx)
     assert not verdict.untrained and "could not be judged (OSError: short read)" in verdict.reason

@@ -10,7 +10,7 @@ import torch
 from checks.runtime import golden
 from checks.shared.probe_runs import ForwardRun, StatsRecorder
 from checks.shared.prompts import probe_inputs
-from checks.context import CheckContext
+from checks.inputs import CheckInputs
 from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import edit_json, one_value
 from tests.checks.zoo_engine import TEMPLATE_PADS_BEFORE_ROLES
@@ -65,7 +65,7 @@ def test_step_1_failure_stops_steps_2_and_3(llama, tmp_path):
 
 def test_explosion_without_nan_is_localized(llama):
     """A capture hook that blows one point up (no NaN) is found as 'out of range' exactly there."""
-    ctx = CheckContext(llama, quick=True)
+    ctx = CheckInputs(llama, quick=True)
     recorder = StatsRecorder()
 
     def blow_up_then_record(layer, module, x):
@@ -80,7 +80,7 @@ def test_explosion_without_nan_is_localized(llama):
 
 def test_nan_decode_step_shows_the_bang_signature(llama, monkeypatch):
     """Prefill fine, a later decode step all NaN (fp16 overflow mid-generation): step 3 names the signature."""
-    ctx = CheckContext(llama, quick=True)
+    ctx = CheckInputs(llama, quick=True)
     engine = ctx.engine
     monkeypatch.setattr(engine, "decode", lambda seqs, ids, **kw: torch.full((len(seqs), engine.config.vocab_size),
                                                                              float("nan")))

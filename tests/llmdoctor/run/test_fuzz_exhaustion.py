@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent('''
     model_dir = sys.argv[2]
     import torch, llmdoctor, checks
     from checks.registry import Problem, check
-    from checks.context import CheckContext
+    from checks.inputs import CheckInputs
     checks.load_all()
 
     def exhaust():

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from checks.endpoint.context import COMPLETION_PROMPT, CONVERSATIONS, RAW_TEXTS
+from checks.endpoint.inputs import COMPLETION_PROMPT, CONVERSATIONS, RAW_TEXTS
 from checks.endpoint.reference import Reference
 
 OUT = Path(__file__).parent / "recordings"

@@ -151,7 +151,7 @@ def test_triage_load_puts_the_levels_in_the_bundle(model, fake, tmp_path):
 
 
 def test_a_server_that_dies_after_connecting_is_counted_not_raised(model):
-    from checks.endpoint.load.context import LoadContext
+    from checks.endpoint.load.inputs import LoadInputs
     from checks.endpoint.load.throughput import failed_requests
     from probes.endpoint import EndpointClient, Surface
     from probes.load import run_load
@@ -162,5 +162,5 @@ def test_a_server_that_dies_after_connecting_is_counted_not_raised(model):
     assert time.monotonic() - started < 30
     assert result.metrics_error and all(s.outcome == "transport" for lv in result.levels for s in lv.samples)
     assert not result.solo and "stopped accepting connections" in result.skipped["correctness"]
-    finding = list(failed_requests(LoadContext("x", result, options)))[0]
+    finding = list(failed_requests(LoadInputs("x", result, options)))[0]
     assert finding.severity == "error" and "connection errors" in finding.message

@@ -1,8 +1,8 @@
-"""LoadContext: what `probe load` measured (probes/load LoadRun), the reference, and derived numbers the load
+"""LoadInputs: what `probe load` measured (probes/load LoadRun), the reference, and derived numbers the load
 checks share (level summaries, answer classes, the reference's view of the solo answers), each computed once."""
 from __future__ import annotations
 
-from checks.context import ResourceError
+from checks.inputs import ResourceError
 from checks.endpoint.load.compare import classify
 from checks.endpoint.reference import Reference
 from checks.endpoint.teacher import teacher_force
@@ -10,7 +10,7 @@ from probes.load import LoadOptions, LoadRun, summarize
 from probes.load.workload import PROBES
 
 
-class LoadContext:
+class LoadInputs:
     def __init__(self, url: str, run: LoadRun | None, options: LoadOptions, surface=None,
                  reference: Reference | ResourceError | None = None, skip_reason: str = ""):
         self.url, self.run, self.options, self.surface = url, run, options, surface

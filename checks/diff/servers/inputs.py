@@ -1,4 +1,4 @@
-"""ServerPairContext: two connected servers (the reference URL_A, the candidate URL_B), the request options, an
+"""ServerPairInputs: two connected servers (the reference URL_A, the candidate URL_B), the request options, an
 optional model directory whose tokenizer counts the prompts, and every answer asked at most once per side.
 
 An answer that failed is remembered as its EndpointError, so each check sees the same failure and a check never
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from checks.context import CheckContext, ResourceError
+from checks.inputs import CheckInputs, ResourceError
 from checks.diff.servers.requests import DEFAULT_MAX_TOKENS, DEFAULT_PROMPTS, TOP_LOGPROBS, chat_messages, prompt_texts
 from probes.endpoint import Connection, EndpointError, Generation
 
@@ -39,7 +39,7 @@ class ServerOptions:
 
 
 @dataclass
-class ServerPairContext:
+class ServerPairInputs:
     ref: ServerSide
     cand: ServerSide
     options: ServerOptions = field(default_factory=ServerOptions)
@@ -58,7 +58,7 @@ class ServerPairContext:
             raise ResourceError("tokenizer", "no --model given")
 
     def threshold(self, check_id: str, name: str, default: Any) -> Any:
-        return CheckContext.threshold(self, check_id, name, default)  # same typing rules as `check`
+        return CheckInputs.threshold(self, check_id, name, default)  # same typing rules as `check`
 
     def ask(self, side: ServerSide, key: str, request: Callable[[], Any]) -> Any:
         """`request()`'s answer from this side, asked once; an EndpointError (or an answer that does not parse,

@@ -1,6 +1,6 @@
-"""EndpointContext: the reference, the server connection and every server answer, each asked at most once.
+"""EndpointInputs: the reference, the server connection and every server answer, each asked at most once.
 
-The endpoint checks receive this instead of the model CheckContext; `require(("endpoint",))` is what the
+The endpoint checks receive this instead of the model CheckInputs; `require(("endpoint",))` is what the
 runner calls before each check. A server that could not be reached, or a reference that could not be loaded,
 makes the checks needing them "skipped" with the reason (EPT001 reports the reachability itself).
 """
@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from checks.shared.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
-from checks.context import ResourceError
+from checks.inputs import ResourceError
 from checks.endpoint.reference import Reference
 from checks.registry import Problem, Skip
 from probes.endpoint import Connection, EndpointError
@@ -29,14 +29,14 @@ COMPLETION_PROMPT = "The three primary colours are red, blue and"
 STOP_CONVERSATION = "no system"
 
 
-class EndpointContext:
+class EndpointInputs:
     def __init__(self, url: str, reference: Reference | ResourceError, connection: Connection | EndpointError,
-                 *, max_tokens: int = 48, top_logprobs: int = 5):
+                 *, max_tokens: int = 48, top_logprobs: int = 5, context_tokens: int | None = None):
         self.url = url
         self._reference = reference
         self._connection = connection
         self.max_tokens = max_tokens
-        self.context_tokens: int | None = None  # --context N: how far EPT121-EPT123 read the server
+        self.context_tokens = context_tokens    # --context N: how far EPT121-EPT123 read the server
         self.top_logprobs = top_logprobs
         self.state: dict[str, Any] = {}
         self._answers: dict[str, Any] = {}

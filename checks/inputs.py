@@ -1,4 +1,4 @@
-"""CheckContext: everything a check may look at, each piece built lazily and at most once per run.
+"""CheckInputs: everything a check may look at, each piece built lazily and at most once per run.
 
 A tokenizer-only run never opens the weights; every engine check shares one Engine. A resource that cannot be
 built raises ResourceError (cached, so it is not retried); the runner turns it into "skipped: <why>" for the
@@ -33,36 +33,45 @@ class ThresholdError(ValueError):
     """A per-check threshold in the configuration file has the wrong type."""
 
 
-class CheckContext:
+class CheckInputs:
+    """What a check run hands each check: the model's resources (built lazily, at most once) and the run's
+    choices, every one given to the constructor by the runner (tests give only what they need)."""
+
     def __init__(self, model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", quick: bool = False,
                  thresholds: dict[str, dict[str, Any]] | None = None, baseline: str | Path | None = None,
                  memory_budget: int | None = None, workload=None,
-                 adapter_dir: str | Path | None = None):
+                 adapter_dir: str | Path | None = None, context_tokens: int | None = None,
+                 selected: set[str] | None = None, named: set[str] | None = None, asked: set[str] | None = None,
+                 given: dict[str, str] | None = None, shared: dict | None = None,
+                 shared_runs: Callable | None = None, on_layer: Callable | None = None,
+                 findings: list | None = None):
         self.model_dir = Path(model_dir)
         self.memory_budget = memory_budget       # bytes; None: what the machine has available (budget/plan.py)
-        self.workload = workload                 # budget.plan.Workload, given by the runner; None: no plan
         self.plan_fallback: str | None = None    # why the planner could not plan this model (_plan_or_none)
         self.adapter_dir = Path(adapter_dir) if adapter_dir else None   # a LoRA adapter over the model
-        self.on_layer = None                     # progress callback handed to a streaming engine
+        self.on_layer = on_layer                 # progress callback handed to a streaming engine
         self.requested_device = device
         self.requested_dtype = dtype
         self.quick = quick                       # --quick: checks should trim their work (fewer prompts/steps)
-        self.context_tokens: int | None = None   # --context N: how far the CTX checks read (None: their default)
+        self.context_tokens = context_tokens     # --context N: how far the CTX checks read (None: their default)
         self.thresholds = thresholds or {}
         self.baseline = Path(baseline) if baseline else None   # --baseline FILE for drift (DRF) checks
-        self.findings: list = []                 # the run's findings so far (the runner's list): CMP's "look next"
+        self.findings: list = [] if findings is None else findings   # the run's findings so far: CMP's "look next"
         self.state: dict[str, Any] = {}          # shared between checks, e.g. golden step results
-        self.selected: set[str] | None = None    # ids of the checks this run runs (the runner says; None: unknown)
-        self.named: set[str] = set()             # ids --select names exactly: a skip of one is an error finding
-        self.asked: set[str] = set()             # ids a selector other than ALL chose (an id, prefix, category)
-        self.given: dict[str, str] = {}          # options given that checks read (--context, --baseline): honoured.py
-        self.shared: dict = {}                   # SharedRun -> ids of the chosen checks that read it (the runner)
-        self.shared_runs: Callable | None = None  # runs the engine work checks share (shared_pass.prepare)
+        self.selected = selected                 # ids of the checks this run runs (None: unknown)
+        self.named = named or set()              # ids --select names exactly: a skip of one is an error finding
+        self.asked = asked or set()              # ids a selector other than ALL chose (an id, prefix, category)
+        self.given = given or {}                 # options given that checks read (--context, --baseline): honoured.py
+        self.shared = shared or {}               # SharedRun -> ids of the chosen checks that read it
+        self.shared_runs = shared_runs           # runs the engine work checks share (shared_pass.prepare)
         self._cache: dict[str, Any] = {}
         self.built: list[str] = []               # resources actually built, in order
         self.build_seconds: dict[str, float] = {}  # time spent building each resource (failed ones too)
         self.total_build_seconds = 0.0
         self._depth = 0
+        # budget.plan.Workload, or how to size it from these inputs (the model's declared lengths); None: no plan
+        self.workload = None
+        self.workload = workload(self) if callable(workload) else workload
 
     # ---- resources, each built once -------------------------------------------------------------
     def _get(self, name: str, build: Callable[[], Any]) -> Any:
