@@ -28,7 +28,7 @@ def measure(path: Path, dtype: str = "auto") -> dict:
     checks read the run the numbers come from)."""
     import checks
     from checks.competence.runs import competence_run
-    from checks.inputs import CheckInputs
+    from checks.catalogue.inputs import CheckInputs
     from llmdoctor.run.runner import run_one
     from probes.competence import copy_score, mean_loss, text_bound, unigram_loss
     ctx = CheckInputs(path, dtype=dtype, quick=True)

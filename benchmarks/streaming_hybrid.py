@@ -101,7 +101,7 @@ def child(args) -> dict:
         import torch                                       # noqa: F401  (loads libgomp before llmdoctor can)
     import llmdoctor                                       # noqa: F401  (sets OMP_WAIT_POLICY when torch is not loaded)
     import torch
-    from checks.engine_builder import EngineSpec, build_engine
+    from reference_engine.engine_builder import EngineSpec, build_engine
     from reference_engine.budget.plan import Workload
     from reference_engine.core import CoreEngine
     torch.set_num_threads(args.threads)

@@ -6,7 +6,7 @@ and stack of its own, so the handler failed and the error escaped the runner. He
 built from the exception's type, a truncated message and the innermost frame's location only, with a
 constant fallback, and the traceback (which keeps the failing frames and everything they allocated alive) is
 released before anything else is built. Used by the runner (llmdoctor/run/runner.py) and the check context
-(checks/inputs.py), so it lives beside Finding.
+(checks/catalogue/inputs.py), so it lives beside Finding.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ __all__ = ["cli", "DEMO_MODEL", "EXIT_USAGE", "FORMATS", "InputError", "budget_o
 
 
 def input_errors() -> tuple[type[Exception], ...]:
-    from checks.inputs import ResourceError, ThresholdError
+    from checks.catalogue.inputs import ResourceError, ThresholdError
     from llmdoctor.run.config_file import ConfigFileError
     from llmdoctor.report.locate import KnownReportError
     from llmdoctor.run.runner import DeviceError
@@ -173,7 +173,7 @@ def checks_command(select, fmt):
         click.echo(tabulate([[s.id, s.category, s.severity.value, ",".join(s.needs), s.summary] for s in specs],
                             headers=["id", "category", "severity", "needs", "summary"], tablefmt="simple"))
         click.echo(f"\n{len(specs)} checks")
-        from checks.registry import RETIRED
+        from checks.catalogue.registry import RETIRED
         click.echo("retired ids (still accepted by --select/--ignore/explain): "
                    + ", ".join(f"{old} -> {new}" for old, (new, _) in sorted(RETIRED.items())))
     for error in catalogue.load_errors():

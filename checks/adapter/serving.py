@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from checks.adapter.structure import at_config
 from checks.adapter.scan import EMBEDDING_MODULES
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 # vLLM's LoRA layers: the decoder's projections (packed or not) and the embedding/LM head
 VLLM_MODULES = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "gate_proj", "up_proj", "down_proj",

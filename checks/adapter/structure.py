@@ -8,8 +8,8 @@ from pathlib import Path
 
 from checks.adapter.scan import (base_modules, expected_factor_shapes, finite_problem, layer_of,
                                           target_reach, update_ratio)
-from checks.inputs import ResourceError
-from checks.registry import Problem, check
+from checks.catalogue.inputs import ResourceError
+from checks.catalogue.registry import Problem, check
 from findings import Location
 
 CONFIG = "adapter_config.json"

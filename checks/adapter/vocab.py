@@ -9,7 +9,7 @@ import torch
 
 from checks.adapter.structure import at_config, at_tensor
 from checks.shared.tensor_layout import EMBED, LM_HEAD
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 
 def adapter_tokenizer(ctx):

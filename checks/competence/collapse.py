@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checks.competence.locate import failure_evidence
 from checks.shared.standing import standing
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from checks.shared.probe_runs import GREEDY, probe_traces
 
 MAX_PERIOD = 3          # a loop of up to 3 tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 from checks.competence.locate import failure_evidence
 from checks.competence.runs import COMPETENCE, competence_run
 from checks.shared.standing import standing
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from probes.competence import copy_score, judge_copy
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checks.registry import SharedRun, Skip
+from checks.catalogue.registry import SharedRun, Skip
 from checks.shared.passes import Part
 from probes.competence import CopyPrompt, TextPrompt, copy_prompt, text_prompt, token_logprobs
 

@@ -6,7 +6,7 @@ import math
 from checks.competence.locate import failure_evidence
 from checks.competence.runs import COMPETENCE, competence_run
 from checks.shared.standing import standing
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from probes.competence import judge_text, mean_loss, unigram_loss
 
 

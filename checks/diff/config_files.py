@@ -6,7 +6,7 @@ import math
 
 from checks.shared.conversations import BRANCHES, default_system_dropped, label, render_all
 from checks.diff.text import unified
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 
 # fields that change what the forward pass computes (compared on the parsed config, defaults filled in)

@@ -6,7 +6,7 @@ import torch
 
 from checks.shared.probe_runs import eos_ids, greedy_traces
 from checks.shared.prompts import encode_probes, new_tokens, probe_texts
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 TOP = 5
 

@@ -7,7 +7,7 @@ import math
 
 from checks.diff.layer_walk import table_rows, trace
 from checks.diff.logits import corpus_text, encode_prefix
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 TRACE_TOKENS, QUICK_TRACE_TOKENS = 128, 48
 THRESHOLD_DB = -40.0           # NMSE 1e-4: above fp32/bf16 rounding, below what changes predictions

@@ -10,7 +10,7 @@ import torch
 from checks.diff.kld import KLDAccumulator, chunks, first_scored, format_llama
 from checks.diff.text import CORPUS
 from checks.shared.prompts import DEFAULT_PROBES
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 DEFAULT_CTX = 512              # llama-perplexity's -c default
 QUICK_CHUNKS = 2

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checks.inputs import CheckInputs, ResourceError
-from checks.registry import Skip
+from checks.catalogue.inputs import CheckInputs, ResourceError
+from checks.catalogue.registry import Skip
 from reference_engine.errors import ModelDirError
 
 KINDS = ("hf", "gguf", "baseline")

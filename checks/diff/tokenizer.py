@@ -3,7 +3,7 @@ lines plus --text): the share of lines with identical ids and the first differin
 from __future__ import annotations
 
 from checks.diff.text import CORPUS, first_span
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 MAX_TEXT_LINES = 2000          # --text lines tokenized by both sides
 SHOWN_SPANS = 5

@@ -8,7 +8,7 @@ import math
 
 from checks.diff.tensor_stats import TensorDiff, by_part, compare, match_roles, role_of, stored_as, to_db
 from reference_engine.files.quant.module import quant_side
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 SHOWN = 15
 NMSE_WARN_DB = -10.0           # a tensor with error above a tenth of its energy was replaced, not rounded

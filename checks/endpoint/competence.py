@@ -11,7 +11,7 @@ import math
 
 from checks.endpoint import competence_reference as reference_side
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from probes.competence import (MAX_UNIGRAM_FRACTION, Verdict, copy_score, judge_copy, judge_text, mean_loss,
                                unigram_loss)
 from probes.endpoint.competence_probe import (SEQUENCE_TOKENS, Continued, CopyRun, GreedyCopy, continue_sequences,

@@ -3,7 +3,7 @@ server's figures sit beside its checkpoint's (`probe endpoint --model`). The ref
 own tokenizer and BOS policy (probes.competence.corpus.bos_prefix), as the engine checks do."""
 from __future__ import annotations
 
-from checks.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError
 from checks.shared.scoring import ReferenceText, fits, score_copy, score_text  # noqa: F401 (the shared ones)
 from probes.competence.corpus import bos_prefix
 

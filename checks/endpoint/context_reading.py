@@ -13,7 +13,7 @@ import torch
 from checks.endpoint import context_echo
 from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.shared.chunked_prefill import chunk_tokens
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from probes.endpoint.client import EndpointError
 from probes.endpoint.context_probe import (ECHO, EXPECTED_WORDS, GREEDY, MIN_MATCHED, Reading, chars_per_token,
                                            copy_prompts, read_back, retrievals)

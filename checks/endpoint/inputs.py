@@ -11,9 +11,9 @@ import time
 from typing import Any, Callable
 
 from checks.shared.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
-from checks.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError
 from checks.endpoint.reference import Reference
-from checks.registry import Problem, Skip
+from checks.catalogue.registry import Problem, Skip
 from probes.endpoint import Connection, EndpointError
 
 # plain texts where pre-tokenizers disagree: digits, contractions, whitespace runs, punctuation, non-ASCII

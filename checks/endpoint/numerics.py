@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checks.endpoint.inputs import COMPLETION_PROMPT, EndpointInputs, asks_server
 from checks.endpoint.teacher import Forced, teacher_force
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 TOP_K = 5             # a server token outside the reference's top 5 at a divergence is not drift
 BUG_GAP_NATS = 5.0    # nor is one the reference puts this far behind its choice

@@ -4,7 +4,7 @@ from __future__ import annotations
 from checks.shared.conversations import default_system_dropped
 from checks.endpoint.inputs import CONVERSATIONS, RAW_TEXTS, EndpointInputs, asks_server
 from checks.endpoint.textdiff import first_difference, rendered_diff, split_spans
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 
 NEEDS = ("endpoint", "tokenizer")

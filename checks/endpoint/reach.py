@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.endpoint.inputs import EndpointInputs
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 
 @check("EPT001", category="endpoint", severity="error", needs=("endpoint",),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.endpoint.settings import model_defaults
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from probes.endpoint import openai_api
 

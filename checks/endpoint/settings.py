@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 
 # transformers' GenerationConfig defaults: what "the model's defaults" are when generation_config.json is silent

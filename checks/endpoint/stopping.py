@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checks.endpoint.inputs import CONVERSATIONS, STOP_CONVERSATION, EndpointInputs, asks_server
 from checks.endpoint.teacher import teacher_force
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from findings import Location
 
 # the model's stop ids: what a server stopping too late or never should be configured from

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from checks.engine.selftest import ENGINE_BUG, PREFIX
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from checks.shared.logit_compare import batched_and_alone, close, probe_sequence, scripted_results
 from reference_engine.core import families
 from reference_engine.streaming.scripted import Script

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from checks.shared.logit_compare import close, incremental, incremental_scripts, probe_sequence, scripted_part
-from checks.registry import Problem, SharedRun, check
+from checks.catalogue.registry import Problem, SharedRun, check
 
 # ---- far positions -------------------------------------------------------------------------------------
 # tokens the far-position check runs (thresholds KVC003.max_tokens_gpu / max_tokens_cpu); the memory plan's

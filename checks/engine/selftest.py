@@ -4,13 +4,13 @@ the logits it gets alone, and the tokenizer's padded batches must mask exactly t
 0..n-1 over the real tokens. They run on the model being checked because its shapes (head counts, GQA groups,
 head_dim, vocabulary, block boundaries) exercise code paths a fixed test model may not; a finding here is a bug
 in llmdoctor to report, never a fault of the model. Formerly KVC001, KVC002 and ACT004 (see RETIRED in
-checks/registry.py) and the batch part of GLD001."""
+checks/catalogue/registry.py) and the batch part of GLD001."""
 from __future__ import annotations
 
 from checks.shared.logit_compare import (batched_and_alone, batched_scripts, close, incremental, incremental_scripts,
                                          probe_sequence, scripted_part)
 from checks.shared.prompts import CHAT_PROBE, probe_texts, render_chat
-from checks.registry import Problem, SharedRun, check
+from checks.catalogue.registry import Problem, SharedRun, check
 from reference_engine.tokenizer import validate as tokenizer_validate
 
 PREFIX = "reference engine self-test: "

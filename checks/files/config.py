@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from checks.inputs import ResourceError
-from checks.registry import Problem, Skip, check
+from checks.catalogue.inputs import ResourceError
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.config import parse_config, read_json, rotary_width
 from reference_engine.core.families import SUPPORTED_ARCHITECTURES, is_supported

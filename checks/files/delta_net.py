@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.core.families.hybrid.qwen3_next import ARCHITECTURES, KINDS, dims
 from reference_engine.errors import ModelDirError

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 
 FALCON_H1 = "FalconH1ForCausalLM"

@@ -9,7 +9,7 @@ import re
 import torch
 
 from checks.files.mla_config import MLA_ARCHS, well_typed
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.core.families.mla.deepseek import V2, mla_plan, sparse_layers
 

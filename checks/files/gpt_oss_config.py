@@ -5,7 +5,7 @@ names the field.
 """
 from __future__ import annotations
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 
 GPT_OSS = "GptOssForCausalLM"

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.architectures import HYBRIDS
 from reference_engine.architectures.hybrid.falcon_h1 import CLASS_DEFAULTS as FALCON_H1_DEFAULTS

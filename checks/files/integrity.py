@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from findings import Location
 from reference_engine.config import read_json
 from reference_engine.errors import ModelDirError

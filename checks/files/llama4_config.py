@@ -6,7 +6,7 @@ ignores is a warning.
 """
 from __future__ import annotations
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.architectures import NOPE_FAMILIES, WINDOW_FAMILIES
 

@@ -7,7 +7,7 @@ Static: config.json and the tensor table's names and shapes, nothing loaded. Def
 """
 from __future__ import annotations
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.core.families.mla.deepseek import DEFAULTS, GLM, V2, V3
 

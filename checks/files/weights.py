@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from checks.shared.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
                                           optional_tensors, role_of, tensor_table_known)
@@ -228,7 +228,7 @@ WRAPPER_OFFSET_NORMS = {"Gemma3ForConditionalGeneration": "multi_modal_projector
 def offset_norm_names(ctx) -> frozenset[str]:
     """The norm tensors stored as offsets from 1 (families.offset_norms, and a wrapper's own: WRAPPER_OFFSET_NORMS);
     none when the config cannot be read (CFG001 says why) or no family runs it."""
-    from checks.inputs import ResourceError
+    from checks.catalogue.inputs import ResourceError
     from reference_engine.core.families import offset_norms
     try:
         names = offset_norms(ctx.config)

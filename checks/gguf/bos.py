@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
 
 # architectures trained with BOS first, for which llama.cpp's converter writes add_bos_token true whatever the

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checks.gguf.metadata import _gguf_or_skip
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 # the architectures whose loader (src/models/qwen3next.cpp, qwen35.cpp, qwen35moe.cpp of the pinned llama.cpp)
 # sizes the DeltaNet tensors with head_v_dim = ssm.state_size

@@ -7,8 +7,8 @@ GGUF checks live in checks/gguf/tensors.py.
 from __future__ import annotations
 
 from checks.shared.end_of_turn import end_of_turn
-from checks.inputs import ResourceError
-from checks.registry import Problem, Skip, check
+from checks.catalogue.inputs import ResourceError
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
 
 END_OF_TURN_PROBE = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there"}]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
 
 # texts where the pre-tokenizer regexes of known models part: digit runs, contractions and case, whitespace runs,

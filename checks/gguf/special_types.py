@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import regex
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.tokenizer.models.pieces import CONTROL, PIECE_TYPES, USER_DEFINED
 
 SPECIAL_TYPES = (CONTROL, USER_DEFINED)

@@ -6,7 +6,7 @@ import os
 from collections import Counter
 
 from checks.gguf.metadata import _gguf_or_skip
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.files.gguf_arch import ARCHS, layer_kinds
 
 LLAMA3_THETA = 500000.0

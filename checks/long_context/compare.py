@@ -10,7 +10,7 @@ from pathlib import Path
 from checks.long_context.declared import Settings, settings
 from checks.long_context.conversion import conversion_problems
 from checks.long_context.gguf_keys import key_problems
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 # what DIF001 already compares on the parsed config (rope_theta, rope_scaling, max_position_embeddings,
 # sliding_window) is left to it under diff; the GGUF comparison reports everything

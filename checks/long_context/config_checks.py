@@ -4,8 +4,8 @@ from __future__ import annotations
 from checks.long_context.declared import (layer_problems, scaling_problems, settings, unscaled_claim,
                                           window_problems)
 from checks.long_context.trained_length import length_evidence, sources_read
-from checks.inputs import ResourceError
-from checks.registry import Problem, check
+from checks.catalogue.inputs import ResourceError
+from checks.catalogue.registry import Problem, check
 from findings import Location
 from reference_engine.core.families import settings as family_settings
 from reference_engine.errors import ModelDirError

@@ -4,7 +4,7 @@ from __future__ import annotations
 from checks.shared.standing import standing
 from checks.long_context.boundaries import boundaries, design_window, nearest
 from checks.long_context.runs import context_run
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from probes.competence.bounds import judge_copy, judge_passage
 
 

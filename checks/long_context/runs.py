@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from checks.registry import CannotRun, Skip
+from checks.catalogue.registry import CannotRun, Skip
 from checks.shared.chunked_prefill import chunk_tokens, chunked_logprobs
 
 from probes.competence.distance import DistancePrompt, DistanceScore, distance_prompt, distance_score

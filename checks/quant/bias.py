@@ -2,11 +2,11 @@
 the architecture has for them (the engine's own tensor table, checks/shared/tensor_layout.py)."""
 from __future__ import annotations
 
-from checks.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError
 from checks.quant.storage import _listed, at_tensor
 from checks.quant.values import read
 from checks.quant.view import quantized_view
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 
 @check("QNT013", category="quantization", severity="warning", needs=("config",),

@@ -10,7 +10,7 @@ from checks.quant.expected import expected_quantized, lm_head_expected_quantized
 from checks.quant.values import read
 from checks.quant.view import quant_view, quantized_view
 from checks.quant.storage import NVFP4_MAX_ABS, _listed, at_key, at_tensor
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.files.quant.module import MARKERS
 

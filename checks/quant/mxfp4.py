@@ -11,7 +11,7 @@ from __future__ import annotations
 from checks.quant.storage import at_key, at_tensor, _listed
 from checks.quant.values import read
 from checks.quant.view import quantized_view
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from checks.shared.tensor_layout import expected_shapes
 from reference_engine.files.quant.mxfp4 import BLOCKS, GROUP, SCALE_BIAS, SCALES
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from checks.quant.layout import groups, implied_bits, implied_group
 from checks.quant.values import g_idx_problems, read, scale_stats, stored_zero_values
 from checks.quant.view import quant_view, quantized_view
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.files.quant.scheme import ENGINE
 

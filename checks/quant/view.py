@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from checks.quant.layout import Expect, expected_layout
 from checks.quant.values import read, read_state
-from checks.inputs import ResourceError
-from checks.registry import Skip
+from checks.catalogue.inputs import ResourceError
+from checks.catalogue.registry import Skip
 from reference_engine.files.quant.declaration import read_declaration
 from reference_engine.files.quant.module import Inventory, QuantModule, inventory
 from reference_engine.files.quant.scheme import ConfigProblem, QuantScheme

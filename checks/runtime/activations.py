@@ -7,7 +7,7 @@ import math
 
 from checks.shared.probe_runs import FORWARD, PointStats, forward_runs
 from checks.shared.prompts import probe_texts
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 TABLE_MODULES = ("hidden", "attn", "mlp")
 FP16_MAX = 65504.0

@@ -17,8 +17,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from checks.inputs import ResourceError
-from checks.registry import Problem, SharedRun, Skip, check
+from checks.catalogue.inputs import ResourceError
+from checks.catalogue.registry import Problem, SharedRun, Skip, check
 from checks.shared.init_stats import init_state
 from checks.shared.passes import Part
 from checks.shared.probe_runs import FORWARD

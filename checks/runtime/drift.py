@@ -9,7 +9,7 @@ import torch
 
 from checks.shared.probe_runs import eos_ids, greedy_traces
 from checks.shared.prompts import render_chat
-from checks.registry import CannotRun, Problem, Skip, check
+from checks.catalogue.registry import CannotRun, Problem, Skip, check
 
 SAME_DTYPE_KL, CROSS_DTYPE_KL = 1e-3, 5e-2
 REST_FLOOR = 1e-6

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from checks.shared.init_stats import init_standing
 from checks.shared.probe_runs import GREEDY, GreedyTrace, probe_traces
-from checks.registry import CannotRun, Problem, Skip, check
+from checks.catalogue.registry import CannotRun, Problem, Skip, check
 
 NGRAM = 3
 MIN_TOKENS_FOR_REPETITION = 12

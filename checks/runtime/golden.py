@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from checks.shared.probe_runs import FORWARD, GREEDY, forward_runs, probe_traces
 from checks.shared.prompts import CHAT_PROBE, probe_texts, render_chat
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.tokenizer import validate as tokenizer_validate
 
 # the tokenizer invariants the model's files decide; "batch" (padding, masks, positions: computed by llmdoctor

@@ -7,7 +7,7 @@ import re
 
 import torch
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from checks.runtime.routing import routing
 
 EXPERT = re.compile(r"\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\.(\w+)\.weight$")

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import torch
 
-from checks.registry import SharedRun
+from checks.catalogue.registry import SharedRun
 from checks.shared.passes import Part
 from checks.shared.probe_runs import (FORWARD, ForwardRun, StatsRecorder, forward_runs, run_forward,
                                       run_forwards)
 from checks.shared.prompts import probe_inputs
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 
 LOW_DTYPES = ("bfloat16", "float16")

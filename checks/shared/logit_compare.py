@@ -8,7 +8,7 @@ import torch
 from checks.shared.passes import Part
 from checks.shared.prompts import probe_inputs
 from reference_engine.streaming.scripted import Script, chunked_then_decoded
-from checks.registry import Skip
+from checks.catalogue.registry import Skip
 
 TOP_K = 5                 # vLLM's check_logprobs_close: when argmaxes differ, each must be in the other's top-k
 FP32_RTOL = 1e-4          # max |diff| / max(1, max |logit|) in float32

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from checks.registry import SharedRun
+from checks.catalogue.registry import SharedRun
 from checks.shared.passes import Part
 from checks.shared.prompts import ProbeInput, new_tokens, probe_inputs
 

@@ -70,7 +70,7 @@ def probe_inputs(ctx) -> list[ProbeInput]:
         try:
             probes = encode_probes(ctx.tokenizer, probe_texts(ctx.quick))
         except Exception as e:  # a tokenizer that cannot encode plain English is GLD001's finding
-            from checks.registry import Skip
+            from checks.catalogue.registry import Skip
             raise Skip(f"the probes cannot be encoded ({type(e).__name__}: {e}); see GLD001") from None
         # ids past the embedding are VOC002's finding; feeding them would only crash the forward pass
         ctx.state[key] = [p for p in probes if all(0 <= t < vocab for t in p.ids)]

@@ -12,7 +12,7 @@ import dataclasses
 import re
 from typing import Iterable
 
-from checks.registry import Skip
+from checks.catalogue.registry import Skip
 from reference_engine.core.model_weights import expected_shapes as engine_shapes
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import MAX_EXPECTED_TENSORS, layers_backed

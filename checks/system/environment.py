@@ -2,7 +2,7 @@
 (packages, env vars, CPU, RAM) is `llmdoctor triage`'s job (probes/environment.py)."""
 from __future__ import annotations
 
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 
 @check("ENV001", category="environment", severity="warning", needs=(),

@@ -5,7 +5,7 @@ the NVML "skipped: ..." line, are what `llmdoctor probe bandwidth` reports (llmd
 """
 from __future__ import annotations
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 
 def nvml_state_of(device, backend=None):

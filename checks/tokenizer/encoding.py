@@ -4,7 +4,7 @@ tokens split into pieces are the commonest tokenizer faults). Chat-template
 checks (TOK007-TOK009) live in checks/tokenizer/chat_template.py."""
 from __future__ import annotations
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.errors import ModelDirError
 from reference_engine.tokenizer.pipeline.pre_tokenizers import BYTES_TO_UNICODE
@@ -54,7 +54,7 @@ def tokenizer_loads(ctx):
 
     Remedy: re-export the tokenizer from the original source.
     """
-    from checks.inputs import ResourceError
+    from checks.catalogue.inputs import ResourceError
     if not (ctx.model_dir / "tokenizer.json").is_file():
         raise Skip("no tokenizer.json (FIL001)")
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import regex
 
 from checks.tokenizer import source_compare as src
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.errors import ModelDirError
 

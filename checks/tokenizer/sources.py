@@ -9,7 +9,7 @@ transformers' reading of the file; messages say which (source_compare.spm_label)
 from __future__ import annotations
 
 from checks.tokenizer import source_compare as src
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.errors import ModelDirError, UnsupportedError
 

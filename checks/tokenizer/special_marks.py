@@ -7,7 +7,7 @@ vocabulary types it NORMAL, which llama.cpp splits into plain pieces in every pr
 model never sees the turn end it was trained on and loops."""
 from __future__ import annotations
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from checks.shared.end_of_turn import end_of_turn
 from checks.tokenizer.chat_template import MARKER, _rendered_or_skip
 

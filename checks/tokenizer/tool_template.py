@@ -4,7 +4,7 @@ single tokens; and the call it writes is read back by its family's parser (refer
 the one format table). All static: the template runs in the jinja2 sandbox, nothing is generated."""
 from __future__ import annotations
 
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from checks.shared.end_of_turn import end_of_turn
 from checks.shared.tool_conversations import ASK, CALL, SECOND_CALL, TOOLS, render_tool_turns
 from checks.tokenizer.chat_template import template_location

@@ -5,7 +5,7 @@ special-token rows are read individually."""
 from __future__ import annotations
 
 from checks.shared.conversations import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
 from checks.vocab.special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows, row_key
 from checks.shared.tensor_layout import embed_name, lm_head_name

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from findings import Location
 from checks.shared.tensor_layout import embed_name, output_rows_name
 from checks.shared.token_table import special_strings

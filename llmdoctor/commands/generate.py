@@ -68,7 +68,7 @@ def generate_command(model_dir, prompt, chat, system, temperature, top_k, top_p,
                      device, dtype, memory_budget, base):
     """Generate a reply to PROMPT with the reference engine (MODEL_DIR, or a LoRA adapter on --base) and show
     why it stopped."""
-    from checks.engine_builder import EngineSpec, build_engine
+    from reference_engine.engine_builder import EngineSpec, build_engine
     from llmdoctor.run.adapter_target import resolve
     from llmdoctor.commands.options import budget_option
     from llmdoctor.run.workloads import GENERATE
@@ -117,7 +117,7 @@ def generation_plan(spec):
     """The memory plan for generation (reference_engine/budget/plan.py), printed on stderr; PlanError (exit 2)
     when not even one layer fits; None for a model the planner cannot read (warned on stderr: it then runs
     resident, without a budget, and the engine's own errors say what is wrong)."""
-    from checks.engine_builder import plan_or_none
+    from reference_engine.engine_builder import plan_or_none
     plan = plan_or_none(spec)
     if plan is None:
         return None

@@ -4,7 +4,7 @@ that failed to import."""
 from __future__ import annotations
 
 import checks
-from checks.registry import REGISTRY, RETIRED
+from checks.catalogue.registry import REGISTRY, RETIRED
 from findings import Report
 from findings.rule import Rule
 from llmdoctor.report.explain import describe_check

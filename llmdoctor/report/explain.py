@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib import import_module
 
 import checks
-from checks.registry import ID_PATTERN, RETIRED, CheckSpec
+from checks.catalogue.registry import ID_PATTERN, RETIRED, CheckSpec
 from findings import CATEGORIES
 
 

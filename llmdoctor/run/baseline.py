@@ -25,7 +25,7 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
     from checks.shared.probe_runs import eos_ids, forward_runs, greedy_traces
     from checks.shared.prompts import new_tokens
     from checks.runtime.activations import activation_table
-    from checks.inputs import CheckInputs
+    from checks.catalogue.inputs import CheckInputs
     from llmdoctor import __version__
     from llmdoctor.run.fingerprint import fingerprint
 
@@ -38,7 +38,7 @@ def record(model_dir: str | Path, *, device: str = "auto", dtype: str = "auto", 
     from llmdoctor.run.runner import announce_plan
     announce_plan(plan, plan_stream)
     if plan is None and ctx.plan_fallback is not None:
-        from checks.engine_builder import fallback_warning
+        from reference_engine.engine_builder import fallback_warning
         print(fallback_warning(ctx.plan_fallback), file=plan_stream or sys.stderr, flush=True)
     runs = forward_runs(ctx)
     traces = greedy_traces(ctx.engine, [r.probe.ids for r in runs], new_tokens(quick), eos_ids(ctx.engine))

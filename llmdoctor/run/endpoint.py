@@ -15,7 +15,7 @@ from pathlib import Path
 
 import checks
 from checks.endpoint.inputs import EndpointInputs
-from checks.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__

@@ -9,8 +9,8 @@ skipped.
 """
 from __future__ import annotations
 
-from checks.inputs import ResourceError
-from checks.registry import CheckSpec
+from checks.catalogue.inputs import ResourceError
+from checks.catalogue.registry import CheckSpec
 from findings import Finding, Severity
 from llmdoctor.run.selection import resolve_retired, specificity
 

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import checks
-from checks.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError
 from checks.endpoint.inputs import EndpointInputs
 from checks.endpoint.load.inputs import LoadInputs
 from checks.endpoint.reference import Reference

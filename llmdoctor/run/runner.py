@@ -15,8 +15,8 @@ from typing import Any
 
 import checks
 from checks.shared import passes as shared_pass
-from checks.inputs import CheckInputs, ResourceError
-from checks.registry import CannotRun, CheckSpec, Problem, Skip, over_declaration
+from checks.catalogue.inputs import CheckInputs, ResourceError
+from checks.catalogue.registry import CannotRun, CheckSpec, Problem, Skip, over_declaration
 from llmdoctor import __version__
 from llmdoctor.run.config_file import load_settings
 from llmdoctor.run.fingerprint import fingerprint
@@ -177,7 +177,7 @@ def plan_engine(ctx: CheckInputs, chosen: list[CheckSpec], stream=None):
     plan = ctx._plan_or_none()             # PlanError / PipelineError (exit 2) go up
     if plan is None:
         if ctx.plan_fallback is not None:
-            from checks.engine_builder import fallback_warning
+            from reference_engine.engine_builder import fallback_warning
             print(fallback_warning(ctx.plan_fallback), file=stream or sys.stderr, flush=True)
         return None
     announce_plan(plan, stream)
@@ -265,7 +265,7 @@ def run_one(spec: CheckSpec, ctx: CheckInputs) -> tuple[CheckRun, list[Finding]]
 
 def to_finding(spec: CheckSpec, item: Any) -> Finding:
     if not isinstance(item, Problem):
-        raise TypeError(f"check {spec.id} produced {type(item).__name__}, expected checks.registry.Problem")
+        raise TypeError(f"check {spec.id} produced {type(item).__name__}, expected checks.catalogue.registry.Problem")
     return Finding(check=spec.id, category=spec.category, severity=Severity.parse(item.severity or spec.severity),
                    message=item.message, evidence=jsonable(item.evidence or {}),
                    hint=spec.hint if item.hint is None else item.hint,

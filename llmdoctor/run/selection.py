@@ -1,12 +1,12 @@
 """--select / --ignore, the way ruff does it: a selector is a check id (VOC001), an id prefix (VOC, VOC0),
 a category name (vocab) or ALL. When a check matches both lists, the more specific selector wins; on a tie,
-ignore wins. A retired id (checks.registry.RETIRED, e.g. KVC001) selects the check that replaced it, with a
+ignore wins. A retired id (checks.catalogue.registry.RETIRED, e.g. KVC001) selects the check that replaced it, with a
 note."""
 from __future__ import annotations
 
 import sys
 
-from checks.registry import FAMILIES, RETIRED, CheckSpec
+from checks.catalogue.registry import FAMILIES, RETIRED, CheckSpec
 from findings import CATEGORIES
 
 

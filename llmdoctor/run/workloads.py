@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import torch
 
-from checks.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError
 from checks.engine.kv_cache import FAR_TOKENS_GPU
 from checks.long_context.runs import FAMILY as READING_CHECKS, reading_tokens, reads
 from checks.shared.chunked_prefill import chunk_tokens

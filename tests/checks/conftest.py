@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 import checks
-from checks.registry import REGISTRY
+from checks.catalogue.registry import REGISTRY
 from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import BASES
 

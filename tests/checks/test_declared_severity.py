@@ -11,8 +11,8 @@ from pathlib import Path
 
 
 import checks
-from checks.registry import REGISTRY, Problem, check
-from checks.inputs import CheckInputs
+from checks.catalogue.registry import REGISTRY, Problem, check
+from checks.catalogue.inputs import CheckInputs
 from findings import Severity
 from llmdoctor.run.runner import run_one
 

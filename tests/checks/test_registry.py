@@ -6,7 +6,7 @@ import pkgutil
 import pytest
 
 import checks
-from checks.registry import REGISTRY, NEEDS, Problem, RegistryError, check, specs
+from checks.catalogue.registry import REGISTRY, NEEDS, Problem, RegistryError, check, specs
 from findings import CATEGORIES, Severity
 
 
@@ -76,7 +76,7 @@ def test_drift_family_may_use_any_engine_category(sandbox):
 def test_every_check_module_is_discovered_and_catalogue_is_well_formed():
     loaded = checks.load_all()
     # every family package (and any module beside them) registers checks; checks/shared/ is what families share
-    modules = {m.name for m in pkgutil.iter_modules(checks.__path__)} - checks.MACHINERY - {"shared"}
+    modules = {m.name for m in pkgutil.iter_modules(checks.__path__)} - {checks.MACHINERY, "shared"}
     public = {f"checks.{m}" for m in modules if not m.startswith("_")}
     assert not checks.load_errors(), [e.message for e in checks.load_errors()]
     registering = {s.module for s in loaded}   # a check package (checks/endpoint/) registers from its submodules

@@ -135,7 +135,7 @@ def test_broken_trained_weights_keep_their_severity_though_the_loss_looks_untrai
     import torch
 
     from checks.shared.probe_runs import forward_runs
-    from checks.inputs import CheckInputs
+    from checks.catalogue.inputs import CheckInputs
     from tests.checks.zoo_engine import eos_row_flipped
     broken = shutil.copytree(engine_base("demo"), tmp_path / "model")
     eos_row_flipped(broken)

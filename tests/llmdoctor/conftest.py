@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 import checks
-from checks.registry import REGISTRY
+from checks.catalogue.registry import REGISTRY
 
 TINY_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 16,
                "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,

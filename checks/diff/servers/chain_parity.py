@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from checks.diff.servers.requests import CHAIN_REQUESTS
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from probes.endpoint import EndpointError
 from probes.endpoint.chain import ChainAnswer, chat
 

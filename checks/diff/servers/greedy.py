@@ -3,7 +3,7 @@ they part and each side's margin there (a near tie that flipped, or a real diffe
 from __future__ import annotations
 
 from checks.diff.servers.compare import Divergence, divergence, pieces
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from probes.endpoint import EndpointError
 
 TIE_NATS = 0.5      # both margins within this: a flip between two almost equal tokens (numerics), not a fault

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from checks.inputs import CheckInputs, ResourceError
+from checks.catalogue.inputs import CheckInputs, ResourceError
 from checks.diff.servers.requests import DEFAULT_MAX_TOKENS, DEFAULT_PROMPTS, TOP_LOGPROBS, chat_messages, prompt_texts
 from probes.endpoint import Connection, EndpointError, Generation
 

@@ -3,7 +3,7 @@ each greedy answer both servers generated from the same context."""
 from __future__ import annotations
 
 from checks.diff.servers.compare import first_difference, kl_by_position, pieces
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from probes.endpoint import EndpointError
 
 # mean KL of the top lists: below KLD_WARN the servers differ by numerics (kernels, flash attention, batch shapes);

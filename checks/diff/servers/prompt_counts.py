@@ -3,7 +3,7 @@ as plain completion prompts, and with --model the count the model's own tokenize
 from __future__ import annotations
 
 from checks.diff.servers.requests import chat_messages
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from probes.endpoint import EndpointError
 
 

@@ -10,7 +10,7 @@ import json
 
 from checks.endpoint.chain import scenarios
 from checks.endpoint.inputs import EndpointInputs
-from checks.registry import Skip
+from checks.catalogue.registry import Skip
 from probes.endpoint import EndpointError
 from probes.endpoint.chain import ChainAnswer, chat, served_prompt
 

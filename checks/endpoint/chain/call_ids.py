@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 
 @check("EPT075", category="endpoint", severity="error", needs=("endpoint",),

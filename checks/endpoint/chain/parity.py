@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 NEAR_TIE_NATS = 0.5          # two tokens this close in the served model: either is a fair greedy pick
 TOP_LOGPROBS = 5             # alternatives asked per position (the other answer's token should be among them)

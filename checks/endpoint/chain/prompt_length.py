@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from probes.endpoint import EndpointError
 
 LONG_TOKENS = 4096          # the longest user turn, unless the model's window is shorter

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checks.endpoint.chain import answers, scenarios
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.generate import harmony
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checks.endpoint.chain import answers
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from checks.shared.conversations import SYSTEM_SHAPES, describe, missing_messages
 from probes.endpoint import EndpointError
 from probes.endpoint.chain import served_prompt

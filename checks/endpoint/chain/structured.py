@@ -7,7 +7,7 @@ import jsonschema
 
 from checks.endpoint.chain import answers, scenarios
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 
 
 @check("EPT082", category="endpoint", severity="error", needs=("endpoint",),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checks.endpoint.chain import answers, calls, scenarios
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.generate import tool_calls as formats
 
 NAME = scenarios.NO_ARGS_TOOL["function"]["name"]

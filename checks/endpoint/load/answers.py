@@ -7,7 +7,7 @@ solo answer (checks/endpoint/load/compare.py): exact match, near-tie flip, corru
 from __future__ import annotations
 
 from checks.endpoint.load.inputs import LoadInputs
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 FREQUENT_FLIPS = 0.25     # near-tie flips in this share of the compared answers or more: a warning
 

@@ -2,7 +2,7 @@
 checks share (level summaries, answer classes, the reference's view of the solo answers), each computed once."""
 from __future__ import annotations
 
-from checks.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError
 from checks.endpoint.load.compare import classify
 from checks.endpoint.reference import Reference
 from checks.endpoint.teacher import teacher_force

@@ -9,7 +9,7 @@ from __future__ import annotations
 from checks.endpoint.load.inputs import LoadInputs
 from checks.endpoint.load.plots import latency_plots
 from checks.endpoint.load.server_metrics import preemptions, queue_share
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 JUMP = 4.0                 # a p50 TTFT/TPOT this many times the lowest load's is a latency jump
 GOODPUT_OK, GOODPUT_BAD = 0.9, 0.5

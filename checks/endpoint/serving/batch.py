@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from checks.endpoint.chain import answers, parity
 from checks.endpoint.inputs import EndpointInputs, asks_server
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from probes.endpoint.chain import chat
 
 CROWD = 4                   # requests in flight together: the asked one and three others

@@ -7,7 +7,7 @@ from __future__ import annotations
 from checks.endpoint.chain.parity import NEAR_TIE_NATS   # one near tie for every greedy comparison
 from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.endpoint.serving.passage import PASSAGE, forced_passage
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 # Thresholds from SmolLM2-135M Q4_1 on llama-server against its own float32 weights (the test
 # tests/checks/endpoint/test_serving_live.py prints them): mean KL over 48 positions 0.0015 with the default f16

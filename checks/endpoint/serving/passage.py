@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from checks.endpoint.inputs import EndpointInputs
 from checks.endpoint.teacher import Forced, teacher_force
-from checks.registry import Skip
+from checks.catalogue.registry import Skip
 from probes.endpoint.openai_api import parse_completion
 from probes.endpoint.types import Generation
 

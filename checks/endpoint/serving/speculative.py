@@ -10,7 +10,7 @@ from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.endpoint.chain.parity import NEAR_TIE_NATS
 from checks.endpoint.serving.kv_cache import parting
 from checks.endpoint.serving.passage import forced_passage, passage_answer
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 
 
 @check("EPT045", category="endpoint", severity="error", needs=("endpoint", "tokenizer", "engine"),

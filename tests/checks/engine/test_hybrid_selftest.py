@@ -10,9 +10,9 @@ import dataclasses
 import pytest
 import torch
 
-from checks.inputs import CheckInputs
+from checks.catalogue.inputs import CheckInputs
 from checks.engine import hybrid
-from checks.registry import REGISTRY, Skip
+from checks.catalogue.registry import REGISTRY, Skip
 from reference_engine.core import model
 from reference_engine.core.recurrent import mamba2, short_conv
 from reference_engine.core.cache.state_cache import StateCache

@@ -8,7 +8,7 @@ import torch
 
 from checks.engine import kv_cache
 from checks.shared import logit_compare
-from checks.inputs import CheckInputs
+from checks.catalogue.inputs import CheckInputs
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 import checks
 from checks.runtime import golden
 from checks.engine import selftest
-from checks.inputs import CheckInputs
-from checks.registry import REGISTRY, RETIRED, RegistryError, check
+from checks.catalogue.inputs import CheckInputs
+from checks.catalogue.registry import REGISTRY, RETIRED, RegistryError, check
 from llmdoctor.cli import cli
 from llmdoctor.report.explain import explain
 from llmdoctor.run.runner import run_checks

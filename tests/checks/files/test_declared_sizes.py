@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from checks.shared.tensor_layout import backed_layers, expected_tensors, layer_shortfall
-from checks.inputs import CheckInputs
-from checks.registry import Skip
+from checks.catalogue.inputs import CheckInputs
+from checks.catalogue.registry import Skip
 from llmdoctor.run.runner import run_checks
 from reference_engine import limits
 from tests.checks import zoo

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from checks.inputs import CheckInputs
+from checks.catalogue.inputs import CheckInputs
 from checks.files.weights import all_zero_tensors, nonfinite_weights
 from llmdoctor.run.runner import run_checks
 from tests.checks import zoo

@@ -11,7 +11,7 @@ import torch
 
 from checks.runtime import activations
 from checks.shared.probe_runs import point_stats
-from checks.inputs import CheckInputs
+from checks.catalogue.inputs import CheckInputs
 from llmdoctor.run.runner import run_checks
 from reports import render
 from reference_engine.core.capture import MODULES, ActivationRecorder

@@ -13,7 +13,7 @@ from checks.shared.init_stats import InitVerdict, init_state, judge
 from checks.shared.probe_runs import GreedyTrace
 from checks.shared.prompts import ProbeInput
 from checks.shared.tensor_scan import TensorStats
-from checks.inputs import CheckInputs
+from checks.catalogue.inputs import CheckInputs
 from llmdoctor.cli import DEMO_MODEL
 
 EOS = 99

@@ -10,7 +10,7 @@ import torch
 from checks.runtime import golden
 from checks.shared.probe_runs import ForwardRun, StatsRecorder
 from checks.shared.prompts import probe_inputs
-from checks.inputs import CheckInputs
+from checks.catalogue.inputs import CheckInputs
 from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import edit_json, one_value
 from tests.checks.zoo_engine import TEMPLATE_PADS_BEFORE_ROLES

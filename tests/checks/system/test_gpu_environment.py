@@ -5,7 +5,7 @@ import pytest
 
 import checks
 import llmdoctor
-from checks.registry import REGISTRY
+from checks.catalogue.registry import REGISTRY
 from probes import nvml
 from tests.probes import nvml_records as rec
 

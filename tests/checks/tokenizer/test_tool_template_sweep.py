@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from checks.registry import Skip
+from checks.catalogue.registry import Skip
 from checks.tokenizer import tool_template
 from reference_engine.generate.tool_calls import FORMATS, recognise
 from reference_engine.testing import factory

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from checks.registry import Problem, check
+from checks.catalogue.registry import Problem, check
 from llmdoctor import __version__
 from llmdoctor.cli import cli
 
@@ -173,7 +173,7 @@ def test_checks_lists_the_catalogue(runner):
 
 
 def test_explain(runner):
-    from checks.registry import REGISTRY
+    from checks.catalogue.registry import REGISTRY
     doc = invoke(runner, "explain", "cfg001")
     assert doc.exit_code == 0 and doc.stdout.startswith("CFG001: ") and REGISTRY["CFG001"].doc[:40] in doc.stdout
     family = invoke(runner, "explain", "FIL")

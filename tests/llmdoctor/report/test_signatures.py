@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from checks.registry import FAMILIES
+from checks.catalogue.registry import FAMILIES
 from findings import CATEGORIES
 from llmdoctor.report.signatures import SIGNATURES, every_signature
 from llmdoctor.report.signatures import match_details, match_signatures, render_explanation

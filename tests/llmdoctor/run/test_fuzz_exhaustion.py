@@ -24,8 +24,8 @@ SCRIPT = textwrap.dedent('''
     import json, resource, sys
     model_dir = sys.argv[2]
     import torch, llmdoctor, checks
-    from checks.registry import Problem, check
-    from checks.inputs import CheckInputs
+    from checks.catalogue.registry import Problem, check
+    from checks.catalogue.inputs import CheckInputs
     checks.load_all()
 
     def exhaust():

@@ -37,7 +37,7 @@ def test_a_planner_failure_is_stated_and_forced_streaming_refuses(factory_model_
     """A model the planner cannot read is built resident without a budget only with a warning and the reason in
     the report; a run that must stream refuses it (exit 2, one line)."""
     import llmdoctor
-    from checks import engine_builder
+    from reference_engine import engine_builder
 
     def broken(spec):
         raise ValueError("no sizes for this format")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import llmdoctor
-from checks.engine_builder import EngineSpec, build_engine
+from reference_engine.engine_builder import EngineSpec, build_engine
 from llmdoctor.run.workloads import CHECK_QUICK
 from reference_engine.budget.plan import GiB, make_plan
 from reference_engine.core.engine import CoreEngine

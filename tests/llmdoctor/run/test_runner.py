@@ -14,7 +14,7 @@ from safetensors.torch import save_file
 import checks
 import llmdoctor
 from checks import LoadError
-from checks.registry import Problem, Skip, check
+from checks.catalogue.registry import Problem, Skip, check
 from llmdoctor.run.fingerprint import fingerprint
 from llmdoctor.run.progress import Progress
 from llmdoctor.run.runner import run_checks
@@ -75,7 +75,7 @@ def test_every_outcome_is_recorded_and_a_crash_is_contained(registry_sandbox, co
     crash = report.findings_for("ENV902")[0]
     assert crash.severity.value == "error" and crash.message == "check crashed: ZeroDivisionError: boom"
     assert "ZeroDivisionError" in crash.evidence["traceback"] and "def crashes" not in crash.message
-    assert "expected checks.registry.Problem" in report.findings_for("ENV905")[0].message
+    assert "expected checks.catalogue.registry.Problem" in report.findings_for("ENV905")[0].message
     assert report.exit_code() == 1
 
 

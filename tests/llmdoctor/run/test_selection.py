@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.registry import make_spec
+from checks.catalogue.registry import make_spec
 from llmdoctor.run.selection import SelectionError, parse_selectors, select_checks
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.engine_builder import kv_blocks
+from reference_engine.engine_builder import kv_blocks
 from llmdoctor.run.workloads import CHECK_QUICK, check_workload
 from reference_engine.budget import plan as planner
 from reference_engine.budget.plan import GiB, MiB, PlanError, host_share, make_plan

@@ -61,7 +61,7 @@ def test_check_is_clean_but_for_the_float16_overflow(gemma3_270m_dir):
 def test_norms_saved_as_full_gains_are_caught_by_the_probes(gemma3_270m_dir):
     """The real model with every norm weight + 1 (what a converter writing 1 + w does): its weights are trained,
     so CNV001 decides from the probes' loss (the tiny random case is tests/checks/zoo_engine.py's)."""
-    from checks.inputs import CheckInputs
+    from checks.catalogue.inputs import CheckInputs
     from checks.runtime.conversion import norm_convention
     from reference_engine.streaming.sweep import NormShift
     ctx = CheckInputs(gemma3_270m_dir, quick=True)

@@ -235,8 +235,8 @@ class CheckInputs:
         return self._get("weights", build)
 
     def engine_spec(self):
-        """What the engine builder needs (checks/engine_builder.py), device and dtype resolved."""
-        from checks.engine_builder import EngineSpec
+        """What the engine builder needs (reference_engine/engine_builder.py), device and dtype resolved."""
+        from reference_engine.engine_builder import EngineSpec
         return EngineSpec(self.model_dir, workload=self.workload, device=self.device, dtype=self.dtype,
                           memory_budget=self.memory_budget, adapter=self.adapter_dir)
 
@@ -256,7 +256,7 @@ class CheckInputs:
         """Resident or streaming, predicted peak and passes (reference_engine/budget/plan.py), before loading.
         A model that cannot fit even one layer at a time raises plan.PlanError (the CLI exits 2)."""
         if "plan" not in self._cache:
-            from checks.engine_builder import make_engine_plan
+            from reference_engine.engine_builder import make_engine_plan
             if self.workload is None:
                 raise ResourceError("plan", "no workload given, so no memory plan: the engine is built resident")
             self._cache["plan"] = make_engine_plan(self.engine_spec())
@@ -266,7 +266,7 @@ class CheckInputs:
         """The plan, or None without a workload, or when the planner cannot read this model (a broken config,
         a format it does not size): the engine is then built resident without a budget, a fallback recorded
         in self.plan_fallback (the report states it, the run warns) and refused where the run must stream."""
-        from checks.engine_builder import fallback_reason
+        from reference_engine.engine_builder import fallback_reason
         from reference_engine.streaming.pipeline import PipelineError
         from reference_engine.budget.plan import PlanError
         if self.workload is None or self.plan_fallback is not None:
@@ -282,7 +282,7 @@ class CheckInputs:
     @property
     def engine(self):
         def build():
-            from checks.engine_builder import build_engine
+            from reference_engine.engine_builder import build_engine
             return build_engine(self.engine_spec(), self._plan_or_none(), on_layer=self.on_layer).engine
         return self._get("engine", build)
 
