@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from checks.endpoint import context_echo
+from checks.catalogue.inputs import ResourceError
 from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.shared.chunked_prefill import chunk_tokens
 from checks.catalogue.registry import Problem, Skip, check
@@ -199,7 +200,7 @@ def reads_at_distance(ctx: EndpointInputs):
     route = f" (route: {got.route})"
     try:
         reference = reference_readings(ctx, got)
-    except Exception as e:          # no --model (ResourceError), or a reference that cannot load
+    except ResourceError as e:      # no --model, or a reference whose engine cannot load
         reference, evidence["reference"] = None, f"not compared: {' '.join(str(e).split())[:200]}"
     evidence.update(reads_to=reads, fails_at=fails)
     if reference is not None:
@@ -267,7 +268,7 @@ def enforced_limit(ctx: EndpointInputs):
     try:
         expected = {r.distance: r.prompt_tokens for r in reference_readings(ctx, got)}
         source = "the reference's count"
-    except Exception:           # no --model: the server's own count of what was sent (/tokenize), when it has one
+    except ResourceError:       # no --model: the server's own count of what was sent (/tokenize), when it has one
         expected = {d: len(ids) for d, ids in ((d, ctx.tokenize(got.prefix + text))
                                                for d, text in got.prompts.items()) if ids}
         source = "the server's /tokenize count of what was sent"

@@ -31,7 +31,7 @@ def _key(name: str) -> Location:
        hint="Give `layer_types` one entry per layer (num_hidden_layers), each a type the architecture knows "
             "(LFM2: conv / full_attention; Granite 4: mamba / attention), as the original config.json.")
 def layer_types_cover_layers(ctx):
-    """`layer_types` lists every layer once, with a type the architecture knows.
+    """`layer_types` lists every layer of a hybrid once, and every model's with types the architecture knows.
 
     A hybrid reads `layer_types` to decide which layers are recurrent (a conv or Mamba2 state per sequence)
     and which attend (a KV cache per token). A list shorter than num_hidden_layers leaves layers undefined
@@ -51,7 +51,7 @@ def layer_types_cover_layers(ctx):
     if not isinstance(types, list):
         yield Problem(f"layer_types must be a list, found {type(types).__name__}", location=_key("layer_types"))
         return
-    if len(types) != n:
+    if len(types) != n and ctx.config.architecture in HYBRIDS:   # other models' layer count is CFG062's
         yield Problem(f"layer_types lists {len(types)} layers, num_hidden_layers is {n}",
                       evidence={"layer_types": len(types), "num_hidden_layers": n}, location=_key("layer_types"))
     unknown = sorted({str(t) for t in types if t not in KNOWN_LAYER_TYPES})

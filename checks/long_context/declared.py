@@ -166,12 +166,12 @@ def base_claim(s: Settings, theta: float, evidence, read) -> tuple[str, str] | N
             f"base), and {files}: positions past the trained length read as noise", "max_position_embeddings")
 
 
-def layer_problems(s: Settings) -> list[tuple[str, str]]:
-    """layer_types against num_hidden_layers and the window."""
+def layer_problems(s: Settings, *, counts_layers: bool = True) -> list[tuple[str, str]]:
+    """layer_types against num_hidden_layers (unless counts_layers is False) and the window."""
     types, out = s.layer_types, []
     if types is None:
         return out
-    if s.layers is not None and len(types) != s.layers:
+    if counts_layers and s.layers is not None and len(types) != s.layers:
         out.append((f"layer_types lists {len(types)} layers, num_hidden_layers is {s.layers}", "layer_types"))
     odd = sorted({repr(t) for t in types if not isinstance(t, str) or not t})
     if odd:

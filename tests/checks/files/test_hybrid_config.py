@@ -50,6 +50,13 @@ def test_cfg040_layer_types_short_or_unknown(tmp_path, types):
     assert ("CFG040", "error") in fired(edited(tmp_path, "lfm2_conv3_attn1", {"layer_types": types}))
 
 
+def test_a_hybrid_layer_types_of_the_wrong_length_is_one_finding(tmp_path):
+    """The layer count of a hybrid's layer_types is CFG040's alone: CFG062 stays quiet on it."""
+    found = run_checks(edited(tmp_path, "lfm2_conv3_attn1", {"layer_types": ["conv", "full_attention", "conv"]}),
+                       select=["CFG040", "CFG062"]).findings
+    assert [f.check for f in found] == ["CFG040"], found
+
+
 def test_cfg041_a_stored_in_a_log(tmp_path):
     d = edited(tmp_path, "granite4_moe_rope", tensors={".A_log": lambda t: -torch.linspace(1.5, 8.0, t.numel())})
     found = run_checks(d, select=["CFG041"]).findings

@@ -148,3 +148,17 @@ def test_a_length_claim_needs_a_rotary_layer(positions, fires, tmp_path):
     path.mkdir()
     (path / "config.json").write_text(json.dumps({**GRANITE4_H, "position_embedding_type": positions}))
     assert ("CFG061" in fired(path)) is fires, fired(path)
+
+
+def test_a_wrong_length_layer_types_is_one_finding(tmp_path):
+    """The layer count of a non-hybrid's layer_types is CFG062's alone: CFG040 (the hybrids' check) stays quiet."""
+    raw = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64, "head_dim": 16,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "intermediate_size": 128,
+           "vocab_size": 256, "max_position_embeddings": 512, "rope_theta": 10000.0,
+           "layer_types": ["full_attention"] * 3}
+    path = tmp_path / "qwen3"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(raw))
+    report = run_checks(path, select=["CFG040", "CFG062"])
+    no_crashes(report)
+    assert [f.check for f in report.findings] == ["CFG062"], report.findings
