@@ -7,6 +7,7 @@ import math
 from checks.shared.conversations import BRANCHES, default_system_dropped, label, render_all
 from checks.diff.text import unified
 from checks.catalogue.registry import Problem, Skip, check
+from checks.catalogue.locations import config_key
 from findings import Location
 
 # fields that change what the forward pass computes (compared on the parsed config, defaults filled in)
@@ -65,7 +66,7 @@ def config_fields_differ(ctx):
         if not (same_rope(ref, cand) if name == "rope_scaling" else _same(a, b)):
             yield Problem(f"config {name}: reference {a!r}, candidate {b!r}",
                           evidence={"field": name, "reference": a, "candidate": b},
-                          location=Location(file="config.json", logical=name))
+                          location=config_key(name))
     raw_a, raw_b = ctx.ref.raw_config, ctx.cand.raw_config
     known = set(COMPUTE_FIELDS) | set(SPECIAL_FIELDS)
     for key in sorted(set(raw_a) | set(raw_b)):
@@ -75,7 +76,7 @@ def config_fields_differ(ctx):
                  else f"reference {raw_a[key]!r}, candidate {raw_b[key]!r}")
         yield Problem(f"config.json key {key}: {where}", severity="info",
                       evidence={"key": key, "reference": raw_a.get(key), "candidate": raw_b.get(key)},
-                      location=Location(file="config.json", logical=key))
+                      location=config_key(key))
 
 
 def _special_ids(side) -> dict:
@@ -135,7 +136,7 @@ def _special_location(key: str) -> Location:
     source, _, name = key.partition(".")
     if source == "tokenizer":
         return Location(file="tokenizer_config.json", logical=name.removesuffix("_id"))
-    return Location(file="config.json", logical=name)
+    return config_key(name)
 
 
 @check("DIF004", category="diff", severity="warning", needs=("pair",),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.catalogue.registry import Problem, Skip, check
+from checks.catalogue.locations import config_key
 from findings import Location
 
 # transformers' GenerationConfig defaults: what "the model's defaults" are when generation_config.json is silent
@@ -68,18 +69,18 @@ def context_window(ctx: EndpointInputs):
     if theta is not None and abs(theta - ref.config.rope_theta) > 1e-6 * ref.config.rope_theta:
         yield Problem(f"the server's rope base {theta:g} differs from the model's rope_theta "
                       f"{ref.config.rope_theta:g}", severity="error", evidence=evidence,
-                      location=Location(file="config.json", logical="rope_theta"))
+                      location=config_key("rope_theta"))
     scaled = bool(ref.config.rope_scaling) or "scaling.factor" in server.rope
     longest = server.max_context or server.accepted_prompt
     if longest is not None and longest > model_max and not scaled:
         yield Problem(f"the server accepts {longest} tokens, past the model's trained context of {model_max} "
                       f"without rope scaling", severity="warning", evidence=evidence,
-                      location=Location(file="config.json", logical="max_position_embeddings"))
+                      location=config_key("max_position_embeddings"))
     elif server.max_context is not None:
         relation = "the same as" if server.max_context == model_max else (
             "smaller than" if server.max_context < model_max else "larger than (rope scaling)")
         yield Problem(f"server context window {server.max_context} tokens, {relation} the model's {model_max}",
                       severity="info", evidence=evidence,
-                      location=Location(file="config.json", logical="max_position_embeddings"))
+                      location=config_key("max_position_embeddings"))
     elif longest is None:
         raise Skip(f"the server does not report its context window ({server.source})")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from checks.endpoint.inputs import CONVERSATIONS, STOP_CONVERSATION, EndpointInputs, asks_server
 from checks.endpoint.teacher import teacher_force
 from checks.catalogue.registry import Problem, check
+from checks.catalogue.locations import config_key
 from findings import Location
 
 # the model's stop ids: what a server stopping too late or never should be configured from
@@ -36,7 +37,7 @@ def stop_set(ctx: EndpointInputs):
         if only_gen:
             yield Problem(f"EOS ids {only_gen} are listed only in generation_config.json: servers that read "
                           f"config.json alone do not stop on them", severity="warning", evidence=evidence,
-                          location=Location(file="config.json", logical="eos_token_id"))
+                          location=config_key("eos_token_id"))
     declared = ctx.ask("stop_set", lambda: ctx.surface.stop_set())
     if declared is not None and (declared.token_ids or declared.strings):
         ends = {ref.piece(i) for i in eos} | ({turn_end[1]} if turn_end else set())

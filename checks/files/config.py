@@ -8,6 +8,7 @@ import re
 
 from checks.catalogue.inputs import ResourceError
 from checks.catalogue.registry import Problem, Skip, check
+from checks.catalogue.locations import config_key
 from findings import Location
 from reference_engine.config import parse_config, read_json, rotary_width
 from reference_engine.core.families import SUPPORTED_ARCHITECTURES, is_supported
@@ -49,10 +50,10 @@ def config_parses(ctx):
             yield Problem(f"architecture {cfg.architecture!r} is not implemented by the reference engine: the "
                           f"engine-backed checks are skipped, the static checks run", severity="info",
                           evidence={"architecture": cfg.architecture, "supported": list(SUPPORTED_ARCHITECTURES)},
-                          location=_key("architectures"))
+                          location=config_key("architectures"))
     except UnsupportedError as e:
         yield Problem(f"unsupported architecture: {e.problem}", evidence={"file": "config.json"},
-                      location=_key("architectures"))
+                      location=config_key("architectures"))
     except ModelDirError as e:
         yield Problem(f"config.json cannot be used: {e.problem}", evidence={"file": "config.json"},
                       location=_error_location(e.problem))
@@ -80,13 +81,13 @@ def attention_geometry(ctx):
           "head_dim": hd, "head_dim_explicit": cfg.head_dim_explicit}
     if not cfg.head_dim_explicit and cfg.hidden_size % heads:
         yield Problem(f"hidden_size {cfg.hidden_size} is not a multiple of num_attention_heads {heads} "
-                      f"and no head_dim is given", evidence=ev, location=_key("hidden_size"))
+                      f"and no head_dim is given", evidence=ev, location=config_key("hidden_size"))
     if kv > heads or heads % kv:
         yield Problem(f"num_key_value_heads {kv} does not divide num_attention_heads {heads}", evidence=ev,
-                      location=_key("num_key_value_heads"))
+                      location=config_key("num_key_value_heads"))
     if hd < 2 or hd % 2:
         yield Problem(f"head_dim {hd} must be a positive even number (RoPE rotates dimension pairs)", evidence=ev,
-                      location=_key("head_dim" if cfg.head_dim_explicit else "hidden_size"))
+                      location=config_key("head_dim" if cfg.head_dim_explicit else "hidden_size"))
 
 
 def rope_block(raw: dict) -> tuple[str, dict | None]:
@@ -117,14 +118,14 @@ def rope_scaling_known(ctx):
         return
     if not isinstance(block, dict):
         yield Problem(f"'{key}' must be an object, found {type(block).__name__}", evidence={key: repr(block)},
-                      location=_key(key))
+                      location=config_key(key))
         return
     kinds = {k: v for k, v in block.items() if k in LAYER_KINDS}
     if kinds:   # Gemma 3 (transformers 5): one block per layer kind, each checked on its own
         for kind, sub in kinds.items():
             if not isinstance(sub, dict):
                 yield Problem(f"'{key}.{kind}' must be an object, found {type(sub).__name__}",
-                              evidence={key: repr(block)}, location=_key(f"{key}.{kind}"))
+                              evidence={key: repr(block)}, location=config_key(f"{key}.{kind}"))
             else:
                 yield from _rope_block_problems(f"{key}.{kind}", sub, ctx)
         return
@@ -135,16 +136,16 @@ def _rope_block_problems(key: str, block: dict, ctx):
     rope_type = block.get("rope_type", block.get("type"))
     ev = {key: block}
     if rope_type is None:
-        yield Problem(f"'{key}' has no 'rope_type' (or 'type')", evidence=ev, location=_key(key))
+        yield Problem(f"'{key}' has no 'rope_type' (or 'type')", evidence=ev, location=config_key(key))
         return
     if rope_type not in ROPE_REQUIRED:
         yield Problem(f"unknown RoPE type {rope_type!r} in '{key}' (known: {', '.join(ROPE_REQUIRED)})",
-                      evidence=ev, location=_key(f"{key}.{'rope_type' if 'rope_type' in block else 'type'}"))
+                      evidence=ev, location=config_key(f"{key}.{'rope_type' if 'rope_type' in block else 'type'}"))
         return
     missing = [f for f in ROPE_REQUIRED[rope_type] if f not in block]
     if missing:
         yield Problem(f"RoPE type {rope_type!r} needs {', '.join(missing)} in '{key}'", evidence=ev,
-                      location=_key(key))
+                      location=config_key(key))
         return
     yield from _rope_values(rope_type, block, ctx, ev, key)
 
@@ -153,18 +154,18 @@ def _rope_values(rope_type: str, block: dict, ctx, ev: dict, key: str):
     factor = block.get("factor")
     if "factor" in ROPE_REQUIRED[rope_type] and (not _number(factor) or factor < 1.0):
         yield Problem(f"RoPE {rope_type} factor must be a number >= 1, found {factor!r}", evidence=ev,
-                      location=_key(f"{key}.factor"))
+                      location=config_key(f"{key}.factor"))
     if rope_type == "llama3" and _number(block["low_freq_factor"]) and _number(block["high_freq_factor"]) \
             and block["high_freq_factor"] <= block["low_freq_factor"]:
         yield Problem("RoPE llama3 high_freq_factor must be greater than low_freq_factor", evidence=ev,
-                      location=_key(f"{key}.high_freq_factor"))
+                      location=config_key(f"{key}.high_freq_factor"))
     if rope_type == "longrope":   # one factor per rotary pair: rotary_dim / 2 (Phi-4-mini: 48 of head_dim 128)
         half = rotary_width(ctx.raw_config, ctx.config.head_dim, block) // 2
         for name in ("short_factor", "long_factor"):
             values = block[name]
             if not isinstance(values, list) or len(values) != half or not all(_number(v) for v in values):
                 yield Problem(f"RoPE longrope {name} must be {half} numbers (rotary_dim / 2)", evidence=ev,
-                              location=_key(f"{key}.{name}"))
+                              location=config_key(f"{key}.{name}"))
 
 
 def _number(value) -> bool:
@@ -219,15 +220,11 @@ def numeric_fields_sane(ctx):
     max_eps = ctx.threshold("CFG005", "max_rms_norm_eps", 1e-2)
     if not 0 < cfg.rms_norm_eps <= max_eps:
         yield Problem(f"rms_norm_eps {cfg.rms_norm_eps} outside (0, {max_eps}]", evidence=ev,
-                      location=_key("rms_norm_eps"))
+                      location=config_key("rms_norm_eps"))
     if cfg.max_position_embeddings < 1:
         yield Problem(f"max_position_embeddings {cfg.max_position_embeddings} must be positive", evidence=ev,
-                      location=_key("max_position_embeddings"))
+                      location=config_key("max_position_embeddings"))
 
-
-def _key(name: str | None) -> Location:
-    """A key of config.json (a dotted path for a nested one); locate resolves its line."""
-    return Location(file="config.json", logical=name)
 
 
 def _error_location(problem: str) -> Location:
@@ -236,4 +233,4 @@ def _error_location(problem: str) -> Location:
     if line:
         return Location(file="config.json", line=int(line.group(1)))
     field = re.search(r"'([A-Za-z_][\w.]*)'", problem)
-    return _key(field.group(1) if field else None)
+    return config_key(field.group(1) if field else None)

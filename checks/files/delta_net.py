@@ -14,7 +14,7 @@ import re
 import torch
 
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
+from checks.catalogue.locations import config_key, tensor
 from reference_engine.core.families.hybrid.qwen3_next import ARCHITECTURES, KINDS, dims
 from reference_engine.errors import ModelDirError
 
@@ -28,12 +28,6 @@ def _need_delta_net(cfg) -> None:
         raise Skip("no Gated DeltaNet layers (not a Qwen3-Next / Qwen3.5 model)")
 
 
-def _key(name: str) -> Location:
-    return Location(file="config.json", logical=name)
-
-
-def _tensor(name: str) -> Location:
-    return Location(file="model.safetensors", logical=name)
 
 
 def _linear_layers(names) -> list[int]:
@@ -68,7 +62,7 @@ def delta_net_decay_finite(ctx):
             if bad:
                 yield Problem(f"layer {layer}: {name} has {len(bad)} non-finite value(s) (heads {bad[:8]}): "
                               f"that head's recurrent state is NaN from the first token",
-                              evidence={"tensor": name, "heads": bad[:16]}, location=_tensor(name))
+                              evidence={"tensor": name, "heads": bad[:16]}, location=tensor(name))
 
 
 @check("CFG051", category="config", severity="warning", needs=("config", "weights"),
@@ -99,26 +93,26 @@ def delta_net_decay_range(ctx):
                 yield Problem(f"layer {layer}: the decay of {len(heads)} head(s) {what} (head {h}: A_log "
                               f"{a[h].item():.4g}, dt_bias {dt[h].item():.4g})",
                               evidence={"tensor": a_name, "heads": heads[:16],
-                                        "decay": [float(decay[i]) for i in heads[:16]]}, location=_tensor(a_name))
+                                        "decay": [float(decay[i]) for i in heads[:16]]}, location=tensor(a_name))
 
 
 def _layer_types_problems(raw: dict, n: int):
     types, interval = raw.get("layer_types"), raw.get("full_attention_interval")
     if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int) or interval < 1):
         yield Problem(f"full_attention_interval must be a positive integer, found {interval!r}",
-                      location=_key("full_attention_interval"))
+                      location=config_key("full_attention_interval"))
         interval = None
     if types is None:
         return
     if not isinstance(types, list) or len(types) != n:
         count = len(types) if isinstance(types, list) else repr(types)
         yield Problem(f"layer_types lists {count} layer kinds for {n} layers (num_hidden_layers)",
-                      evidence={"num_hidden_layers": n}, location=_key("layer_types"))
+                      evidence={"num_hidden_layers": n}, location=config_key("layer_types"))
         return
     unknown = sorted({str(t) for t in types} - set(KINDS))
     if unknown:
         yield Problem(f"layer_types holds {unknown[0]!r}: only {' and '.join(KINDS)} exist in this family",
-                      evidence={"unknown": unknown}, location=_key("layer_types"))
+                      evidence={"unknown": unknown}, location=config_key("layer_types"))
         return
     if interval is not None:
         implied = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
@@ -128,7 +122,7 @@ def _layer_types_problems(raw: dict, n: int):
                           f"(first: layer {differ[0]} is {types[differ[0]]}): transformers reads layer_types, "
                           f"a reader that knows only the interval runs another model", severity="warning",
                           evidence={"layers": differ[:16], "full_attention_interval": interval},
-                          location=_key("layer_types"))
+                          location=config_key("layer_types"))
 
 
 @check("CFG052", category="config", severity="error", needs=("config",),
@@ -170,11 +164,11 @@ def delta_net_sizes(ctx):
     try:
         d = dims(cfg)
     except ModelDirError as e:
-        yield Problem(f"the DeltaNet sizes cannot be read: {e.problem}", location=_key("linear_num_key_heads"))
+        yield Problem(f"the DeltaNet sizes cannot be read: {e.problem}", location=config_key("linear_num_key_heads"))
         return
     if d.v_heads % d.k_heads:
         yield Problem(f"linear_num_value_heads {d.v_heads} is not a multiple of linear_num_key_heads {d.k_heads}",
-                      location=_key("linear_num_value_heads"))
+                      location=config_key("linear_num_value_heads"))
     names = set(ctx.weights.names)
     for layer in _linear_layers(names):
         p = f"model.layers.{layer}.linear_attn."
@@ -188,7 +182,7 @@ def delta_net_sizes(ctx):
                 yield Problem(f"layer {layer}: {name} has shape {list(got)}, the config gives {list(shape)}"
                               f"{_blame(name, got, shape)}", evidence={"tensor": name, "shape": list(got),
                                                                       "expected": list(shape)},
-                              location=_key(_blame_key(name, got, shape)))
+                              location=config_key(_blame_key(name, got, shape)))
 
 
 def _blame_key(name: str, got: tuple, want: tuple) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
+from checks.catalogue.locations import config_key
 
 FALCON_H1 = "FalconH1ForCausalLM"
 # multiplier -> what it scales (what a 0 silences)
@@ -29,9 +29,6 @@ SWITCHES = {"mamba_rms_norm": (".mamba.norm.weight", "the Mamba2 output norm"),
 SWITCH_DEFAULTS = {"mamba_rms_norm": False, "projectors_bias": False, "mamba_proj_bias": False,
                    "mamba_conv_bias": True, "attention_bias": False, "mlp_bias": False}
 
-
-def _key(name: str) -> Location:
-    return Location(file="config.json", logical=name)
 
 
 def falcon_h1(ctx) -> dict:
@@ -76,16 +73,16 @@ def falcon_h1_multipliers(ctx):
         if what is None:
             parts = ", ".join(p.split(" (")[0] for p in LISTS[key])
             yield Problem(f"{key} must list {len(LISTS[key])} numbers ({parts}), found {str(value)[:60]}",
-                          evidence={"key": key, "value": value}, location=_key(key))
+                          evidence={"key": key, "value": value}, location=config_key(key))
         elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             yield Problem(f"{name} is {value!r}, not a finite number: {what} becomes NaN or fails to load",
-                          evidence={"key": name, "value": value}, location=_key(key))
+                          evidence={"key": name, "value": value}, location=config_key(key))
         elif value == 0:
             yield Problem(f"{name} is 0: {what} is multiplied by zero", evidence={"key": name, "value": value},
-                          location=_key(key))
+                          location=config_key(key))
         elif value < 0:
             yield Problem(f"{name} is negative ({value}): {what} has its sign flipped", severity="warning",
-                          evidence={"key": name, "value": value}, location=_key(key))
+                          evidence={"key": name, "value": value}, location=config_key(key))
 
 
 @check("CFG045", category="config", severity="error", needs=("config", "weights"),
@@ -107,11 +104,11 @@ def falcon_h1_switches_match_tensors(ctx):
         stored = [n for n in names if n.endswith(suffix)]
         if on and not stored:
             yield Problem(f"{switch} is true but no {what} is stored (no *{suffix}): loaders initialise it afresh",
-                          evidence={"switch": switch, "suffix": suffix}, location=_key(switch))
+                          evidence={"switch": switch, "suffix": suffix}, location=config_key(switch))
         elif stored and not on:
             yield Problem(f"{switch} is false but {len(stored)} {what} tensor(s) are stored (e.g. {stored[0]}): "
                           "loaders drop the trained values", evidence={"switch": switch, "tensors": stored[:4]},
-                          location=_key(switch))
+                          location=config_key(switch))
 
 
 def _multiplier(raw: dict, key: str) -> float:
@@ -159,4 +156,4 @@ def falcon_h1_for_llama_cpp(ctx):
     """
     raw = falcon_h1(ctx)
     for key, hazard in converter_hazards(raw):
-        yield Problem(f"llama.cpp's converter: {hazard}", evidence={"key": key}, location=_key(key))
+        yield Problem(f"llama.cpp's converter: {hazard}", evidence={"key": key}, location=config_key(key))

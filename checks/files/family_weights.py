@@ -10,7 +10,7 @@ import torch
 
 from checks.files.mla_config import MLA_ARCHS, well_typed
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
+from checks.catalogue.locations import config_key, tensor
 from reference_engine.core.families.mla.deepseek import V2, mla_plan, sparse_layers
 
 # a stored MLA projection -> the config fields its shape comes from (first: where the finding points)
@@ -23,9 +23,6 @@ FIELDS_OF = {"kv_a_proj_with_mqa.weight": ("kv_lora_rank", "qk_rope_head_dim"),
 EXPERTS = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.")
 ROUTER = re.compile(r"^model\.layers\.(\d+)\.mlp\.gate\.weight$")
 
-
-def _key(name: str) -> Location:
-    return Location(file="config.json", logical=name)
 
 
 @check("CFG021", category="config", severity="error", needs=("config", "weights"),
@@ -62,14 +59,14 @@ def mla_ranks_match_tensors(ctx):
                     seen.update(k for k in FIELDS_OF if k.startswith("q_"))      # one finding for the q side
                     yield Problem(f"q_lora_rank {raw.get('q_lora_rank')!r} but layer {n} stores "
                                   f"self_attn.{other.split('.')[0]} instead of {suffix.split('.')[0]}",
-                                  evidence=ev, location=_key("q_lora_rank"))
+                                  evidence=ev, location=config_key("q_lora_rank"))
                 continue
             stored = list(ctx.weights.info(name).shape)
             if stored != list(shape):
                 seen.add(suffix)
                 values = ", ".join(str(raw.get(f)) for f in fields)
                 yield Problem(f"{name} is {stored}, but {' / '.join(fields)} ({values}) give {list(shape)}",
-                              evidence={**ev, "stored": stored}, location=_key(fields[0]))
+                              evidence={**ev, "stored": stored}, location=config_key(fields[0]))
 
 
 @check("CFG023", category="config", severity="error", needs=("config", "weights"),
@@ -95,7 +92,7 @@ def moe_layers_match_tensors(ctx):
                   f"{raw.get('first_k_dense_replace')}), the checkpoint stores experts in layers {_ranges(stored)}",
                   evidence={"first_k_dense_replace": raw.get("first_k_dense_replace"),
                             "first_stored_moe_layer": first, "moe_layer_freq": raw.get("moe_layer_freq")},
-                  location=_key("first_k_dense_replace"))
+                  location=config_key("first_k_dense_replace"))
 
 
 @check("CFG024", category="config", severity="error", needs=("config", "weights"),
@@ -121,12 +118,12 @@ def router_bias_stored(ctx):
         if name not in names:
             yield Problem(f"layer {n} has no {name.split('.', 3)[-1]}: routed as if it were zero",
                           evidence={"tensor": name, "layer": n},
-                          location=Location(file="model.safetensors", logical=name))
+                          location=tensor(name))
             return
         bias = ctx.weights.get(name).float()
         if not torch.isfinite(bias).all():
             yield Problem(f"{name} holds non-finite values", evidence={"tensor": name},
-                          location=Location(file="model.safetensors", logical=name))
+                          location=tensor(name))
             return
 
 

@@ -6,7 +6,7 @@ names the field.
 from __future__ import annotations
 
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
+from checks.catalogue.locations import config_key
 
 GPT_OSS = "GptOssForCausalLM"
 LAYER_KINDS = ("sliding_attention", "full_attention")
@@ -19,9 +19,6 @@ def _gpt_oss(ctx) -> dict:
         raise Skip("not a gpt-oss model")
     return ctx.raw_config
 
-
-def _key(name: str) -> Location:
-    return Location(file="config.json", logical=name)
 
 
 def _number(value) -> bool:
@@ -54,10 +51,10 @@ def swiglu_limit_set(ctx):
         if key not in raw:
             yield Problem(f"{key} is missing: transformers uses {default}, other runtimes may use 0 or no clamp",
                           severity="warning", evidence={key: None, "transformers_default": default},
-                          location=_key(key))
+                          location=config_key(key))
         elif not _number(value) or not value > 0:
             yield Problem(f"{key} = {value!r}: it must be a positive number", evidence={key: value},
-                          location=_key(key))
+                          location=config_key(key))
 
 
 @check("CFG011", category="config", severity="error", needs=("config",),
@@ -79,18 +76,18 @@ def gpt_oss_layer_types(ctx):
         return
     if not isinstance(types, list):
         yield Problem(f"layer_types must be a list, found {type(types).__name__}", evidence={"layer_types": types},
-                      location=_key("layer_types"))
+                      location=config_key("layer_types"))
         return
     if len(types) != n:
         yield Problem(f"layer_types has {len(types)} entries for num_hidden_layers {n}",
-                      evidence={"layer_types": len(types), "num_hidden_layers": n}, location=_key("layer_types"))
+                      evidence={"layer_types": len(types), "num_hidden_layers": n}, location=config_key("layer_types"))
     unknown = sorted({repr(t) for t in types if t not in LAYER_KINDS})
     if unknown:
         yield Problem(f"layer_types holds {', '.join(unknown)}: gpt-oss layers are "
-                      f"{' or '.join(LAYER_KINDS)}", evidence={"unknown": unknown}, location=_key("layer_types"))
+                      f"{' or '.join(LAYER_KINDS)}", evidence={"unknown": unknown}, location=config_key("layer_types"))
     if "sliding_attention" in types and not (_count(window) and window > 0):
         yield Problem(f"layer_types has sliding_attention layers but sliding_window is {window!r}",
-                      evidence={"sliding_window": window}, location=_key("sliding_window"))
+                      evidence={"sliding_window": window}, location=config_key("sliding_window"))
 
 
 @check("CFG012", category="config", severity="error", needs=("config",),
@@ -109,16 +106,17 @@ def gpt_oss_experts(ctx):
     experts = raw.get("num_local_experts")
     if not (_count(experts) and experts > 0):
         yield Problem(f"num_local_experts = {experts!r}: it must be a positive integer",
-                      evidence={"num_local_experts": experts}, location=_key("num_local_experts"))
+                      evidence={"num_local_experts": experts}, location=config_key("num_local_experts"))
         experts = None
     set_k = {k: raw[k] for k in ("num_experts_per_tok", "experts_per_token") if raw.get(k) is not None}
     for key, k in set_k.items():
         if not (_count(k) and k > 0) or (experts is not None and k > experts):
             yield Problem(f"{key} = {k!r}: it must be an integer from 1 to num_local_experts ({experts})",
-                          evidence={key: k, "num_local_experts": experts}, location=_key(key))
+                          evidence={key: k, "num_local_experts": experts}, location=config_key(key))
     if len(set(map(repr, set_k.values()))) > 1:
         yield Problem(f"num_experts_per_tok ({set_k['num_experts_per_tok']}) and experts_per_token "
-                      f"({set_k['experts_per_token']}) disagree", evidence=set_k, location=_key("experts_per_token"))
+                      f"({set_k['experts_per_token']}) disagree", evidence=set_k,
+                      location=config_key("experts_per_token"))
 
 
 @check("CFG013", category="config", severity="error", needs=("config", "weights"),
@@ -138,13 +136,14 @@ def gpt_oss_sinks(ctx):
         name = f"model.layers.{i}.self_attn.sinks"
         if name not in weights:
             yield Problem(f"{name} is missing: layer {i} has no attention sinks",
-                          evidence={"tensor": name, "num_attention_heads": heads}, location=_key("num_attention_heads"))
+                          evidence={"tensor": name, "num_attention_heads": heads},
+                          location=config_key("num_attention_heads"))
             continue
         shape = list(weights.info(name).shape)
         if shape != [heads]:
             yield Problem(f"{name} has shape {shape}, expected [{heads}] (one sink per head: num_attention_heads)",
                           evidence={"tensor": name, "shape": shape, "num_attention_heads": heads},
-                          location=_key("num_attention_heads"))
+                          location=config_key("num_attention_heads"))
 
 
 @check("CFG014", category="config", severity="warning", needs=("config",),
@@ -166,13 +165,13 @@ def gpt_oss_yarn(ctx):
     if not isinstance(block, dict):
         yield Problem("no rope_scaling block: transformers applies YaRN (factor 32, original 4096), runtimes that "
                       "read the file run plain RoPE", evidence={"released": RELEASED_ROPE},
-                      location=_key("rope_scaling"))
+                      location=config_key("rope_scaling"))
         return
     kind = block.get("rope_type", block.get("type"))
     if kind != "yarn":
         yield Problem(f"{block_key}.rope_type is {kind!r}; gpt-oss was trained with yarn",
-                      evidence={"rope_type": kind}, location=_key(f"{block_key}.rope_type"))
+                      evidence={"rope_type": kind}, location=config_key(f"{block_key}.rope_type"))
     elif "truncate" not in block:
         yield Problem(f"{block_key}.truncate is missing: transformers rounds the YaRN correction range "
                       f"(truncate true), gpt-oss was trained with truncate false",
-                      evidence={"truncate": None}, location=_key(f"{block_key}.truncate"))
+                      evidence={"truncate": None}, location=config_key(f"{block_key}.truncate"))

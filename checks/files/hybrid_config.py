@@ -11,7 +11,7 @@ import math
 import torch
 
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
+from checks.catalogue.locations import config_key
 from reference_engine.architectures import HYBRIDS
 from reference_engine.architectures.hybrid.falcon_h1 import CLASS_DEFAULTS as FALCON_H1_DEFAULTS
 from reference_engine.architectures.hybrid.mamba2 import DEFAULTS as MAMBA2_DEFAULTS
@@ -22,9 +22,6 @@ KNOWN_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_a
 A_LOG_RANGE = (-5.0, 10.0)    # A = -exp(A_log) in [-22026, -0.0067]: outside, a head never or always forgets
 DT_RANGE = (1e-4, 10.0)       # softplus(dt_bias): the step size a zero input gets
 
-
-def _key(name: str) -> Location:
-    return Location(file="config.json", logical=name)
 
 
 @check("CFG040", category="config", severity="error", needs=("config",),
@@ -46,18 +43,19 @@ def layer_types_cover_layers(ctx):
         bad = [i for i in idxs or [] if not isinstance(i, int) or not 0 <= i < n]
         if bad:
             yield Problem(f"full_attn_idxs names layers that do not exist: {bad[:5]} (num_hidden_layers {n})",
-                          evidence={"full_attn_idxs": idxs, "num_hidden_layers": n}, location=_key("full_attn_idxs"))
+                          evidence={"full_attn_idxs": idxs, "num_hidden_layers": n},
+                          location=config_key("full_attn_idxs"))
         return
     if not isinstance(types, list):
-        yield Problem(f"layer_types must be a list, found {type(types).__name__}", location=_key("layer_types"))
+        yield Problem(f"layer_types must be a list, found {type(types).__name__}", location=config_key("layer_types"))
         return
     if len(types) != n and ctx.config.architecture in HYBRIDS:   # other models' layer count is CFG062's
         yield Problem(f"layer_types lists {len(types)} layers, num_hidden_layers is {n}",
-                      evidence={"layer_types": len(types), "num_hidden_layers": n}, location=_key("layer_types"))
+                      evidence={"layer_types": len(types), "num_hidden_layers": n}, location=config_key("layer_types"))
     unknown = sorted({str(t) for t in types if t not in KNOWN_LAYER_TYPES})
     if unknown:
         yield Problem(f"layer_types has unknown type(s) {unknown[:5]} (known: {', '.join(sorted(KNOWN_LAYER_TYPES))})",
-                      evidence={"unknown": unknown}, location=_key("layer_types"))
+                      evidence={"unknown": unknown}, location=config_key("layer_types"))
 
 
 def mamba_vectors(ctx, suffix: str) -> dict[str, torch.Tensor]:
@@ -86,7 +84,7 @@ def mamba_decay_parameters(ctx):
     for name, t in {**a_logs, **dt_biases}.items():
         if not torch.isfinite(t).all():
             yield Problem(f"{name} holds non-finite values",
-                          location=Location(file="config.json", logical=name))
+                          location=config_key(name))
             return
     for name, t in a_logs.items():
         low, high = A_LOG_RANGE
@@ -176,7 +174,7 @@ def recurrent_sizes_match_tensors(ctx):
             yield Problem(f"mamba_n_heads {heads} x mamba_d_head {head_dim} must equal {size} ({inner}) with "
                           f"mamba_n_heads divisible by mamba_n_groups {groups}",
                           evidence={"mamba_n_heads": heads, "mamba_d_head": head_dim, inner_key: inner,
-                                    "mamba_n_groups": groups}, location=_key("mamba_n_heads"))
+                                    "mamba_n_groups": groups}, location=config_key("mamba_n_heads"))
             return
     names = ctx.weights.names
     for key, suffix, shape in conv_expectations(ctx):
@@ -186,7 +184,7 @@ def recurrent_sizes_match_tensors(ctx):
                 yield Problem(f"{name} has shape {list(got)}, but config.json ({key} = {raw.get(key)!r}) "
                               f"describes {list(shape)}", evidence={"tensor": name, "shape": list(got),
                                                                     "expected": list(shape), "key": key},
-                              location=_key(key))
+                              location=config_key(key))
                 return
 
 
@@ -217,4 +215,4 @@ def granite_layer_types_for_llama_cpp(ctx):
         yield Problem(f"layer_types names {len(missed)} attention layer(s) \"full_attention\" (e.g. layer "
                       f"{missed[0]}): llama.cpp's converter recognises only \"attention\" and would convert them "
                       "as Mamba2 layers (head_count_kv 0)", evidence={"layers": missed[:16]},
-                      location=_key("layer_types"))
+                      location=config_key("layer_types"))

@@ -7,13 +7,10 @@ ignores is a warning.
 from __future__ import annotations
 
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
+from checks.catalogue.locations import config_key
 from reference_engine.architectures import NOPE_FAMILIES, WINDOW_FAMILIES
 
 
-
-def _key(name: str) -> Location:
-    return Location(file="config.json", logical=name)
 
 
 def _only(ctx, architectures) -> tuple[dict, int]:
@@ -35,7 +32,7 @@ def _bad_int(raw: dict, key: str, minimum: int, optional: bool = True) -> Proble
         return None
     if not _is_int(value) or value < minimum:
         return Problem(f"'{key}' must be an integer >= {minimum}{' or null' if optional else ''}, found {value!r}",
-                       evidence={key: value}, location=_key(key))
+                       evidence={key: value}, location=config_key(key))
     return None
 
 
@@ -62,14 +59,14 @@ def no_rope_layers_fit(ctx):
     ev = {"no_rope_layers": str(flags)[:120], "num_hidden_layers": n}
     if not isinstance(flags, list) or any(not _is_int(v) or v not in (0, 1) for v in flags):
         yield Problem("'no_rope_layers' must be a list of 0 (NoPE) and 1 (RoPE) entries, found "
-                      f"{str(flags)[:60]}", evidence=ev, location=_key("no_rope_layers"))
+                      f"{str(flags)[:60]}", evidence=ev, location=config_key("no_rope_layers"))
     elif len(flags) < n:
         yield Problem(f"'no_rope_layers' has {len(flags)} entries for {n} layers: layers {len(flags)}.. have no "
                       f"RoPE/NoPE setting (transformers fails to build the model)", evidence=ev,
-                      location=_key("no_rope_layers"))
+                      location=config_key("no_rope_layers"))
     elif len(flags) > n:
         yield Problem(f"'no_rope_layers' has {len(flags)} entries for {n} layers: the last {len(flags) - n} are "
-                      f"ignored", evidence=ev, severity="warning", location=_key("no_rope_layers"))
+                      f"ignored", evidence=ev, severity="warning", location=config_key("no_rope_layers"))
 
 
 @check("CFG031", category="config", severity="error", needs=("config",),
@@ -99,15 +96,15 @@ def attention_layout_fits(ctx):
     if not isinstance(types, list) or len(types) != n:
         count = len(types) if isinstance(types, list) else type(types).__name__
         yield Problem(f"'layer_types' must list one kind per layer: {count} for {n} layers", evidence=ev,
-                      location=_key("layer_types"))
+                      location=config_key("layer_types"))
         return
     unknown = sorted({str(t) for t in types} - set(kinds))
     if unknown:
         yield Problem(f"'layer_types' has unknown kind {unknown[0]!r} (known: {', '.join(kinds)})", evidence=ev,
-                      location=_key("layer_types"))
+                      location=config_key("layer_types"))
     if "sliding_attention" in types and not raw.get("sliding_window"):
         yield Problem("'layer_types' lists sliding_attention layers but 'sliding_window' is not set: they run "
-                      "full attention", evidence=ev, severity="warning", location=_key("sliding_window"))
+                      "full attention", evidence=ev, severity="warning", location=config_key("sliding_window"))
 
 
 @check("CFG032", category="config", severity="error", needs=("config",),
@@ -135,16 +132,16 @@ def llama4_moe_layout_fits(ctx):
         if not isinstance(listed, list) or any(not _is_int(i) or not 0 <= i < n for i in listed):
             yield Problem(f"'moe_layers' must list layer indices 0..{n - 1}, found {str(listed)[:60]}",
                           evidence={"moe_layers": str(listed)[:120], "num_hidden_layers": n},
-                          location=_key("moe_layers"))
+                          location=config_key("moe_layers"))
     elif step > n:
         yield Problem(f"'interleave_moe_layer_step' {step} exceeds the {n} layers: no layer runs the experts",
                       evidence={"interleave_moe_layer_step": step, "num_hidden_layers": n}, severity="warning",
-                      location=_key("interleave_moe_layer_step"))
+                      location=config_key("interleave_moe_layer_step"))
     experts, top_k = raw.get("num_local_experts", 16), raw.get("num_experts_per_tok", 1)
     if top_k > experts:
         yield Problem(f"'num_experts_per_tok' {top_k} exceeds 'num_local_experts' {experts}",
                       evidence={"num_experts_per_tok": top_k, "num_local_experts": experts},
-                      location=_key("num_experts_per_tok"))
+                      location=config_key("num_experts_per_tok"))
 
 
 @check("CFG033", category="config", severity="error", needs=("config",),
@@ -163,14 +160,14 @@ def llama4_attention_fields_fit(ctx):
     floor, scale = raw.get("floor_scale", 8192), raw.get("attn_scale", 0.1)
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or floor <= 0:
         yield Problem(f"'floor_scale' must be a positive number, found {floor!r}", evidence={"floor_scale": floor},
-                      location=_key("floor_scale"))
+                      location=config_key("floor_scale"))
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
         yield Problem(f"'attn_scale' must be a number, found {scale!r}", evidence={"attn_scale": scale},
-                      location=_key("attn_scale"))
+                      location=config_key("attn_scale"))
     for key in ("attn_temperature_tuning", "use_qk_norm"):
         if key in raw and not isinstance(raw[key], bool):
             yield Problem(f"'{key}' must be true or false, found {raw[key]!r}", evidence={key: raw[key]},
-                          location=_key(key))
+                          location=config_key(key))
 
 
 @check("CFG034", category="config", severity="error", needs=("config",),
@@ -193,18 +190,18 @@ def minimax_fields_fit(ctx):
     if rot is not None and (not _is_int(rot) or rot < 2 or rot % 2 or rot > head_dim):
         yield Problem(f"'rotary_dim' must be an even integer in 2..head_dim ({head_dim}), found {rot!r}",
                       evidence={"rotary_dim": rot, "head_dim": head_dim}, severity="error",
-                      location=_key("rotary_dim"))
+                      location=config_key("rotary_dim"))
     if raw.get("scoring_func", "sigmoid") != "sigmoid":
         yield Problem(f"'scoring_func' is {raw['scoring_func']!r}: MiniMax-M2 routes with sigmoid scores (the "
                       f"field is not read)", evidence={"scoring_func": raw["scoring_func"]},
-                      severity="warning", location=_key("scoring_func"))
+                      severity="warning", location=config_key("scoring_func"))
     shared = raw.get("shared_intermediate_size")
     if _is_int(shared) and shared > 0:
         yield Problem(f"'shared_intermediate_size' is {shared}: MiniMax-M2 runs no shared expert (the field is "
                       f"not read; any shared-expert weights are unexpected tensors)",
                       evidence={"shared_intermediate_size": shared}, severity="warning",
-                      location=_key("shared_intermediate_size"))
+                      location=config_key("shared_intermediate_size"))
     if raw.get("sliding_window"):
         yield Problem(f"'sliding_window' is {raw['sliding_window']}: MiniMax-M2 attends over the whole context on "
                       f"every layer (the field is not read)", evidence={"sliding_window": raw["sliding_window"]},
-                      severity="warning", location=_key("sliding_window"))
+                      severity="warning", location=config_key("sliding_window"))

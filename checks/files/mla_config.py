@@ -8,7 +8,7 @@ Static: config.json and the tensor table's names and shapes, nothing loaded. Def
 from __future__ import annotations
 
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
+from checks.catalogue.locations import config_key
 from reference_engine.core.families.mla.deepseek import DEFAULTS, GLM, V2, V3
 
 MLA_ARCHS = (V2, V3)
@@ -28,9 +28,6 @@ KIND_WORDS = {"int": "a positive integer", "int0": "a non-negative integer", "in
               "even": "a positive even integer", "number": "a number", "bool": "true or false",
               "str": "a string"}
 
-
-def _key(name: str) -> Location:
-    return Location(file="config.json", logical=name)
 
 
 def _fits(kind: str, v) -> bool:
@@ -77,18 +74,18 @@ def family_fields_typed(ctx):
     for k, kind in fields.items():
         if k in raw and not _fits(kind, raw[k]):
             yield Problem(f"'{k}' must be {KIND_WORDS[kind]}, found {raw[k]!r}", evidence={k: repr(raw[k])},
-                          location=_key(k))
+                          location=config_key(k))
         elif k not in raw and k in SHAPE_FIELDS and k in DEFAULTS[arch]:
             yield Problem(f"'{k}' is missing: transformers assumes {DEFAULTS[arch][k]}", severity="warning",
-                          evidence={k: None, "assumed": DEFAULTS[arch][k]}, location=_key(k))
+                          evidence={k: None, "assumed": DEFAULTS[arch][k]}, location=config_key(k))
     if arch == V2 and isinstance(raw.get("topk_method"), str) and raw["topk_method"] not in V2_METHODS:
         yield Problem(f"topk_method {raw['topk_method']!r} is not one DeepSeek-V2 routes with "
                       f"({', '.join(V2_METHODS)})",
-                      evidence={"topk_method": raw["topk_method"]}, location=_key("topk_method"))
+                      evidence={"topk_method": raw["topk_method"]}, location=config_key("topk_method"))
     factor = raw.get("partial_rotary_factor")
     if arch == GLM and _fits("number", factor) and not 0 < factor <= 1:
         yield Problem(f"partial_rotary_factor {factor} must be in (0, 1]", evidence={"partial_rotary_factor": factor},
-                      location=_key("partial_rotary_factor"))
+                      location=config_key("partial_rotary_factor"))
 
 
 @check("CFG022", category="config", severity="error", needs=("config",),
@@ -114,16 +111,16 @@ def routing_groups_fit(ctx):
     ev = {"n_routed_experts": experts, "n_group": n_group, "topk_group": topk_group, "num_experts_per_tok": top_k}
     if experts % n_group:
         yield Problem(f"n_group {n_group} does not divide n_routed_experts {experts}", evidence=ev,
-                      location=_key("n_group"))
+                      location=config_key("n_group"))
         return
     if topk_group > n_group:
         yield Problem(f"topk_group {topk_group} is more than the {n_group} groups", evidence=ev,
-                      location=_key("topk_group"))
+                      location=config_key("topk_group"))
         return
     per_group = experts // n_group
     if top_k > topk_group * per_group:
         yield Problem(f"num_experts_per_tok {top_k} is more than the {topk_group} kept group(s) of {per_group} "
-                      f"experts hold", evidence=ev, location=_key("num_experts_per_tok"))
+                      f"experts hold", evidence=ev, location=config_key("num_experts_per_tok"))
     if arch != V2 and per_group < 2:
         yield Problem(f"n_group {n_group} leaves {per_group} expert per group; noaux_tc ranks groups by their "
-                      f"two best experts", evidence=ev, location=_key("n_group"))
+                      f"two best experts", evidence=ev, location=config_key("n_group"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 
 from checks.catalogue.registry import Problem, Skip, check
+from checks.catalogue.locations import config_key, tensor
 from findings import Location
 from checks.shared.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
                                           optional_tensors, role_of, tensor_table_known)
@@ -17,17 +18,13 @@ FLOAT_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16", "F64": "
 FLOAT16_MAX = 65504.0
 
 
-def _tensor(name: str) -> Location:
-    """A tensor: shown at its line of the safetensors index (sharded) or config.json line 1, name kept."""
-    return Location(file="model.safetensors", logical=name)
-
 
 def _shape_location(cfg, name: str, want: tuple, got: tuple) -> Location:
     """A shape mismatch points at the config key that implies it: vocab_size for the embedding/lm_head rows;
     otherwise the tensor (the key depends on the family's layout)."""
     if got and want and got[0] != want[0] == cfg.vocab_size and ".layers." not in name:
-        return Location(file="config.json", logical="vocab_size")
-    return _tensor(name)
+        return config_key("vocab_size")
+    return tensor(name)
 
 
 def _need_table(cfg) -> None:
@@ -55,16 +52,16 @@ def missing_tensors(ctx):
     if shortfall is not None:
         yield Problem(shortfall.message, evidence={"num_hidden_layers": shortfall.declared,
                                                    "layers_in_weights": shortfall.backed},
-                      location=Location(file="config.json", logical="num_hidden_layers"))
+                      location=config_key("num_hidden_layers"))
     missing = [n for n in expected_tensors(cfg, names) if n not in names]
     if LM_HEAD in missing:
         yield Problem("lm_head.weight is missing but tie_word_embeddings is false: the output layer would be "
                       "random", evidence={"tensor": LM_HEAD, "tie_word_embeddings": cfg.tie_word_embeddings},
-                      location=Location(file="config.json", logical="tie_word_embeddings"))
+                      location=config_key("tie_word_embeddings"))
         missing.remove(LM_HEAD)
     if missing:
         yield Problem(f"{len(missing)} tensor(s) missing, e.g. {missing[0]}",
-                      evidence={"missing": missing[:20], "count": len(missing)}, location=_tensor(missing[0]))
+                      evidence={"missing": missing[:20], "count": len(missing)}, location=tensor(missing[0]))
 
 
 @check("WGT002", category="weights", severity="warning", needs=("config", "weights"),
@@ -90,7 +87,7 @@ def unexpected_tensors(ctx):
     if suspicious:
         yield Problem(f"{len(suspicious)} tensor(s) the architecture does not use, e.g. {suspicious[0]}",
                       evidence={"unexpected": suspicious[:20], "count": len(suspicious)},
-                      location=_tensor(suspicious[0]))
+                      location=tensor(suspicious[0]))
     if harmless:
         yield Problem(f"{len(harmless)} leftover buffer(s) such as {harmless[0]} (ignored by loaders)",
                       severity="info", evidence={"ignored": harmless[:20]})
@@ -149,12 +146,12 @@ def tensor_dtypes(ctx):
         odd = sorted(n for n in stored_float_names(weights)
                      if weights.info(n).dtype in floats and weights.info(n).dtype != main)
         yield Problem(f"mixed float dtypes {floats}: {len(odd)} tensor(s) not {main}, e.g. {odd[0]}",
-                      evidence={**ev, "odd": odd[:10]}, severity="warning", location=_tensor(odd[0]))
+                      evidence={**ev, "odd": odd[:10]}, severity="warning", location=tensor(odd[0]))
     declared = ctx.config.torch_dtype
     if declared and len(floats) == 1 and FLOAT_DTYPES[next(iter(floats))] != declared:
         yield Problem(f"config torch_dtype is {declared} but the weights are stored as "
                       f"{FLOAT_DTYPES[next(iter(floats))]}", evidence={**ev, "torch_dtype": declared},
-                      severity="warning", location=Location(file="config.json", logical="torch_dtype"))
+                      severity="warning", location=config_key("torch_dtype"))
 
 
 def stored_float_names(weights) -> list[str]:
@@ -305,13 +302,13 @@ def tied_flag_with_own_head(ctx):
     if a.shape != b.shape:
         yield Problem(f"tie_word_embeddings is true but {head} {tuple(b.shape)} is not the embedding's shape "
                       f"{tuple(a.shape)}: the stored head is ignored", evidence={"lm_head": head, "embed": embed},
-                      location=Location(file="config.json", logical="tie_word_embeddings"))
+                      location=config_key("tie_word_embeddings"))
         return
     rows, largest = _rows_differing(a, b)
     if rows:
         yield Problem(f"tie_word_embeddings is true but {head} differs from {embed} in {rows} of {a.shape[0]} "
                       f"rows (max |diff| {largest:.3g}): loaders tie the head to the embedding "
-                      "and ignore the stored one", location=Location(file="config.json", logical="tie_word_embeddings"),
+                      "and ignore the stored one", location=config_key("tie_word_embeddings"),
                       evidence={"lm_head": head, "embed": embed, "rows_differing": rows, "rows": int(a.shape[0])})
 
 

@@ -6,14 +6,11 @@ from checks.long_context.declared import (layer_problems, scaling_problems, sett
 from checks.long_context.trained_length import length_evidence, sources_read
 from checks.catalogue.inputs import ResourceError
 from checks.catalogue.registry import Problem, check
-from findings import Location
+from checks.catalogue.locations import config_key
 from reference_engine.architectures import HYBRIDS
 from reference_engine.core.families import settings as family_settings
 from reference_engine.errors import ModelDirError
 
-
-def _at(key: str) -> Location:
-    return Location(file="config.json", logical=key)
 
 
 def _settings(ctx):
@@ -33,7 +30,7 @@ def rope_scaling_consistent(ctx):
     block and the declared length came from different models.
     """
     for message, key in scaling_problems(_settings(ctx)):
-        yield Problem(message, location=_at(key))
+        yield Problem(message, location=config_key(key))
 
 
 @check("CFG061", category="config", severity="warning", needs=("config",),
@@ -57,7 +54,7 @@ def positions_without_scaling(ctx):
     found = length_evidence(None if ctx.is_gguf else ctx.model_dir, ctx.raw_config)
     claim = unscaled_claim(_settings(ctx), found, sources_read())
     if claim is not None:
-        yield Problem(claim[0], location=_at(claim[1]),
+        yield Problem(claim[0], location=config_key(claim[1]),
                       evidence={"training_length": [{"source": e.source, "tokens": e.tokens} for e in found],
                                 "read": sources_read()})
 
@@ -84,7 +81,7 @@ def layer_types_consistent(ctx):
     """
     hybrid = ctx.config.architecture in HYBRIDS      # a hybrid's layer count is CFG040's: one finding, not two
     for message, key in layer_problems(_settings(ctx), counts_layers=not hybrid):
-        yield Problem(message, location=_at(key))
+        yield Problem(message, location=config_key(key))
 
 
 @check("CFG063", category="config", severity="warning", needs=("config",),
@@ -99,7 +96,7 @@ def window_pattern_consistent(ctx):
     Gemma 3's two bases swapped. Both read short prompts well and fail far out (CTX001 measures where).
     """
     for message, key in window_problems(_settings(ctx)):
-        yield Problem(message, location=_at(key))
+        yield Problem(message, location=config_key(key))
 
 
 @check("CFG064", category="config", severity="warning", needs=("config",),
@@ -127,6 +124,6 @@ def static_yarn_on_short_prompts(ctx):
     said = f" (original {original} positions, stretched to {stretch:.0f})" if stretch else ""
     yield Problem(f"yarn rope factor {factor:g} is static{said}: every prompt, short ones too, is read stretched "
                   f"{factor:g}x; below {original or 'the original length'} tokens the model reads worse than "
-                  "without the block", location=_at(f"{s.rope_key}.factor"),
+                  "without the block", location=config_key(f"{s.rope_key}.factor"),
                   evidence={"factor": factor, "original_max_position_embeddings": original,
                             "max_position_embeddings": s.declared})

@@ -11,6 +11,7 @@ from checks.quant.values import read
 from checks.quant.view import quant_view, quantized_view
 from checks.quant.storage import NVFP4_MAX_ABS, _listed, at_key, at_tensor
 from checks.catalogue.registry import Problem, Skip, check
+from checks.catalogue.locations import config_key
 from findings import Location
 from reference_engine.files.quant.module import MARKERS
 
@@ -48,7 +49,7 @@ def quantized_modules_match_config(ctx):
             yield Problem(f"{len(packed)} modules are stored quantized and only {side[0]} declares how: vLLM reads "
                           f"it, transformers (and llmdoctor) need quantization_config in config.json",
                           severity="warning", evidence={"modules": packed[:50], "side_config": side[0]},
-                          location=Location(file="config.json", logical="quantization_config"))
+                          location=config_key("quantization_config"))
         elif packed:
             yield Problem(f"{len(packed)} modules are stored quantized ({_listed(packed)}) but config.json has no "
                           f"quantization_config: loaders read them as missing float weights",

@@ -7,19 +7,19 @@ from dataclasses import dataclass
 import torch
 
 from checks.catalogue.registry import SharedRun
+from checks.catalogue.locations import config_key
 from checks.shared.passes import Part
 from checks.shared.probe_runs import (FORWARD, ForwardRun, StatsRecorder, forward_runs, run_forward,
                                       run_forwards)
 from checks.shared.prompts import probe_inputs
 from checks.catalogue.registry import Problem, Skip, check
-from findings import Location
 
 LOW_DTYPES = ("bfloat16", "float16")
 RANGE = {"float16": float(torch.finfo(torch.float16).max), "bfloat16": float(torch.finfo(torch.bfloat16).max),
          "float32": float(torch.finfo(torch.float32).max)}
 
 # numerics findings are about the dtype the model is served in: config.json declares it
-TORCH_DTYPE = Location(file="config.json", logical="torch_dtype")
+TORCH_DTYPE = config_key("torch_dtype")
 
 
 @dataclass

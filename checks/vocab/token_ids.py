@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checks.catalogue.registry import Problem, check
+from checks.catalogue.locations import config_key, tensor
 from findings import Location
 from checks.shared.tensor_layout import embed_name, output_rows_name
 from checks.shared.token_table import special_strings
 
 NAMES = ("bos", "eos", "pad", "unk")
-VOCAB_SIZE = Location(file="config.json", logical="vocab_size")
+VOCAB_SIZE = config_key("vocab_size")
 
 
 def special_location(source: str, name: str) -> Location:
@@ -108,7 +109,7 @@ def rows_beyond_tokenizer(ctx):
         return
     yield Problem(f"lm_head has {rows - s.max_token_id - 1} row(s) past the tokenizer's last id "
                   f"{s.max_token_id}: sampling one yields an id no text maps to", evidence=s.as_evidence(),
-                  location=Location(file="model.safetensors", logical="lm_head.weight"))
+                  location=tensor("lm_head.weight"))
 
 
 def declared_special_ids(ctx) -> dict[str, dict[str, object]]:
