@@ -20,6 +20,7 @@ from probes.endpoint.context_probe import (ECHO, EXPECTED_WORDS, GREEDY, MIN_MAT
                                            copy_prompts, read_back, retrievals)
 from probes.endpoint.surface import CONTEXT_ERRORS
 from probes.competence.bounds import MAX_COPY_RATIO
+from probes.competence.distance import reach
 
 CUT_FRACTION = 0.9       # a prompt counted below this share of its expected tokens was cut on the way
 NEW_TOKENS = 12
@@ -133,16 +134,11 @@ def measured(r: Reading) -> str:
             f"{r.copy.second:.2f} nats/token, {r.copy.first:.2f} at the first")
 
 
-def reach(readings: list[Reading], reference: list[Reading] | None = None) -> tuple[int, int | None]:
-    """(the largest distance read before the first that is not, that first one or None); with the reference's
-    echo readings, a distance where the server's copy costs COPY_GAP more than its checkpoint's is not read."""
+def served_reach(readings: list[Reading], reference: list[Reading] | None = None) -> tuple[int, int | None]:
+    """reach() over the readings; with the reference's echo readings, a distance where the server's copy costs
+    COPY_GAP more than its checkpoint's is not read."""
     ref = {r.distance: r for r in reference or []}
-    reads = 0
-    for r in readings:
-        if not r.reads or lags(r, ref.get(r.distance)):
-            return reads, r.distance
-        reads = r.distance
-    return reads, None
+    return reach((r.distance, r.reads and not lags(r, ref.get(r.distance))) for r in readings)
 
 
 def lags(r: Reading, ref: Reading | None) -> bool:
@@ -196,7 +192,7 @@ def reads_at_distance(ctx: EndpointInputs):
     evidence = {"route": got.route, "chars_per_token": round(got.chars_per_token, 3), "server": rows(got.readings),
                 **({"why_greedy": got.why_greedy} if got.why_greedy else {})}
     served = [r for r in got.readings if not r.error]     # prompts the server refused are EPT123's (its limit)
-    reads, fails = reach(served)
+    reads, fails = served_reach(served)
     route = f" (route: {got.route})"
     try:
         reference = reference_readings(ctx, got)
@@ -205,8 +201,8 @@ def reads_at_distance(ctx: EndpointInputs):
     evidence.update(reads_to=reads, fails_at=fails)
     if reference is not None:
         evidence["reference"] = rows(reference)
-        ref_reads, ref_fails = reach(reference)
-        reads, fails = reach(served, reference)
+        ref_reads, ref_fails = served_reach(reference)
+        reads, fails = served_reach(served, reference)
         evidence.update(reads_to=reads, fails_at=fails)
         if fails is not None and (ref_fails is None or ref_fails > fails):
             failed = next(r for r in served if r.distance == fails)

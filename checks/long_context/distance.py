@@ -6,16 +6,12 @@ from checks.long_context.boundaries import boundaries, design_window, nearest
 from checks.long_context.runs import context_run
 from checks.catalogue.registry import Problem, check
 from probes.competence.bounds import judge_copy, judge_passage
+from probes.competence.distance import reach
 
 
-def reach(run) -> tuple[int, int | None]:
+def copy_reach(run) -> tuple[int, int | None]:
     """(largest distance read before the first failure, first distance not read or None)."""
-    reads = 0
-    for pair, score in zip(run.prompt.pairs, run.score.copies):
-        if not judge_copy(score.ratio).ok:
-            return reads, pair.distance
-        reads = pair.distance
-    return reads, None
+    return reach((pair.distance, judge_copy(score.ratio).ok) for pair, score in zip(run.prompt.pairs, run.score.copies))
 
 
 def copy_rows(run) -> list[dict]:
@@ -66,7 +62,7 @@ def copies_at_distance(ctx):
     --context N to choose, skipped under --quick. Untrained and sub-50M models are measured, not judged.
     """
     run = context_run(ctx)
-    reads, fails = reach(run)
+    reads, fails = copy_reach(run)
     if fails is None:
         return
     pair = next(i for i, p in enumerate(run.prompt.pairs) if p.distance == fails)
@@ -134,7 +130,7 @@ def context_reach(ctx):
     (chunked prefill through the paged cache).
     """
     run = context_run(ctx)
-    reads, fails = reach(run)
+    reads, fails = copy_reach(run)
     asked = f" (--context {run.asked} capped at the declared {run.declared})" if run.asked and \
         run.asked > run.declared else ""
     state = f"copies read at every distance up to {reads}" if fails is None else \

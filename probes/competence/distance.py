@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from probes.competence.copy_sequence import COPY_LENGTH, SEED, ordinary_tokens
 from probes.competence.corpus import SEPARATOR, bos_prefix, builtin_parts, encode_part
@@ -172,3 +172,14 @@ def distance_score(prompt: DistancePrompt, logprobs: Sequence[float], near_logpr
     far = tuple(span_loss(logprobs, s.start, s.end) for s in prompt.passages)
     near = tuple(span_loss(near_logprobs, s.near_start, s.near_end) for s in prompt.passages)
     return DistanceScore(copies, far, near)
+
+
+def reach(steps: Iterable[tuple[int, bool]]) -> tuple[int, int | None]:
+    """Over (distance, read there) by increasing distance: (the largest distance read before the first that is
+    not, that first one or None). The one rule of how far a model or a server reads (CTX001, EPT121)."""
+    reads = 0
+    for distance, read in steps:
+        if not read:
+            return reads, distance
+        reads = distance
+    return reads, None

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from probes.competence.distance import (COPY_LENGTH, NEAR_DISTANCE, PAD_TOKENS, distance_prompt, distance_score)
+from probes.competence.distance import (COPY_LENGTH, NEAR_DISTANCE, PAD_TOKENS, distance_prompt, distance_score,
+                                         reach)
 from reference_engine.tokenizer import Tokenizer
 
 
@@ -48,3 +49,9 @@ def test_scores_read_the_right_spans(tokenizer):
 
 def test_too_short_a_context_gives_none(tokenizer):
     assert distance_prompt(tokenizer, 49152, 200) is None
+
+
+def test_reach_is_the_last_distance_read_before_the_first_miss():
+    assert reach([(64, True), (256, True), (1024, False), (4096, True)]) == (256, 1024)
+    assert reach([(64, True), (256, True)]) == (256, None)
+    assert reach([(64, False)]) == (0, 64)
