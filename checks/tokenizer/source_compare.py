@@ -113,13 +113,15 @@ def json_tokenizer(ctx):
 
 
 def _cached(ctx, name: str, build):
-    cache = ctx.__dict__.setdefault("_tokenizer_sources", {})
-    if name not in cache:
+    """The source, built once per run in ctx.state (where every check keeps what it shares); a source that
+    cannot be read is kept as its ModelDirError and raised again."""
+    key = ("tokenizer source", name)
+    if key not in ctx.state:
         try:
-            cache[name] = build()
+            ctx.state[key] = build()
         except ModelDirError as e:
-            cache[name] = e
-    value = cache[name]
+            ctx.state[key] = e
+    value = ctx.state[key]
     if isinstance(value, ModelDirError):
         raise value
     return value
