@@ -1,7 +1,7 @@
 """The options several commands share, defined once, and what the commands do with them.
 
 Each command module imports from here (never from llmdoctor.cli, which imports every command module to
-register it), so any llmdoctor/cli_*.py imports alone.
+register it), so any llmdoctor/commands/*.py imports alone.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import click
 
 from reports import FORMATS  # table, json, junit, markdown, html, sarif, github, gitlab
 
+EXIT_USAGE = 2                  # usage or input error (0: nothing at or above --fail-on, 1: a finding at or above)
 FAIL_ON = ("error", "warning", "never")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
