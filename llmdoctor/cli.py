@@ -25,7 +25,7 @@ __all__ = ["cli", "DEMO_MODEL", "EXIT_USAGE", "FORMATS", "InputError", "budget_o
 def input_errors() -> tuple[type[Exception], ...]:
     from checks.context import ResourceError, ThresholdError
     from llmdoctor.run.config_file import ConfigFileError
-    from llmdoctor.report.locate import KnownReportError
+    from llmdoctor.reporting.locate import KnownReportError
     from llmdoctor.run.runner import DeviceError
     from llmdoctor.run.selection import SelectionError
     from llmdoctor.run.output_guard import OutputError

@@ -62,7 +62,7 @@ def memory_budget_option(help: str = "Memory the engine may use (e.g. 4GiB); a m
 def _readable_report(ctx, param, value: Path | None) -> Path | None:
     """Refuse a --known file that is not a JSON report before any work is done (exit 2)."""
     if value is not None:
-        from llmdoctor.report.locate import KnownReportError, load_known
+        from llmdoctor.reporting.locate import KnownReportError, load_known
         try:
             load_known(value)
         except KnownReportError as e:
@@ -101,8 +101,8 @@ def budget_option(value: str | None, settings) -> int | None:
 def emit(report, fmt: str, output: Path | None, known: Path | None = None) -> None:
     """Mark the findings a --known report holds, then render to stdout, or to a file (written whole, so a
     failure leaves no half report behind)."""
-    from llmdoctor.report.ci_rules import render_options
-    from llmdoctor.report.locate import mark_known
+    from llmdoctor.reporting.ci_rules import render_options
+    from llmdoctor.reporting.locate import mark_known
     from reports import render
     from reports.summary import summary_line
     mark_known(report, known)

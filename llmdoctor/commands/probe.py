@@ -90,7 +90,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     from probes.kv import DEFAULT_KV_BUDGET, DEFAULT_POOL_TOKENS, ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
     from llmdoctor.run.output_guard import refuse_inside_model
-    from llmdoctor.report.probe_report import ProbeRecorder
+    from llmdoctor.reporting.probe_report import ProbeRecorder
     if memory_budget is not None and with_model is None:
         # without a model a token has no size, so a byte budget cannot size the pool; refusing beats ignoring it
         raise click.UsageError("--memory-budget sizes the KV pool from a model's bytes per token: add "
@@ -136,8 +136,8 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
     import torch
 
     from llmdoctor.run.output_guard import refuse_inside_model
-    from llmdoctor.report.probe_report import ProbeRecorder
-    from llmdoctor.triage.parts import run_bandwidth_part, run_roofline_part
+    from llmdoctor.reporting.probe_report import ProbeRecorder
+    from llmdoctor.incident_bundle.parts import run_bandwidth_part, run_roofline_part
     refuse_inside_model(output, model_dir, "report")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise click.BadParameter(f"no CUDA device available to torch {torch.__version__} "

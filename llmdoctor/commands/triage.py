@@ -1,4 +1,4 @@
-"""`llmdoctor triage [MODEL_DIR] -o BUNDLE`: collect an incident bundle (the work is in llmdoctor/triage/)."""
+"""`llmdoctor triage [MODEL_DIR] -o BUNDLE`: collect an incident bundle (the work is in llmdoctor/incident_bundle/)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,10 +30,10 @@ from llmdoctor.commands.options import known_option, output_option
 def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s,
            ci_formats, known, load):
     """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
-    from llmdoctor.triage.bundle import run_triage
+    from llmdoctor.incident_bundle.bundle import run_triage
     endpoint_options_ = None
     if endpoint:
-        from llmdoctor.run.endpoint import EndpointOptions
+        from llmdoctor.run.endpoint_runner import EndpointOptions
         endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
     elif load:
         raise click.UsageError("--load needs --endpoint URL")

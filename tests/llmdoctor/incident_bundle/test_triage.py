@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmdoctor.run.output_guard import InsideModelError
-from llmdoctor.triage.bundle import BUNDLE_FILES, run_triage
+from llmdoctor.incident_bundle.bundle import BUNDLE_FILES, run_triage
 from probes.environment import environment_problems, relevant_env
 from tests.probes import nvml_records as rec
 
