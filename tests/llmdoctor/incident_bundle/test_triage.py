@@ -69,7 +69,7 @@ def test_environment_problems_name_the_mismatch():
 
 
 def test_cli_triage_prints_where(tmp_path, tiny_model_dir):
-    from llmdoctor.commands.probe import triage
+    from llmdoctor.commands.triage import triage
     result = CliRunner().invoke(triage, [str(tiny_model_dir), "-o", str(tmp_path / "out"), "--kv-requests", "200",
                                          "--no-checks"])
     assert result.exit_code == 0, result.output
