@@ -10,7 +10,7 @@ import functools
 import time
 from typing import Any, Callable
 
-from checks.shared.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
+from checks.shared.chat.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
 from checks.context import ResourceError
 from checks.endpoint.reference import Reference
 from checks.registry import Problem, Skip

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from checks.registry import Problem, check
 from findings import Location
-from checks.shared.tensor_layout import embed_name, output_rows_name
+from checks.shared.weights.tensor_layout import embed_name, output_rows_name
 from checks.shared.token_table import special_strings
 
 NAMES = ("bos", "eos", "pad", "unk")
