@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=ROWS, default=list(ROWS))
     args = parser.parse_args()
     from checks.endpoint.reference import Reference
-    from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+    from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
     from tests.assets import smollm2_dir, smollm2_gguf
     from tests.checks.endpoint.broken_ggufs import broken_gguf
     from tests.endpoint_assets import LlamaServer

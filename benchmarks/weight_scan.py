@@ -1,5 +1,5 @@
-"""The weight scan (checks/shared/tensor_scan.py) is bound by reading bytes: its time against a plain read of the
-same tensors, block by block, with the same reader and no statistics (the peer, measured in the same run).
+"""The weight scan (checks/shared/weights/tensor_scan.py) is bound by reading bytes: its time against a plain read
+of the same tensors, block by block, with the same reader and no statistics (the peer, measured in the same run).
 
     python benchmarks/weight_scan.py [MODEL_DIR] [--repeat 5]
 
@@ -17,7 +17,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checks.shared.tensor_scan import CHUNK_ELEMENTS, TORCH_DTYPES, BlockReads, row_spans, scan_weights  # noqa: E402
+from checks.shared.weights.tensor_scan import (  # noqa: E402
+    CHUNK_ELEMENTS, TORCH_DTYPES, BlockReads, row_spans, scan_weights)
 from reference_engine.files.weights import Weights  # noqa: E402
 
 

@@ -72,7 +72,7 @@ class Finding:
     hint: str = ""             # how to fix it
     data: dict | None = None   # optional plot data, see docs/report-schema.md
     location: Location | None = None   # where it is (file, line, logical name)
-    fingerprint: str | None = None     # stable identity across runs (llmdoctor/report/locate.py), for --known and CI
+    fingerprint: str | None = None     # stable identity across runs (llmdoctor/reporting/locate.py), for --known and CI
     known: bool = False                # matched in the --known report: shown, but never fails the gate
 
     def __post_init__(self):

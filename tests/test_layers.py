@@ -216,3 +216,16 @@ def test_no_import_circles():
     for module in sorted(graph):
         visit(module, [])
     assert not circles, "\n".join(circles)
+
+
+def test_no_two_modules_of_the_cli_package_share_a_name():
+    """Inside llmdoctor/ each module and subpackage has a name of its own (commands/fix.py is the command,
+    repair/repaired_copy.py the work), so a name in a traceback, an import or a doc points at one file."""
+    names = {}
+    for path in sources("llmdoctor"):
+        named = path.parent if path.name == "__init__.py" else path     # a subpackage is named by its folder
+        if named != ROOT / "llmdoctor" and path.name != "__main__.py":
+            names.setdefault(named.stem, []).append(str(named.relative_to(ROOT)))
+    assert len(names) > 30, sorted(names)
+    shared = {name: paths for name, paths in names.items() if len(paths) > 1}
+    assert not shared, "; ".join(f"{name}: {', '.join(paths)}" for name, paths in sorted(shared.items()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from checks.adapter.structure import at_config, at_tensor
-from checks.shared.tensor_layout import EMBED, LM_HEAD
+from checks.shared.weights.tensor_layout import EMBED, LM_HEAD
 from checks.catalogue.registry import Problem, Skip, check
 
 

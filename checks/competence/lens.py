@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from checks.shared.tensor_layout import EMBED, LM_HEAD
+from checks.shared.weights.tensor_layout import EMBED, LM_HEAD
 from probes.competence import MAX_COPY_RATIO, copy_score, mean_loss, token_logprobs
 from reference_engine.core import families
 from reference_engine.core.model import final_logits, norm

@@ -8,7 +8,7 @@ import math
 from checks.competence.lens import lens_curve, first_failing
 from checks.competence.next_steps import where_next
 from checks.competence.runs import prompts
-from checks.shared.tensor_layout import LAYER_INDEX
+from checks.shared.weights.tensor_layout import LAYER_INDEX
 from probes.competence import text_bound, unigram_loss
 
 FLOAT = ("F64", "F32", "F16", "BF16")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from checks.shared.conversations import BRANCHES, default_system_dropped, label, render_all
+from checks.shared.chat.conversations import BRANCHES, default_system_dropped, label, render_all
 from checks.diff.text import unified
 from checks.catalogue.registry import Problem, Skip, check
 from checks.catalogue.locations import config_key
@@ -146,7 +146,7 @@ def chat_template_differs(ctx):
 
     Instruct models are tuned on one exact prompt format; a template that lost a newline, a system prompt or
     the generation prompt costs quality silently. A template bug usually lives in one branch, so both sides
-    render every conversation of checks/shared/conversations.py (no system message, a system message,
+    render every conversation of checks/shared/chat/conversations.py (no system message, a system message,
     one turn, several turns), each with and without the generation prompt: a template that dropped its
     default system turn differs only where the conversation brings none. The first differing rendering is
     shown as a text diff with its token ids (each side's tokenizer)."""

@@ -1,7 +1,7 @@
 """EPT01x: the prompt the server feeds the model vs the reference tokenizer and chat template."""
 from __future__ import annotations
 
-from checks.shared.conversations import default_system_dropped
+from checks.shared.chat.conversations import default_system_dropped
 from checks.endpoint.inputs import CONVERSATIONS, RAW_TEXTS, EndpointInputs, asks_server
 from checks.endpoint.textdiff import first_difference, rendered_diff, split_spans
 from checks.catalogue.registry import Problem, Skip, check

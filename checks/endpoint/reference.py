@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks.shared.end_of_turn import PROBE_TURN, end_of_turn
+from checks.shared.chat.end_of_turn import PROBE_TURN, end_of_turn
 from reference_engine.config import (GenerationConfig, load_config, load_generation_config, model_dir_path)
 from reference_engine.errors import ModelDirError
 

@@ -8,9 +8,9 @@ import statistics
 from checks.catalogue.registry import Problem, Skip, check
 from checks.catalogue.locations import config_key, tensor
 from findings import Location
-from checks.shared.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
+from checks.shared.weights.tensor_layout import (HARMLESS_EXTRA, LM_HEAD, expected_tensors, layer_shortfall,
                                           optional_tensors, role_of, tensor_table_known)
-from checks.shared.tensor_scan import weight_scan
+from checks.shared.weights.tensor_scan import weight_scan
 from reference_engine.core.model_weights import mtp_tensors
 from reference_engine.errors import ModelDirError
 
@@ -294,7 +294,7 @@ def tied_flag_with_own_head(ctx):
     cfg, weights = ctx.config, ctx.weights
     if not cfg.tie_word_embeddings:
         raise Skip("tie_word_embeddings is false: the stored head is the one used")
-    from checks.shared.tensor_layout import embed_name, lm_head_name
+    from checks.shared.weights.tensor_layout import embed_name, lm_head_name
     head, embed = lm_head_name(weights), embed_name(weights)
     if head is None or embed is None:
         return

@@ -6,7 +6,7 @@ GGUF checks live in checks/gguf/tensors.py.
 """
 from __future__ import annotations
 
-from checks.shared.end_of_turn import end_of_turn
+from checks.shared.chat.end_of_turn import end_of_turn
 from checks.catalogue.inputs import ResourceError
 from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError

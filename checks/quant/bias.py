@@ -1,5 +1,5 @@
 """QNT013: the `.bias` tensors AutoGPTQ-era quantizers store beside every quantized linear, against the slots
-the architecture has for them (the engine's own tensor table, checks/shared/tensor_layout.py)."""
+the architecture has for them (the engine's own tensor table, checks/shared/weights/tensor_layout.py)."""
 from __future__ import annotations
 
 from checks.catalogue.inputs import ResourceError
@@ -27,7 +27,7 @@ def quantized_module_biases(ctx):
     if not stored:
         raise Skip("no quantized module stores a bias")
     try:
-        from checks.shared.tensor_layout import expected_tensors
+        from checks.shared.weights.tensor_layout import expected_tensors
         slots = set(expected_tensors(ctx.config, view.raw.names))
     except (Skip, ResourceError, ValueError, KeyError, TypeError):
         raise Skip("config.json does not describe the architecture's tensors (CFG/WGT checks)") from None

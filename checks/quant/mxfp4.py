@@ -12,7 +12,7 @@ from checks.quant.storage import at_key, at_tensor, _listed
 from checks.quant.values import read
 from checks.quant.view import quantized_view
 from checks.catalogue.registry import Problem, Skip, check
-from checks.shared.tensor_layout import expected_shapes
+from checks.shared.weights.tensor_layout import expected_shapes
 from reference_engine.files.quant.mxfp4 import BLOCKS, GROUP, SCALE_BIAS, SCALES
 
 NAN_SCALE = 255               # E8M0 0xFF is NaN

@@ -91,7 +91,7 @@ def _build(ctx) -> QuantView:
 
 
 def _config_shapes(ctx) -> dict:
-    from checks.shared.tensor_layout import expected_shapes
+    from checks.shared.weights.tensor_layout import expected_shapes
     try:
         return expected_shapes(ctx.config)
     except (Skip, ResourceError, ValueError, KeyError, TypeError):

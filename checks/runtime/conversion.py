@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from checks.catalogue.inputs import ResourceError
 from checks.catalogue.registry import Problem, SharedRun, Skip, check
-from checks.shared.init_stats import init_state
+from checks.shared.weights.init_stats import init_state
 from checks.shared.passes import Part
 from checks.shared.probe_runs import FORWARD
 from checks.shared.prompts import probe_inputs
@@ -102,7 +102,7 @@ def norm_convention(ctx):
     whose probes the other convention predicts much better (by `margin` nats, default 1.0) has the wrong one.
 
     On weights still at their initialisation (tiny test models, `from_config` checkpoints: every judged matrix
-    a normal draw of std initializer_range, checks/shared/init_stats.py) both conventions give uniform-level
+    a normal draw of std initializer_range, checks/shared/weights/init_stats.py) both conventions give uniform-level
     losses and the probes cannot tell; there the stored values can: transformers initialises offsets to 0 and
     gains to 1, so untrained norm weights whose means all sit at the other convention's value (within 0.25)
     carry the wrong one.

@@ -6,12 +6,12 @@ noise, so these checks report what they see as info, never as a warning -- below
 are calibrated for (probes/competence/bounds.py MIN_JUDGED_PARAMETERS). A model that size or larger at its
 initial weights is a conversion that lost them: judged at the checks' own severity, named in the message.
 Whether the weights are still at their initialisation is decided from the weights alone
-(checks/shared/init_stats.py), never from the outputs being judged: broken weights also push the probe loss
+(checks/shared/weights/init_stats.py), never from the outputs being judged: broken weights also push the probe loss
 towards uniform, and must keep their severity.
 """
 from __future__ import annotations
 
-from checks.shared.init_stats import init_standing
+from checks.shared.weights.init_stats import init_standing
 from checks.shared.probe_runs import GREEDY, GreedyTrace, probe_traces
 from checks.catalogue.registry import CannotRun, Problem, Skip, check
 

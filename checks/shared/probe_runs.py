@@ -1,6 +1,6 @@
 """Engine runs shared by the engine checks: one recorded forward pass per probe and greedy traces. Each run
 happens once per check run (cached in ctx.state). Whether a model is trained at all is decided from its weights
-(checks/shared/init_stats.py), not from these runs."""
+(checks/shared/weights/init_stats.py), not from these runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

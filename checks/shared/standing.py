@@ -1,4 +1,4 @@
-"""Who the bounds apply to. A model still at its initialisation (checks/shared/init_stats.py, decided from the
+"""Who the bounds apply to. A model still at its initialisation (checks/shared/weights/init_stats.py, decided from the
 weights alone) is named untrained: info when it is smaller than the bounds are calibrated for (the factory and
 toy models tests build), judged and named when it is not (a full-size checkpoint at its initial weights is a
 conversion that lost them: an error). A model too small to be held to the bounds is measured but not judged:
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checks.shared.init_stats import init_standing, parameter_count
+from checks.shared.weights.init_stats import init_standing, parameter_count
 from probes.competence.bounds import MIN_JUDGED_PARAMETERS
 
 MIN_PARAMETERS = MIN_JUDGED_PARAMETERS      # below: measured, reported as info, never judged

@@ -6,7 +6,7 @@ from __future__ import annotations
 import regex
 
 from checks.catalogue.registry import Problem, Skip, check
-from checks.shared.conversations import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
+from checks.shared.chat.conversations import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from findings import Location
 from reference_engine.errors import ModelDirError
 

@@ -8,7 +8,7 @@ model never sees the turn end it was trained on and loops."""
 from __future__ import annotations
 
 from checks.catalogue.registry import Problem, Skip, check
-from checks.shared.end_of_turn import end_of_turn
+from checks.shared.chat.end_of_turn import end_of_turn
 from checks.tokenizer.chat_template import MARKER, _rendered_or_skip
 
 

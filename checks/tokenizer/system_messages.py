@@ -3,7 +3,7 @@ message the template drops without an error: vllm#44330, the gpt-oss template)."
 from __future__ import annotations
 
 from checks.catalogue.registry import Problem, Skip, check
-from checks.shared.conversations import SYSTEM_SHAPES, describe, missing_messages
+from checks.shared.chat.conversations import SYSTEM_SHAPES, describe, missing_messages
 from checks.tokenizer.chat_template import template_location
 
 

@@ -5,8 +5,8 @@ the one format table). All static: the template runs in the jinja2 sandbox, noth
 from __future__ import annotations
 
 from checks.catalogue.registry import Problem, Skip, check
-from checks.shared.end_of_turn import end_of_turn
-from checks.shared.tool_conversations import ASK, CALL, SECOND_CALL, TOOLS, render_tool_turns
+from checks.shared.chat.end_of_turn import end_of_turn
+from checks.shared.chat.tool_conversations import ASK, CALL, SECOND_CALL, TOOLS, render_tool_turns
 from checks.tokenizer.chat_template import template_location
 from reference_engine.generate.tool_calls import mentions_tools, parse_calls, recognise
 

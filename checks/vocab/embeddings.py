@@ -4,12 +4,12 @@ losses when fine-tuning on a chat template. Row statistics come from the streame
 special-token rows are read individually."""
 from __future__ import annotations
 
-from checks.shared.conversations import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
+from checks.shared.chat.conversations import NO_SYSTEM, USER_ONLY, WITH_SYSTEM
 from checks.catalogue.registry import Problem, Skip, check
 from reference_engine.errors import ModelDirError
 from checks.vocab.special_rows import LOW_NORM_RATIO, NEAR_ZERO_RATIO, MatrixVerdicts, classify, read_rows, row_key
-from checks.shared.tensor_layout import embed_name, lm_head_name
-from checks.shared.tensor_scan import weight_scan
+from checks.shared.weights.tensor_layout import embed_name, lm_head_name
+from checks.shared.weights.tensor_scan import weight_scan
 
 
 def special_token_ids(tok) -> list[int]:

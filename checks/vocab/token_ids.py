@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from checks.catalogue.registry import Problem, check
 from checks.catalogue.locations import config_key, tensor
 from findings import Location
-from checks.shared.tensor_layout import embed_name, output_rows_name
+from checks.shared.weights.tensor_layout import embed_name, output_rows_name
 from checks.shared.token_table import special_strings
 
 NAMES = ("bos", "eos", "pad", "unk")

@@ -1,3 +1,3 @@
 """The command line's commands, one module per command (`llmdoctor/cli.py` adds them to the group), and
 `options.py`: the options several commands share. A command module parses and reports; the work is in run/,
-report/, repair/ and triage/."""
+reporting/, repair/ and incident_bundle/."""

@@ -25,7 +25,7 @@ def baseline_command(model_dir, output, device, dtype, quick, top_k, memory_budg
     """Record token ids, top-k logits, greedy continuations and activation stats of MODEL_DIR's probes
     (MODEL_DIR may be a LoRA adapter, run on --base)."""
     from llmdoctor.run.adapter_target import resolve
-    from llmdoctor.run.baseline import BaselineError, record, save
+    from llmdoctor.run.baseline_recording import BaselineError, record, save
     from llmdoctor.commands.options import InputError, budget_option
     from llmdoctor.run.output_guard import refuse_inside_model
     from llmdoctor.run.runner import validate_device, validate_model_dir

@@ -42,7 +42,7 @@ def probe_endpoint(url, model, served_name, api_key_env, timeout_s, max_requests
     import sys
 
     from llmdoctor.commands.options import InputError, emit
-    from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+    from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
     from llmdoctor.run.output_guard import refuse_inside_model
     from llmdoctor.run.selection import parse_selectors
     from probes.endpoint import EndpointError

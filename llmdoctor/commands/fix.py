@@ -21,7 +21,7 @@ VERIFY = ["vocab", "embeddings"]
               help="Set untrained special-token rows to the mean of the trained rows (embedding and lm_head).")
 def fix_command(model_dir, out_dir, vocab, untrained_embeddings):
     """Write a repaired copy of MODEL_DIR to --output (the source is never modified)."""
-    from llmdoctor.repair.fix import expected_after_fix, fix_model
+    from llmdoctor.repair.repaired_copy import expected_after_fix, fix_model
     from llmdoctor.run.runner import run_checks
 
     if not (vocab or untrained_embeddings):

@@ -1,7 +1,7 @@
 """The options several commands share, defined once, and what the commands do with them.
 
 Each command module imports from here (never from llmdoctor.cli, which imports every command module to
-register it), so any llmdoctor/cli_*.py imports alone.
+register it), so any llmdoctor/commands/*.py imports alone.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import click
 
 from reports import FORMATS  # table, json, junit, markdown, html, sarif, github, gitlab
 
+EXIT_USAGE = 2                  # usage or input error (0: nothing at or above --fail-on, 1: a finding at or above)
 FAIL_ON = ("error", "warning", "never")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -61,7 +62,7 @@ def memory_budget_option(help: str = "Memory the engine may use (e.g. 4GiB); a m
 def _readable_report(ctx, param, value: Path | None) -> Path | None:
     """Refuse a --known file that is not a JSON report before any work is done (exit 2)."""
     if value is not None:
-        from llmdoctor.report.locate import KnownReportError, load_known
+        from llmdoctor.reporting.locate import KnownReportError, load_known
         try:
             load_known(value)
         except KnownReportError as e:
@@ -100,8 +101,8 @@ def budget_option(value: str | None, settings) -> int | None:
 def emit(report, fmt: str, output: Path | None, known: Path | None = None) -> None:
     """Mark the findings a --known report holds, then render to stdout, or to a file (written whole, so a
     failure leaves no half report behind)."""
-    from llmdoctor.report.ci_rules import render_options
-    from llmdoctor.report.locate import mark_known
+    from llmdoctor.reporting.ci_rules import render_options
+    from llmdoctor.reporting.locate import mark_known
     from reports import render
     from reports.summary import summary_line
     mark_known(report, known)

@@ -1,4 +1,5 @@
-"""`llmdoctor probe kv`, `llmdoctor probe bandwidth` and `llmdoctor triage` (registered by llmdoctor.cli)."""
+"""`llmdoctor probe kv`, `llmdoctor probe bandwidth`, and the group `llmdoctor probe` that also holds `probe endpoint`
+(commands/endpoint.py) and `probe load` (commands/load.py); registered by llmdoctor.cli."""
 from __future__ import annotations
 
 import sys
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from llmdoctor.commands.endpoint import endpoint_options, probe_endpoint
+from llmdoctor.commands.endpoint import probe_endpoint
 from llmdoctor.commands.load import probe_load
-from llmdoctor.commands.options import known_option, output_option, report_options
+from llmdoctor.commands.options import report_options
 
 
 def _size(ctx, param, value):
@@ -89,7 +90,7 @@ def probe_kv(trace, requests, rate, prompt_median, prompt_sigma, output_median, 
     from probes.kv import DEFAULT_KV_BUDGET, DEFAULT_POOL_TOKENS, ModelKv, kv_findings, run_kv_probe
     from probes.kv_workload import SyntheticSpec, load_trace, synthetic, write_trace
     from llmdoctor.run.output_guard import refuse_inside_model
-    from llmdoctor.report.probe_report import ProbeRecorder
+    from llmdoctor.reporting.probe_report import ProbeRecorder
     if memory_budget is not None and with_model is None:
         # without a model a token has no size, so a byte budget cannot size the pool; refusing beats ignoring it
         raise click.UsageError("--memory-budget sizes the KV pool from a model's bytes per token: add "
@@ -135,8 +136,8 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
     import torch
 
     from llmdoctor.run.output_guard import refuse_inside_model
-    from llmdoctor.report.probe_report import ProbeRecorder
-    from llmdoctor.triage.parts import run_bandwidth_part, run_roofline_part
+    from llmdoctor.reporting.probe_report import ProbeRecorder
+    from llmdoctor.incident_bundle.parts import run_bandwidth_part, run_roofline_part
     refuse_inside_model(output, model_dir, "report")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise click.BadParameter(f"no CUDA device available to torch {torch.__version__} "
@@ -158,39 +159,3 @@ def probe_bandwidth(device, size_bytes, runs, model_dir, dtype, fmt, output, fai
 
 probe.add_command(probe_endpoint)
 probe.add_command(probe_load)
-
-
-@click.command("triage")
-@click.argument("model_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@output_option("Bundle directory to write (created; must not be inside the model directory).", dest="bundle",
-               required=True)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--kv-requests", type=click.IntRange(1), default=5000, show_default=True,
-              help="Requests in the KV-cache probe's synthetic workload.")
-@click.option("--no-checks", is_flag=True, help="Skip the quick checks (environment and probes only).")
-@click.option("--endpoint", metavar="URL", default=None,
-              help="Also compare this live server (OpenAI-compatible, root or /v1) with MODEL_DIR (EPT checks; "
-                   "without MODEL_DIR the competence probes judge the server alone).")
-@endpoint_options
-@click.option("--format", "ci_formats", multiple=True, type=click.Choice(("sarif", "gitlab", "github")),
-              help="Also write report.sarif / gl-code-quality-report.json into the bundle, or print GitHub "
-                   "annotations (repeatable); the bundle always has JSON, Markdown and HTML.")
-@known_option
-@click.option("--load", "load", is_flag=True,
-              help="With --endpoint: also load the server briefly (probe load with small defaults, EPT10x/11x).")
-def triage(model_dir, bundle, device, kv_requests, no_checks, endpoint, served_name, api_key_env, timeout_s,
-           ci_formats, known, load):
-    """Collect an incident bundle: environment, GPU state, quick checks and probes (JSON, Markdown, HTML)."""
-    from llmdoctor.triage.bundle import run_triage
-    endpoint_options_ = None
-    if endpoint:
-        from llmdoctor.run.endpoint import EndpointOptions
-        endpoint_options_ = EndpointOptions(endpoint, served_name, api_key_env, timeout_s, timeout_s * 10)
-    elif load:
-        raise click.UsageError("--load needs --endpoint URL")
-    result = run_triage(model_dir, bundle, device=device, kv_requests=kv_requests, run_checks=not no_checks,
-                        endpoint=endpoint_options_, ci_formats=ci_formats, known=known, load=load)
-    from reports.summary import summary_line
-    click.echo(f"llmdoctor: triage: {summary_line(result.report)}")
-    for path in result.files:
-        click.echo(f"  {path}")

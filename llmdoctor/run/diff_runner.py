@@ -13,7 +13,7 @@ from checks.diff.pair import PairInputs
 from findings import Finding, Report, Severity, fail_on_rank
 from llmdoctor import __version__
 from llmdoctor.run.fingerprint import fingerprint
-from llmdoctor.report.locate import locate_report
+from llmdoctor.reporting.locate import locate_report
 from llmdoctor.run.progress import Progress
 from llmdoctor.run.runner import run_all, validate_device
 from llmdoctor.run.selection import select_checks

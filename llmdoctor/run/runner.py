@@ -20,7 +20,7 @@ from checks.catalogue.registry import CannotRun, CheckSpec, Problem, Skip, over_
 from llmdoctor import __version__
 from llmdoctor.run.config_file import load_settings
 from llmdoctor.run.fingerprint import fingerprint
-from llmdoctor.report.locate import locate_report
+from llmdoctor.reporting.locate import locate_report
 from findings import CATEGORIES, CheckRun, Finding, Report, Severity, fail_on_rank
 from findings.crash import describe
 from llmdoctor.run.progress import Progress

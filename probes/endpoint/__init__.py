@@ -5,7 +5,7 @@ llama-cpp-python, vLLM, else plain OpenAI). Adapters return plain data (probes/e
 comparison with the reference engine lives in checks/endpoint/.
 """
 from probes.endpoint.client import Budget, EndpointClient, EndpointError, api_key_from_env, normalize_url
-from probes.endpoint.detect import Connection, connect
+from probes.endpoint.servers.detect import Connection, connect
 from probes.endpoint.surface import Surface
 from probes.endpoint.types import Generation, SamplingDefaults, ServerContext, StopSet, TokenLogprob
 

@@ -21,7 +21,7 @@ class Surface:
     kind = "openai"
     label = "OpenAI-compatible server"
     # must the server make every tool call's arguments fit the tool's schema, strict or not? Assumed (llama-server
-    # --jinja builds a grammar from every tool); vLLM says otherwise (probes/endpoint/vllm.py)
+    # --jinja builds a grammar from every tool); vLLM says otherwise (probes/endpoint/servers/vllm.py)
     enforces_tool_schemas = True
 
     def __init__(self, client: EndpointClient, model: str | None, info: dict | None = None):

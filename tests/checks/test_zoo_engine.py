@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import checks
-from llmdoctor.run.baseline import record, save
+from llmdoctor.run.baseline_recording import record, save
 from llmdoctor.cli import DEMO_MODEL
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import fired, no_crashes, problems

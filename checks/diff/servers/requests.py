@@ -4,7 +4,7 @@ request. Every request is sent to both servers with the same body."""
 from __future__ import annotations
 
 from checks.shared.prompts import DEFAULT_PROBES
-from checks.shared.tool_conversations import ASK, TOOLS
+from checks.shared.chat.tool_conversations import ASK, TOOLS
 
 DEFAULT_PROMPTS, QUICK_PROMPTS = 4, 2
 DEFAULT_MAX_TOKENS, QUICK_MAX_TOKENS = 24, 12

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from checks.shared.tool_conversations import WEATHER_TOOL
+from checks.shared.chat.tool_conversations import WEATHER_TOOL
 
-WEATHER = WEATHER_TOOL        # the one weather tool (checks/shared/tool_conversations.py)
+WEATHER = WEATHER_TOOL        # the one weather tool (checks/shared/chat/tool_conversations.py)
 CLOCK = {"type": "function", "function": {
     "name": "get_time", "description": "Get the local time in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "The city name"}},

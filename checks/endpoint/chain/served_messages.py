@@ -5,7 +5,7 @@ from __future__ import annotations
 from checks.endpoint.chain import answers
 from checks.endpoint.inputs import EndpointInputs, asks_server
 from checks.catalogue.registry import Problem, Skip, check
-from checks.shared.conversations import SYSTEM_SHAPES, describe, missing_messages
+from checks.shared.chat.conversations import SYSTEM_SHAPES, describe, missing_messages
 from probes.endpoint import EndpointError
 from probes.endpoint.chain import served_prompt
 
@@ -29,7 +29,7 @@ def served_messages(ctx: EndpointInputs):
 
     Asks the server what prompt it builds (llama.cpp POST /apply-template, vLLM /tokenize then /detokenize) for
     conversations of four shapes: a system message first, two system messages, a second one after an answer,
-    one after the first turn only (checks/shared/conversations.py; every message distinct). A message the
+    one after the first turn only (checks/shared/chat/conversations.py; every message distinct). A message the
     server's prompt does not hold while the reference template renders it: the server renders another template
     that drops it (an error). One the model's own template drops too is the template's fault (TOK035 names it;
     a warning here: the server serves it faithfully). Where the server cannot say what prompt it builds, skips."""

@@ -135,7 +135,7 @@ def test_tokenizer_difference_shows_spans_with_both_id_sequences(factory_model_d
 
 
 def test_baseline_candidate_computes_what_it_can(factory_model_dir, tmp_path):
-    from llmdoctor.run.baseline import record, save
+    from llmdoctor.run.baseline_recording import record, save
     ref = factory_model_dir("llama")
     path = save(record(ref, quick=True), tmp_path / "golden.json", ref)
     report = run_diff(ref, path, quick=True)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from probes.endpoint.chain import assemble, parse_answer
 from tests import chain_assets, chain_faults
 from tests.checks.endpoint.chain_fake import CALL_ARGUMENTS, HealthyServer
@@ -201,7 +201,7 @@ def test_chain_findings_in_every_report_format(tools_ref, tmp_path):
 
     import jsonschema
 
-    from llmdoctor.report.ci_rules import render_options
+    from llmdoctor.reporting.ci_rules import render_options
     from reports import render
 
     report = probe(tools_ref, "args-schema", select=["EPT071"])

@@ -151,7 +151,7 @@ def test_a_near_tie_is_judged_by_the_served_models_own_logprobs(tools_ref):
 
 def test_one_weather_tool_and_one_call_class():
     from checks.endpoint.chain import scenarios
-    from checks.shared.tool_conversations import WEATHER_TOOL
+    from checks.shared.chat.tool_conversations import WEATHER_TOOL
     from probes.endpoint import chain
     from reference_engine.generate import tool_calls
     assert scenarios.WEATHER is WEATHER_TOOL and chain.ToolCall is tool_calls.ToolCall

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests import chain_assets, chain_faults
 from tests.checks.endpoint.chain_fake import HealthyServer
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from probes.endpoint.context_probe import ECHO, GREEDY, copy_spans, pair_score
 from tests.probes.endpoint.competence_fakes import FakeServer
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from probes.endpoint import context_probe
 from probes.endpoint.context_probe import (ECHO, GREEDY, MIN_MATCHED, chars_per_token, read_back,
                                            retrievals)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from probes.endpoint import EndpointClient, connect
 from probes.endpoint.openai_api import parse_completion
 from probes.endpoint.prompt_logprobs import NotOffered, ScoredPrompt, prompt_prefix

@@ -14,7 +14,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from probes.endpoint import text_parts
 from tests import endpoint_assets
 from tests.assets import or_fail

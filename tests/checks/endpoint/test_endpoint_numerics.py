@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from checks.endpoint.inputs import COMPLETION_PROMPT, CONVERSATIONS, STOP_CONVERSATION
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests.probes.endpoint import cassette
 
 pytestmark = [pytest.mark.assets, pytest.mark.slow]

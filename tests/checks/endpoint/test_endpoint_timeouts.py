@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests import chain_assets, chain_faults
 from tests.checks.endpoint.chain_fake import HealthyServer
 
@@ -60,7 +60,7 @@ def test_a_timeout_after_a_finding_keeps_it_with_an_info_line(tools_ref):
 def test_context_n_lengthens_the_probes_deadline():
     """--context 4096 sends about 2.5 x 4096 tokens in EPT122's prompts: the deadline grows by 3 --timeouts per 1024
     tokens of N, so the default 10 --timeouts are not spent before the long prompts are read."""
-    from llmdoctor.run.endpoint import deadline
+    from llmdoctor.run.endpoint_runner import deadline
     plain = EndpointOptions("http://127.0.0.1:9", timeout_s=60, deadline_s=600)
     assert deadline(plain) == 600
     assert deadline(EndpointOptions("http://127.0.0.1:9", timeout_s=60, deadline_s=600, context=4096)) == 600 + 720

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests import chain_faults
 from tests.vllm_server import SAMPLING_CONFIG, sampling_config_dir
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from checks.endpoint.serving.passage import PASSAGE
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests.probes.endpoint import cassette
 
 pytestmark = [pytest.mark.assets]

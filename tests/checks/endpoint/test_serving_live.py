@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests import assets_gguf, endpoint_assets
 from tests.assets import or_fail
 from tests.load_servers import FaultProxy, LlamaCppServer

@@ -13,7 +13,7 @@ from checks.engine import selftest
 from checks.catalogue.inputs import CheckInputs
 from checks.catalogue.registry import REGISTRY, RETIRED, RegistryError, check
 from llmdoctor.cli import cli
-from llmdoctor.report.explain import explain
+from llmdoctor.reporting.explain_text import explain
 from llmdoctor.run.runner import run_checks
 from llmdoctor.run.selection import select_checks
 from tests.checks.engine.test_kv_cache_checks import sabotage_writes

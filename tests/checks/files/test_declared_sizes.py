@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.shared.tensor_layout import backed_layers, expected_tensors, layer_shortfall
+from checks.shared.weights.tensor_layout import backed_layers, expected_tensors, layer_shortfall
 from checks.catalogue.inputs import CheckInputs
 from checks.catalogue.registry import Skip
 from llmdoctor.run.runner import run_checks
@@ -60,7 +60,7 @@ def test_expected_table_follows_the_files_not_the_claim(broken_copy):
 
 def test_expected_table_is_capped_for_many_tensors_per_layer(broken_copy, monkeypatch):
     ctx = CheckInputs(broken_copy("llama", zoo.edit_json("config.json", num_hidden_layers=1000)))
-    import checks.shared.tensor_layout as layout
+    import checks.shared.weights.tensor_layout as layout
     monkeypatch.setattr(layout, "MAX_EXPECTED_TENSORS", 90)
     stray = ctx.weights.names + ["model.layers.999.x"]
     assert backed_layers(ctx.config, stray) == 10                  # 90 entries / 9 per layer

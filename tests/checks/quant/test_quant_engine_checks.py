@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from llmdoctor.run.baseline import record, save
+from llmdoctor.run.baseline_recording import record, save
 from llmdoctor.run.diff_runner import run_diff
 from llmdoctor.run.runner import run_checks
 from tests.checks.conftest import no_crashes, problems

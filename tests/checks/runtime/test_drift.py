@@ -11,7 +11,7 @@ import torch
 
 from checks.runtime import drift
 from checks.shared.baseline_file import top_k_rows
-from llmdoctor.run.baseline import record, save
+from llmdoctor.run.baseline_recording import record, save
 from llmdoctor.run.runner import run_checks
 from tests.checks.zoo import edit_tokenizer
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from checks.runtime import generation
-from checks.shared import init_stats
-from checks.shared.init_stats import InitVerdict, init_state, judge
+from checks.shared.weights import init_stats
+from checks.shared.weights.init_stats import InitVerdict, init_state, judge
 from checks.shared.probe_runs import GreedyTrace
 from checks.shared.prompts import ProbeInput
-from checks.shared.tensor_scan import TensorStats
+from checks.shared.weights.tensor_scan import TensorStats
 from checks.catalogue.inputs import CheckInputs
 from llmdoctor.cli import DEMO_MODEL
 

@@ -1,9 +1,9 @@
-"""checks/shared/end_of_turn.py: the one detector GGF004 and the endpoint checks share."""
+"""checks/shared/chat/end_of_turn.py: the one detector GGF004 and the endpoint checks share."""
 from __future__ import annotations
 
 import json
 
-from checks.shared.end_of_turn import end_of_turn
+from checks.shared.chat.end_of_turn import end_of_turn
 from reference_engine.testing.factory import IM_END, build_model_dir
 from reference_engine.tokenizer.tokenizer import Tokenizer
 

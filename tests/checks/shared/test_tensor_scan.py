@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 
-from checks.shared.tensor_scan import scan_weights
+from checks.shared.weights.tensor_scan import scan_weights
 from reference_engine.files.weights import Weights
 
 EMBED = "model.embed_tokens.weight"

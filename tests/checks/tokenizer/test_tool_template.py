@@ -266,7 +266,7 @@ def test_tool_turns_render_as_transformers_renders_them(broken_copy, name):
     # what the checks read is what transformers (an oracle here; vLLM renders through it) renders for the same
     # messages and tools, for every shape of the assistant turn both accept
     import transformers
-    from checks.shared.tool_conversations import CALL, SECOND_CALL, TOOLS, VARIANTS, conversation
+    from checks.shared.chat.tool_conversations import CALL, SECOND_CALL, TOOLS, VARIANTS, conversation
     from reference_engine.tokenizer.tokenizer import Tokenizer
     model = tool_model(broken_copy, name)
     ours, theirs = Tokenizer.from_pretrained(model), transformers.PreTrainedTokenizerFast.from_pretrained(model)
@@ -291,7 +291,7 @@ def test_tool_turns_render_as_transformers_renders_them(broken_copy, name):
 def test_the_one_shot_conversation_renders_with_every_real_template(broken_copy, name):
     # the endpoint probes can send it; granite 3.3 drops the earlier call (TOK033's note) and the DeepSeek R1
     # distill never renders the definition (TOK031), the others show both
-    from checks.shared.tool_conversations import CALL, TOOLS, VARIANTS, one_shot
+    from checks.shared.chat.tool_conversations import CALL, TOOLS, VARIANTS, one_shot
     from reference_engine.tokenizer.tokenizer import Tokenizer
     tok = Tokenizer.from_pretrained(tool_model(broken_copy, name))
     rendered = []

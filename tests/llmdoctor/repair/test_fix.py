@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from llmdoctor.cli import cli
-from llmdoctor.repair.fix import FixError, expected_after_fix, fix_model
+from llmdoctor.repair.repaired_copy import FixError, expected_after_fix, fix_model
 from llmdoctor.run.runner import run_checks
 from reference_engine.files.safetensors_io import validate_file
 from tests.checks import zoo

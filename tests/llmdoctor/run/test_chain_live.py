@@ -16,7 +16,7 @@ import pytest
 
 from checks.endpoint.chain import scenarios
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests import chain_assets
 from tests.assets import or_fail
 from tests.chain_faults import LATE_TOKEN, ChainProxy

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, endpoint_specs, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, endpoint_specs, run_endpoint
 from tests import endpoint_assets
 from tests.assets import or_fail
 
@@ -240,7 +240,7 @@ def test_triage_bundle_has_the_endpoint_section(healthy, smollm2_dir, tmp_path):
     """`triage` with an endpoint writes every EPT check into the bundle: all of them run against the server (68 s
     on 2 cores beside the other worker), as a user's bundle would; the checks' own behaviour is tested above and in
     test_chain_live.py, this test is about the bundle holding the section whole."""
-    from llmdoctor.triage.bundle import run_triage
+    from llmdoctor.incident_bundle.bundle import run_triage
     run_triage(smollm2_dir, tmp_path / "bundle", kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
                         endpoint=EndpointOptions(healthy.url, timeout_s=120, deadline_s=600))
     data = json.loads((tmp_path / "bundle" / "report.json").read_text())

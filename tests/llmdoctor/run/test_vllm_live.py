@@ -17,7 +17,7 @@ import pytest
 
 from checks.endpoint.chain import scenarios
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from llmdoctor.run.load_probe import run_load_report
 from probes.load import LoadOptions
 from tests import chain_assets

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint import EndpointOptions, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from probes.endpoint import EndpointClient, connect
 from tests.probes.endpoint import cassette
 

@@ -139,9 +139,9 @@ def test_cli_json_and_html(model, fake, tmp_path):
 
 
 def test_triage_load_puts_the_levels_in_the_bundle(model, fake, tmp_path):
-    from llmdoctor.run.endpoint import EndpointOptions
-    from llmdoctor.triage.bundle import run_triage
-    from llmdoctor.triage.parts import TRIAGE_LOAD
+    from llmdoctor.run.endpoint_runner import EndpointOptions
+    from llmdoctor.incident_bundle.bundle import run_triage
+    from llmdoctor.incident_bundle.parts import TRIAGE_LOAD
     result = run_triage(model, tmp_path / "bundle", device="cpu", kv_requests=50, bandwidth_bytes=1 << 20,
                         run_checks=False, endpoint=EndpointOptions(fake.url, timeout_s=10), load=True)
     body = json.loads((tmp_path / "bundle" / "report.json").read_text())

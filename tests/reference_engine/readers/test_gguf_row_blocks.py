@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from checks.shared.tensor_scan import scan_weights
+from checks.shared.weights.tensor_scan import scan_weights
 from reference_engine.readers import gguf_reader
 from reference_engine.files.gguf_file import GGUFFile
 from reference_engine.files.gguf_weights import GGUFWeights, dequantize

@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from checks.shared.tensor_scan import BlockReads, row_spans
+from checks.shared.weights.tensor_scan import BlockReads, row_spans
 from reference_engine.errors import ModelDirError
 from reference_engine.files.weights import Weights
 from reference_engine.readers.layer_reader import ChunkedWeights

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from checks.shared.tool_conversations import WEATHER_TOOL
+from checks.shared.chat.tool_conversations import WEATHER_TOOL
 from reference_engine.generate import harmony
 from reference_engine.generate.tool_call_types import ToolCall
 from reference_engine.tokenizer.chat_template import render_chat_template

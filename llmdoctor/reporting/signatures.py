@@ -8,8 +8,8 @@ check --select` terms, `probes` commands with MODEL_DIR as placeholder. Keep ids
 """
 from __future__ import annotations
 
-from llmdoctor.report.incidents import INCIDENTS
-from llmdoctor.report.signature_types import Signature, SignatureMatch
+from llmdoctor.reporting.incidents import INCIDENTS
+from llmdoctor.reporting.signature_types import Signature, SignatureMatch
 
 SCAN_HEAD, SCAN_TAIL = 8_000, 32_000   # characters of a long text that are matched
 
@@ -226,7 +226,7 @@ def match_details(text: str) -> list[SignatureMatch]:
 
 
 def every_signature() -> tuple[Signature, ...]:
-    """The error table, then the published incidents (llmdoctor.report.incidents)."""
+    """The error table, then the published incidents (llmdoctor.reporting.incidents)."""
     return SIGNATURES + INCIDENTS
 
 

@@ -172,7 +172,7 @@ def test_probe_endpoint_and_triage_speak_the_ci_formats(repo, monkeypatch, tmp_p
     assert code == 1 and dead["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
         "models/good/config.json"
 
-    from llmdoctor.triage.bundle import run_triage     # the API under `triage --format`, with a small bandwidth probe
+    from llmdoctor.incident_bundle.bundle import run_triage  # the API under `triage --format`
     bundle = tmp_path / "bundle"
     capsys.readouterr()
     run_triage("models/good", bundle, kv_requests=50, bandwidth_bytes=1 << 20, run_checks=False,

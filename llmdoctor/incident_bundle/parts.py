@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from llmdoctor.report.probe_report import ProbeRecorder
+from llmdoctor.reporting.probe_report import ProbeRecorder
 from reference_engine.errors import ModelDirError
 
 
@@ -88,7 +88,7 @@ def run_probes_part(recorder: ProbeRecorder, model_dir: Path | None, device: str
 def run_endpoint_part(recorder: ProbeRecorder, model_dir: Path | None, options) -> None:
     """The EPT checks against options.url with model_dir as the reference (None: the server alone, judged by
     the competence probes EPT06x); isolated like the other parts."""
-    from llmdoctor.run.endpoint import run_endpoint
+    from llmdoctor.run.endpoint_runner import run_endpoint
     try:
         report = run_endpoint(model_dir, options)
     except Exception as exc:  # an unreadable model or an unset API key variable: say so in the bundle

@@ -3,11 +3,11 @@ findable by the symptom users wrote ("repeats the question", "tool call missing 
 
 Each entry is a `Signature` whose patterns are the symptom in users' words, whose checks are the ids that catch it
 and whose references are the public reports (tracker#number). docs/incidents.md lists the same incidents with the
-command that shows each; `tests/llmdoctor/report/test_incidents.py` keeps the two in step.
+command that shows each; `tests/llmdoctor/reporting/test_incidents.py` keeps the two in step.
 """
 from __future__ import annotations
 
-from llmdoctor.report.signature_types import Signature
+from llmdoctor.reporting.signature_types import Signature
 
 # ---- files and conversion --------------------------------------------------------------------------
 FILES: tuple[Signature, ...] = (

@@ -1,14 +1,14 @@
 """`llmdoctor explain "<symptom>"` finds each published incident by the words users wrote, and docs/incidents.md lists
-the same incidents with the same checks and reports (llmdoctor/report/incidents.py)."""
+the same incidents with the same checks and reports (llmdoctor/reporting/incidents.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from llmdoctor.report.explain import explain
-from llmdoctor.report.incidents import CHAT, FILES, SERVING
-from llmdoctor.report.signatures import match_signatures, render_explanation
+from llmdoctor.reporting.explain_text import explain
+from llmdoctor.reporting.incidents import CHAT, FILES, SERVING
+from llmdoctor.reporting.signatures import match_signatures, render_explanation
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "incidents.md"
 DOC = DOCS.read_text()

@@ -2,7 +2,7 @@
 
 A check names the file of the model and the logical thing (`Location(file="config.json", logical="vocab_size")`);
 this module turns that into what a CI platform can show inline: the path as the user gave the model path, the
-1-based line of the key (llmdoctor/report/json_lines.py), the template line, or the tensor's line in the safetensors
+1-based line of the key (llmdoctor/reporting/json_lines.py), the template line, or the tensor's line in the safetensors
 index. Binary files (safetensors, GGUF) cannot be shown inline, so their findings are anchored to the text file
 that declares the thing: the index for a tensor it lists, config.json line 1 otherwise, the tensor kept in the
 logical name. A finding that names no file is anchored to config.json line 1, except one about what a request
@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from findings import Finding, Location, Report
-from llmdoctor.report.json_lines import find_key_line
+from llmdoctor.reporting.json_lines import find_key_line
 
 CONFIG = "config.json"
 ADAPTER_CONFIG = "adapter_config.json"

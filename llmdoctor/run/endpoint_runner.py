@@ -19,7 +19,7 @@ from checks.catalogue.inputs import ResourceError
 from checks.endpoint.reference import Reference
 from findings import Report
 from llmdoctor import __version__
-from llmdoctor.report.locate import locate_report
+from llmdoctor.reporting.locate import locate_report
 from llmdoctor.run.runner import run_one
 from llmdoctor.run.selection import select_checks
 from probes.endpoint import Budget, EndpointClient, EndpointError, api_key_from_env, connect

@@ -26,8 +26,8 @@ import torch
 from safetensors import safe_open
 
 from checks.vocab.special_rows import UNTRAINED, classify, read_rows, row_key
-from checks.shared.tensor_layout import EMBED, LM_HEAD
-from checks.shared.tensor_scan import scan_weights
+from checks.shared.weights.tensor_layout import EMBED, LM_HEAD
+from checks.shared.weights.tensor_scan import scan_weights
 from checks.vocab.embeddings import special_token_ids
 from llmdoctor.run.output_guard import is_inside
 from llmdoctor.repair.safetensors_writer import write_safetensors

@@ -6,8 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from checks.catalogue.registry import FAMILIES
 from findings import CATEGORIES
-from llmdoctor.report.signatures import SIGNATURES, every_signature
-from llmdoctor.report.signatures import match_details, match_signatures, render_explanation
+from llmdoctor.reporting.signatures import SIGNATURES, every_signature
+from llmdoctor.reporting.signatures import match_details, match_signatures, render_explanation
 
 # (text as users paste it, the signature it must produce) — the issue's table first.
 REAL_TEXTS = [
@@ -115,7 +115,7 @@ def test_error_at_the_end_of_a_long_log_is_found():
 
 def test_endpoint_checks_are_confirmed_by_probing_the_endpoint():
     """An EPT id never runs under `check`: the command to confirm it probes the server."""
-    from llmdoctor.report.signature_types import Signature
+    from llmdoctor.reporting.signature_types import Signature
     sig = Signature("s", "t", ("x",), ("c",), checks=("VOC002", "EPT043"))
     assert sig.confirm_commands("m") == ["llmdoctor check m --select VOC002",
                                          "llmdoctor probe endpoint URL --model m --select EPT043"]

@@ -7,8 +7,8 @@ import checks
 from checks.catalogue.registry import REGISTRY, RETIRED
 from findings import Report
 from findings.rule import Rule
-from llmdoctor.report.explain import describe_check
-from llmdoctor.report.probe_report import SUMMARIES
+from llmdoctor.reporting.explain_text import describe_check
+from llmdoctor.reporting.probe_report import SUMMARIES
 
 
 def rules_for(report: Report) -> dict[str, Rule]:

@@ -1,5 +1,5 @@
-"""What a known error signature or published incident is (llmdoctor.report.signatures holds the error table,
-llmdoctor.report.incidents the incidents), and what matching one in a text yields."""
+"""What a known error signature or published incident is (llmdoctor.reporting.signatures holds the error table,
+llmdoctor.reporting.incidents the incidents), and what matching one in a text yields."""
 from __future__ import annotations
 
 import re

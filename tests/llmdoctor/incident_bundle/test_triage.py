@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmdoctor.run.output_guard import InsideModelError
-from llmdoctor.triage.bundle import BUNDLE_FILES, run_triage
+from llmdoctor.incident_bundle.bundle import BUNDLE_FILES, run_triage
 from probes.environment import environment_problems, relevant_env
 from tests.probes import nvml_records as rec
 
@@ -69,7 +69,7 @@ def test_environment_problems_name_the_mismatch():
 
 
 def test_cli_triage_prints_where(tmp_path, tiny_model_dir):
-    from llmdoctor.commands.probe import triage
+    from llmdoctor.commands.triage import triage
     result = CliRunner().invoke(triage, [str(tiny_model_dir), "-o", str(tmp_path / "out"), "--kv-requests", "200",
                                          "--no-checks"])
     assert result.exit_code == 0, result.output

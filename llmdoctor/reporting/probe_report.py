@@ -51,7 +51,7 @@ class ProbeRecorder:
         self.runs += report.checks
 
     def report(self, fail_on: str = "error", fingerprint: str | None = None) -> Report:
-        from llmdoctor.report.locate import locate_report
+        from llmdoctor.reporting.locate import locate_report
         report = Report(model=self.model, fingerprint=fingerprint, tool_version=__version__,
                         generated_at=self.generated_at, checks=list(self.runs), findings=list(self.findings),
                         fail_on=fail_on, duration_s=time.perf_counter() - self.started,

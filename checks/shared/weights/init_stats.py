@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from checks.shared.tensor_layout import EMBED, LAYER_INDEX, LM_HEAD
-from checks.shared.tensor_scan import TensorStats, scan_weights
+from checks.shared.weights.tensor_layout import EMBED, LAYER_INDEX, LM_HEAD
+from checks.shared.weights.tensor_scan import TensorStats, scan_weights
 from probes.competence.bounds import MIN_JUDGED_PARAMETERS
 
 DEFAULT_INITIALIZER_RANGE = 0.02   # transformers' PretrainedConfig default

@@ -1,4 +1,4 @@
-"""Where findings point (llmdoctor/report/locate.py, json_lines.py) and their fingerprints across runs."""
+"""Where findings point (llmdoctor/reporting/locate.py, json_lines.py) and their fingerprints across runs."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from findings import Finding, Location, Report
-from llmdoctor.report.json_lines import find_key_line, key_lines
-from llmdoctor.report.locate import KnownReportError, load_known, locate_report, mark_known, normalize_message
+from llmdoctor.reporting.json_lines import find_key_line, key_lines
+from llmdoctor.reporting.locate import KnownReportError, load_known, locate_report, mark_known, normalize_message
 
 NESTED = """{
   "text_config": {"vocab_size": 3,

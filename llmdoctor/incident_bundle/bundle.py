@@ -19,7 +19,7 @@ from pathlib import Path
 from findings import Finding, Report
 from llmdoctor.run.output_guard import OutputError, refuse_inside_model
 from probes.environment import collect_environment, environment_problems
-from llmdoctor.report.probe_report import ProbeRecorder
+from llmdoctor.reporting.probe_report import ProbeRecorder
 
 BUNDLE_FILES = ("report.json", "report.md", "report.html", "environment.json")
 
@@ -48,7 +48,7 @@ def environment_finding(env: dict) -> Finding:
 def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str = "auto", kv_requests: int = 5000,
                bandwidth_bytes: int | None = None, run_checks: bool = True, nvml_backend=None,
                endpoint=None, ci_formats=(), known=None, load: bool = False) -> TriageResult:
-    from llmdoctor.triage.parts import run_checks_part, run_probes_part
+    from llmdoctor.incident_bundle.parts import run_checks_part, run_probes_part
     root = Path(model_dir) if model_dir is not None else None
     bundle = Path(bundle)
     refuse_inside_model(bundle, root, "triage bundle")
@@ -62,15 +62,15 @@ def run_triage(model_dir: str | Path | None, bundle: str | Path, *, device: str 
     recorder.add([environment_finding(env)], time.perf_counter() - started)
     fingerprint = run_checks_part(recorder, root, device) if (root is not None and run_checks) else None
     run_probes_part(recorder, root, device, kv_requests, bandwidth_bytes, nvml_backend)
-    if endpoint is not None:  # llmdoctor.run.endpoint.EndpointOptions: the live server vs this model (EPT checks)
-        from llmdoctor.triage.parts import run_endpoint_part
+    if endpoint is not None:  # run/endpoint_runner.EndpointOptions: the live server vs this model (EPT checks)
+        from llmdoctor.incident_bundle.parts import run_endpoint_part
         run_endpoint_part(recorder, root, endpoint)
     if endpoint is not None and load:  # a short load run against the same server (EPT10x/EPT11x, small defaults)
-        from llmdoctor.triage.parts import run_load_part
+        from llmdoctor.incident_bundle.parts import run_load_part
         run_load_part(recorder, root, endpoint)
     report = recorder.report(fail_on="error", fingerprint=fingerprint)
     report.load = getattr(recorder, "load", None)
-    from llmdoctor.report.locate import mark_known
+    from llmdoctor.reporting.locate import mark_known
     mark_known(report, known)
     files = write_bundle(report, env, bundle, ci_formats)
     return TriageResult(bundle, report, files)
@@ -82,7 +82,7 @@ CI_FILES = {"sarif": "report.sarif", "gitlab": "gl-code-quality-report.json"}   
 def write_bundle(report: Report, env: dict, bundle: Path, ci_formats=()) -> list[Path]:
     import sys
 
-    from llmdoctor.report.ci_rules import render_options
+    from llmdoctor.reporting.ci_rules import render_options
     from reports import render
     outputs = {"report.json": "json", "report.md": "markdown", "report.html": "html"}
     outputs.update({CI_FILES[fmt]: fmt for fmt in ci_formats if fmt in CI_FILES})

@@ -1,6 +1,6 @@
 """`llmdoctor explain`: a check id prints that check's documentation (a retired id: a note and its successor's);
 an id prefix or category lists its checks; any other text is matched against the known error signatures
-(llmdoctor.report.signatures)."""
+(llmdoctor.reporting.signatures)."""
 from __future__ import annotations
 
 from importlib import import_module
@@ -45,7 +45,7 @@ def explain(query: str) -> tuple[str, int]:
 
 def probe_ids() -> dict[str, str]:
     """Finding ids that only the probes emit (they are not registered checks)."""
-    from llmdoctor.report.probe_report import SUMMARIES
+    from llmdoctor.reporting.probe_report import SUMMARIES
     return SUMMARIES
 
 
@@ -60,9 +60,9 @@ def members(key: str, specs: list[CheckSpec]) -> list[CheckSpec]:
 
 def explain_error_text(text: str) -> tuple[str, int]:
     try:
-        signatures = import_module("llmdoctor.report.signatures")
+        signatures = import_module("llmdoctor.reporting.signatures")
     except ModuleNotFoundError as e:
-        if e.name != "llmdoctor.report.signatures":
+        if e.name != "llmdoctor.reporting.signatures":
             raise
         return f"no check id, id prefix or category named {text!r}", 2
     found = signatures.match_signatures(text)

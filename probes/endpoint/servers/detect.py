@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from probes.endpoint import llama_cpp_python, llamacpp, ollama, openai_api, tgi, vllm
+from probes.endpoint import openai_api
+from probes.endpoint.servers import llama_cpp_python, llamacpp, ollama, tgi, vllm
 from probes.endpoint.client import EndpointClient, EndpointError
 from probes.endpoint.surface import Surface
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from checks.shared.tensor_layout import EMBED, LM_HEAD, embed_name, lm_head_name
+from checks.shared.weights.tensor_layout import EMBED, LM_HEAD, embed_name, lm_head_name
 from reference_engine.files.reads import SAFETENSORS_DTYPES
 from reference_engine.readers.layer_reader import ChunkedWeights
 from reference_engine.readers.read_ahead import ReadAhead
