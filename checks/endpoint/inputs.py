@@ -10,13 +10,8 @@ import functools
 import time
 from typing import Any, Callable
 
-<<<<<<< HEAD:checks/endpoint/inputs.py
 from checks.shared.chat.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
 from checks.catalogue.inputs import ResourceError
-=======
-from checks.shared.chat.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
-from checks.catalogue.inputs import ResourceError
->>>>>>> cliroom:checks/endpoint/context.py
 from checks.endpoint.reference import Reference
 from checks.catalogue.registry import Problem, Skip
 from probes.endpoint import Connection, EndpointError
