@@ -25,7 +25,8 @@ def endpoint_options(func):
               help="The reference: the model directory (Hugging Face) or GGUF file the server should be serving "
                    "[default: none; the server is judged alone by the competence probes, EPT06x].")
 @endpoint_options
-@click.option("--max-requests", type=click.IntRange(10), default=80, show_default=True,
+@click.option("--max-requests", type=click.IntRange(10), default=160,   # probes.endpoint.client.MAX_REQUESTS
+              show_default=True,
               help="Most requests the probe sends (retries included).")
 @click.option("--max-tokens", type=click.IntRange(8), default=48, show_default=True,
               help="Token limit of the live stop probe (a one-word answer must stop well before it).")

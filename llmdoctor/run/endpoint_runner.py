@@ -23,7 +23,7 @@ from llmdoctor.reporting.locate import locate_report
 from llmdoctor.run.runner import run_one
 from llmdoctor.run.selection import select_checks
 from probes.endpoint import Budget, EndpointClient, EndpointError, api_key_from_env, connect
-from probes.endpoint.client import TOKENS_PER_TIMEOUT
+from probes.endpoint.client import MAX_REQUESTS, TOKENS_PER_TIMEOUT
 
 
 @dataclass
@@ -33,7 +33,7 @@ class EndpointOptions:
     api_key_env: str | None = None
     timeout_s: float = 60.0          # one request, per 1024 tokens it sends or asks for
     deadline_s: float = 600.0        # the whole probe
-    max_requests: int = 80
+    max_requests: int = MAX_REQUESTS
     max_tokens: int = 48             # the live stop probe's limit
     context: int | None = None       # --context N: read the server at distance (EPT121-EPT123)
 

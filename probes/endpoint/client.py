@@ -40,9 +40,13 @@ class EndpointError(Exception):
         self.limit = limit
 
 
+# every EPT check of one `probe endpoint` run, chain and serving checks included, fits (vLLM's healthy run asks ~100)
+MAX_REQUESTS = 160
+
+
 @dataclass
 class Budget:
-    max_requests: int = 80          # requests in one probe run (retries included)
+    max_requests: int = MAX_REQUESTS  # requests in one probe run (retries included)
     deadline_s: float = 600.0       # wall clock for the whole run
     timeout_s: float = 60.0         # one request
     retries: int = 2                # extra tries on connect errors, 429 and 5xx

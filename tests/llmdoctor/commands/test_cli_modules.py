@@ -34,3 +34,11 @@ def test_every_command_is_registered_explicitly():
     from llmdoctor.cli import cli
     assert {"check", "checks", "explain", "generate", "fix", "probe", "triage", "baseline", "diff"} <= set(cli.commands)
     assert "endpoint" in cli.commands["probe"].commands
+
+
+def test_probe_endpoint_request_budget_default_is_the_probes_own():
+    """The CLI spells the default out (importing the client would load httpx at every start): the same number."""
+    from llmdoctor.commands.endpoint import probe_endpoint
+    from probes.endpoint.client import MAX_REQUESTS
+    [option] = [p for p in probe_endpoint.params if p.name == "max_requests"]
+    assert option.default == MAX_REQUESTS
