@@ -39,6 +39,9 @@ broken server or gateway does:
                       "stop", streamed or not (ollama#17328's parser)
     server-truncate:N (proxy only) `truncate_prompt_tokens: N` added to every chat request: vLLM itself keeps the
                       prompt's last N tokens (a gateway configured to cut), and reports the cut prompt's count
+    bos-dedup         (proxy only) /apply-template's prompt without its leading bos_token text (GET /props), whether
+                      or not the server adds BOS back: llama-server --jinja before ggml-org/llama.cpp#15086 (GLM's
+                      [gMASK] lost); the prompt the server feeds is that rendering, tokenized with its add-BOS policy
 """
 from __future__ import annotations
 
@@ -339,6 +342,10 @@ class _ChainHandler(_Handler):
         answer = json.loads(content) if content else {}
         if status == 200 and self.path == "/v1/chat/completions":
             answer = rewrite_answer(owner.fault, body, answer, owner.history.see(body))
+        if status == 200 and self.path == "/apply-template" and owner.fault == "bos-dedup":
+            bos = owner.http.get("/props").json().get("bos_token") or ""
+            prompt = answer.get("prompt", "")
+            answer = {**answer, "prompt": prompt[len(bos):] if bos and prompt.startswith(bos) else prompt}
         self.send_json(status, answer)
 
     def upstream(self, body: dict) -> tuple[int, bytes]:

@@ -31,67 +31,106 @@ def strip_specials(ctx: EndpointInputs, server: list[int], text: str) -> list[in
 
 ADD_BOS = Location(file="tokenizer_config.json", logical="add_bos_token")   # the add-BOS policy
 TEMPLATE = Location(file="tokenizer_config.json", logical="chat_template")
+# llama.cpp before ggml-org/llama.cpp#15086 cut a template's leading bos_token text whether or not it adds one back
+DEDUP_HINT = ("the server removes the template's leading token as a duplicate BOS but adds none back (llama-server "
+              "--jinja before ggml-org/llama.cpp#15086 did so for GLM's [gMASK]): update the server, or make the "
+              "GGUF's BOS a token the template does not write")
 
 
-def bos_verdict(ref_ids: list[int], server_ids: list[int], bos: int | None, bos_text: str, where: str):
+def head(ref, ids: list[int], n: int = 4) -> str:
+    """The first ids with their text, as a finding names them: [1 '<|im_start|>', 9690 'system', ...]."""
+    shown = ", ".join(f"{i} {ref.piece(i)!r}" for i in ids[:n])
+    return f"[{shown}{', ...' if len(ids) > n else ''}]"
+
+
+def bos_verdict(ref, ref_ids: list[int], server_ids: list[int], where: str, template_bos: bool = False):
+    """Double, extra or missing BOS on `where`, named with the first ids on both sides; template_bos: the chat
+    template writes BOS itself (a missing one was then removed by the server, not left out by the tokenizer)."""
+    bos = ref.bos_id
+    bos_text = ref.tokenizer.bos_token or str(bos)
     r, s = leading(ref_ids, bos), leading(server_ids, bos)
     if s == r:
         return None
     evidence = {"where": where, "bos_id": bos, "reference_leading_bos": r, "server_leading_bos": s,
                 "reference_ids_head": ref_ids[:8], "server_ids_head": server_ids[:8]}
+    firsts = f"; reference starts {head(ref, ref_ids)}, server {head(ref, server_ids)}"
     if s >= 2:
         return Problem(f"double BOS on {where}: the server's prompt starts with {s} x {bos_text!r} (id {bos}), the "
-                       f"reference with {r}", evidence=evidence, location=ADD_BOS,
+                       f"reference with {r}{firsts}", evidence=evidence, location=ADD_BOS,
                        hint="the template already writes BOS: stop the server adding one (add_bos_token false in the "
                             "GGUF, add_special_tokens=False for rendered chat prompts)")
     if s > r:
-        return Problem(f"extra BOS on {where}: the server adds {bos_text!r} (id {bos}) the reference does not have",
-                       severity="warning", evidence=evidence, location=ADD_BOS,
+        return Problem(f"extra BOS on {where}: the server adds {bos_text!r} (id {bos}) the reference does not "
+                       f"have{firsts}", severity="warning", evidence=evidence, location=ADD_BOS,
                        hint="make the server's add-BOS policy match the tokenizer's (tokenizer.ggml.add_bos_token / "
                             "tokenizer_config add_bos_token)")
-    return Problem(f"missing BOS on {where}: the reference starts with {bos_text!r} (id {bos}), the server does not",
-                   evidence=evidence, location=ADD_BOS,
-                   hint="the server drops BOS: enable add_bos_token or render it in the template")
+    if template_bos:
+        return Problem(f"missing BOS on {where}: the template writes {bos_text!r} (id {bos}) and the server's "
+                       f"prompt does not start with it{firsts}", evidence=evidence, location=TEMPLATE,
+                       hint=DEDUP_HINT)
+    return Problem(f"missing BOS on {where}: the reference starts with {bos_text!r} (id {bos}), the server does "
+                   f"not{firsts}", evidence=evidence, location=ADD_BOS,
+                   hint="the model is trained with BOS and the server drops it: set tokenizer.ggml.add_bos_token "
+                        "true in the GGUF (or add_bos_token in tokenizer_config.json), or render it in the template")
+
+
+def chat_verdict(ref, ref_ids: list[int], served: list[int]):
+    """The server's own chat prompt against the template's: a missing BOS where the template writes it was cut
+    by the server (a BOS de-duplication that adds none back: GLM's [gMASK])."""
+    bos_text = ref.tokenizer.bos_token
+    template_bos = bool(bos_text) and ref.render(CONVERSATIONS["no system"]).startswith(bos_text)
+    return bos_verdict(ref, ref_ids, served, "the server's chat prompt", template_bos)
 
 
 @check("EPT011", category="endpoint", severity="error", needs=NEEDS,
        hint="make the server's BOS handling match the model's tokenizer")
 @asks_server
 def bos_handling(ctx: EndpointInputs):
-    """Double or missing BOS: the server's prompt ids start differently from the reference's.
+    """Double, missing or stripped BOS: the server's prompt ids start differently from the reference's.
 
     The chat template often writes BOS itself; a server that tokenizes the rendered prompt with its own
-    add-BOS policy on top feeds the model two (vLLM #16853, llama-cpp-python #1501), and one that drops
-    it feeds none. Compared on the rendered chat prompts and on a plain completion prompt, through the
-    server's tokenize route (or, without one, by the prompt token count of a plain-text request)."""
+    add-BOS policy on top feeds the model two (vLLM #16853, llama-cpp-python #1501); a GGUF whose
+    add_bos_token is false on a model trained with BOS (Gemma) feeds none and the model repeats itself; a
+    server that de-duplicates BOS by cutting the template's first token and adds none back loses it (GLM's
+    [gMASK], llama.cpp #15086). Compared on a plain completion prompt, on the rendered chat tokenized by the
+    server, and on the server's own chat prompt, through its tokenize route (llama-server /tokenize and
+    /apply-template, vLLM /tokenize with messages); without one, by the prompt token count of a plain text."""
     ref = ctx.reference
     if ref.bos_id is None:
         raise Skip("the model has no BOS token")
-    bos_text = ref.tokenizer.bos_token or str(ref.bos_id)
     text = RAW_TEXTS[0]
     if ctx.tokenize(text) is None:
-        expected = len(ref.prompt_ids(text))
-        count = ctx.ask(f"count:{text}", lambda: ctx.surface.prompt_count(text))
-        if count is not None and count == expected + 1:
-            yield Problem(f"the server counts {count} prompt tokens for a plain text the reference encodes in "
-                          f"{expected}: one extra token, consistent with an extra BOS", severity="warning",
-                          evidence={"text": text, "server_prompt_tokens": count, "reference_tokens": expected},
-                          location=ADD_BOS)
+        yield from counted_bos(ctx, text)
         return
-    found = bos_verdict(ref.prompt_ids(text), ctx.tokenize(text), ref.bos_id, bos_text, "a completion prompt")
+    found = bos_verdict(ref, ref.prompt_ids(text), ctx.tokenize(text), "a completion prompt")
     if found:
         yield found
+    if not ref.tokenizer.chat_template:
+        return
     name, messages = "no system", CONVERSATIONS["no system"]
     ref_ids, tokenized = ref.chat_ids(messages), ctx.tokenize(ref.render(messages))
     # a client that renders the template itself and sends it to /v1/completions gets the completion path's BOS
-    found = bos_verdict(ref_ids, tokenized, ref.bos_id, bos_text,
-                        "a chat prompt rendered by the client and sent as a completion")
+    found = bos_verdict(ref, ref_ids, tokenized, "a chat prompt rendered by the client and sent as a completion")
     if found:
         yield found
     served = chat_ids_as_served(ctx, name, messages, tokenized)
-    found = served is not None and bos_verdict(ref_ids, served, ref.bos_id, bos_text, "the server's chat prompt")
+    found = served is not None and chat_verdict(ref, ref_ids, served)
     if found:
         yield found
+
+
+def counted_bos(ctx: EndpointInputs, text: str):
+    """Without a tokenize route: one prompt token more than the reference's for a plain text is an extra BOS."""
+    ref = ctx.reference
+    expected = len(ref.prompt_ids(text))
+    count = ctx.ask(f"count:{text}", lambda: ctx.surface.prompt_count(text))
+    if count is None:
+        raise Skip("the server has no tokenize route and reports no usage.prompt_tokens: its BOS cannot be seen")
+    if count == expected + 1:
+        yield Problem(f"the server counts {count} prompt tokens for a plain text the reference encodes in "
+                      f"{expected}: one extra token, consistent with an extra BOS", severity="warning",
+                      evidence={"text": text, "server_prompt_tokens": count, "reference_tokens": expected},
+                      location=ADD_BOS)
 
 
 def chat_ids_as_served(ctx: EndpointInputs, name: str, messages: list[dict], tokenized: list[int]) -> list[int] | None:
@@ -123,8 +162,7 @@ def template_drift(ctx: EndpointInputs):
         expected_text = ref.render(messages)
         served_text = ctx.ask(f"render:{name}", lambda m=messages: ctx.surface.render(m))
         if served_text is not None:
-            if served_text != expected_text and served_text != (ref.tokenizer.bos_token or "") + expected_text:
-                # (a rendering that only gained a leading BOS is EPT011's double BOS, not another template)
+            if served_text != expected_text and not bos_apart(ref.tokenizer.bos_token, expected_text, served_text):
                 diffs.append({"conversation": name, "diff": rendered_diff(expected_text, served_text),
                               "first_difference": first_difference(expected_text, served_text)})
             continue
@@ -150,6 +188,12 @@ def template_drift(ctx: EndpointInputs):
                       f"{default_system_note(ctx, rows, bad)}",
                       evidence={"conversations": rows, "note": "the server does not return its rendering; "
                                 "compared prompt token counts (usage.prompt_tokens)"}, location=TEMPLATE)
+
+
+def bos_apart(bos: str | None, expected: str, served: str) -> bool:
+    """A rendering that differs from the reference's by one leading BOS alone: EPT011's (a BOS gained twice, or
+    cut as a duplicate, re-added or not by the server's tokenizer), not another template."""
+    return bool(bos) and (served == bos + expected or expected == bos + served)
 
 
 def count_summary(bad: list[dict]) -> str:

@@ -43,14 +43,24 @@ FILES: tuple[Signature, ...] = (
         ("tokenizer.ggml.add_bos_token false (or tokenizer_config add_bos_token false) on a model trained with "
          "BOS: llama.cpp sends raw prompts, and chat prompts whose template does not write it, without BOS",
          "tokenizer_config.json's add_bos_token and tokenizer.json's post-processor disagree (TOK024)"),
-        checks=("GGF038", "TOK024")),
+        checks=("GGF038", "TOK024", "EPT011")),
     Signature(
         "bos-doubled", "two BOS tokens at the start of every prompt",
         (r"(double|two|duplicated?|2) (<bos>|bos)( tokens?)?", r"<bos>\s*<bos>", r"bos (token )?twice",
          r"<\|begin_of_text\|>\s*<\|begin_of_text\|>"),
         ("a template that writes {{ bos_token }} meets a tokenizer that adds BOS, in code that renders the "
          "template and then encodes with add_special_tokens", "a template that writes BOS twice itself"),
-        checks=("TOK007", "GGF005")),
+        checks=("TOK007", "GGF005", "EPT011")),
+    Signature(
+        "bos-stripped-as-duplicate", "the template's first token ([gMASK]) never reaches the model",
+        (r"\[?gmask\]?(<sop>)?( preamble)? (is )?(missing|lost|stripped|dropped|removed|gone)",
+         r"(missing|lost|stripped|dropped|removed|no|strips|removes|drops|cuts) (the )?\[?gmask",
+         r"(bos|first token) (is )?(stripped|removed|cut|deduplicated)( as a duplicate)?"),
+        ("a server that removes the template's leading bos_token text as a duplicate BOS and adds none back: "
+         "llama-server --jinja cut GLM-4.5's [gMASK] (its GGUF BOS, add_bos_token false) until "
+         "ggml-org/llama.cpp#15086", "a GGUF whose BOS is a token the template writes while add_bos_token is "
+         "false, on a server that de-duplicates BOS without looking at add_bos_token"),
+        checks=("EPT011",), references=("ggml-org/llama.cpp#15086", "ggml-org/llama.cpp#13140")),
     Signature(
         "turn-token-typed-as-text", "the model never stops: its turn end is an ordinary token",
         (r"(<\|im_end\|>|<end_of_turn>|<\|eot_id\|>|turn[- ]end|eos) (token )?(is )?(printed|shown|appears|"

@@ -46,6 +46,8 @@ FILES_SYMPTOMS = {
     "the model repeats the question": "bos-missing",
     "add_bos_token is false in the gguf": "bos-missing",
     "double BOS at the start of the prompt": "bos-doubled",
+    "GLM's [gMASK]<sop> preamble is missing with --jinja": "bos-stripped-as-duplicate",
+    "llama-server strips [gMASK] from the prompt": "bos-stripped-as-duplicate",
     "<|im_end|> shows up in the output and the model never stops": "turn-token-typed-as-text",
     "tie_word_embeddings is false but there is no lm_head, random head": "tied-head-mismatch",
     "different tokens in llama.cpp than in transformers": "pre-tokenizer-regex-mismatch",
