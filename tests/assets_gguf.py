@@ -142,17 +142,23 @@ def convert_hf_dir(hf_dir: Path, outfile: Path, outtype: str = "f32", sdist: Pat
                    args: tuple[str, ...] = ()) -> Path:
     """Convert a Hugging Face directory with llama.cpp's own convert_hf_to_gguf.py (AssetError on failure);
     `args`: more converter options (e.g. "--no-mtp" for a Qwen3-Next / Qwen3.5 model without an MTP head)."""
+    from tests import oracle_cache
     sdist = sdist or llamacpp_sdist()
-    env = {**os.environ, "NO_LOCAL_GGUF": ""}
-    env.pop("NO_LOCAL_GGUF")   # the converter puts its own gguf-py first on sys.path unless this is set
-    cmd = [sys.executable, str(sdist / "convert_hf_to_gguf.py"), str(hf_dir), "--outtype", outtype,
-           "--outfile", str(outfile), *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, env=env,
-                              cwd=outfile.parent)
-    except subprocess.TimeoutExpired:
-        raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} timed out") from None
-    if proc.returncode != 0 or not outfile.is_file():
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} failed: {tail}")
-    return outfile
+    script = sdist / "convert_hf_to_gguf.py"
+
+    def convert() -> None:
+        env = {**os.environ, "NO_LOCAL_GGUF": ""}
+        env.pop("NO_LOCAL_GGUF")   # the converter puts its own gguf-py first on sys.path unless this is set
+        cmd = [sys.executable, str(script), str(hf_dir), "--outtype", outtype, "--outfile", str(outfile), *args]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, env=env,
+                                  cwd=outfile.parent)
+        except subprocess.TimeoutExpired:
+            raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} timed out") from None
+        if proc.returncode != 0 or not outfile.is_file():
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            raise AssetError(f"convert_hf_to_gguf.py --outtype {outtype} failed: {tail}")
+    # the converter's output depends on its script, its gguf-py and the directory's bytes: asked once per change
+    params = {"outtype": outtype, "args": list(args), "sdist": sdist.name,
+              "converter": oracle_cache.inputs_digest([script, sdist / "gguf-py", sdist / "conversion"])}
+    return oracle_cache.file_answer("converted", [hf_dir], params, outfile, convert)

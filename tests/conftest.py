@@ -46,10 +46,10 @@ def pytest_configure(config):
 
 
 # pytest-xdist (`-n 2`, pyproject.toml): the suite runs on both CI cores, most live tests waiting on a one-thread
-# server while the other core computes. A module's tests go to one worker, so its fixtures are built once, except in
-# SPREAD's modules (long, of many independent tests: each worker builds their fixtures, and starts its own pool of
-# servers, tests/server_pool.py). LONGEST modules start first, so that no long one is left for the end.
-SPREAD = {"tests/llmdoctor/run/test_chain_live.py"}
+# server while the other core computes. A module's tests go to one worker, so its fixtures and servers are built
+# once and what a module keeps in memory serves all its tests (test_chain_live.py's replayed answers, tests/
+# chain_faults.py: spread over both workers, each fault asked llama-server its 4k-token prompts again, 55 s instead
+# of 5-9 s). LONGEST modules start first, so that no long one is left for the end.
 LONGEST = ["tests/llmdoctor/run/test_chain_live.py", "tests/llmdoctor/run/test_endpoint_live.py",
            "tests/checks/endpoint/test_context_reading.py", "tests/probes/load/test_load_live.py",
            "tests/checks/endpoint/test_endpoint_competence_live.py", "tests/checks/long_context/test_reading.py",
@@ -87,7 +87,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid if _module(nodeid) in SPREAD else _module(nodeid)
+            return _module(nodeid)
 
     config.option.loadscopereorder = False          # keep the order above (LONGEST first)
     return ModuleScheduling(config, log)

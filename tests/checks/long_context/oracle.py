@@ -4,10 +4,13 @@ near and not far. Logits are made in row blocks from the last hidden state (Gemm
 make a [1016, 262144] float32 block of 1 GB)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from probes.competence import token_logprobs
 from probes.competence.distance import distance_prompt, distance_score
+from tests import oracle_cache
 
 ROWS = 128
 
@@ -23,11 +26,18 @@ def logprobs(model, ids) -> list[float]:
 
 
 def transformers_reading(model_dir, tokens: int) -> dict:
-    """{"distances", "copy_ratios", "passage_ratios"} of transformers on the model at `model_dir`."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """{"distances", "copy_ratios", "passage_ratios"} of transformers on the model at `model_dir` (asked once per
+    copy's bytes and transformers version: tests/oracle_cache.py)."""
+    from transformers import AutoConfig, AutoTokenizer
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    prompt = distance_prompt(tok, model.config.vocab_size, tokens)
-    score = distance_score(prompt, logprobs(model, prompt.ids), logprobs(model, prompt.near))
-    return {"distances": [p.distance for p in prompt.pairs], "copy_ratios": [c.ratio for c in score.copies],
-            "passage_ratios": [f / n for f, n in zip(score.far_loss, score.near_loss)]}
+    prompt = distance_prompt(tok, AutoConfig.from_pretrained(model_dir).vocab_size, tokens)
+
+    def ask():
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+        score = distance_score(prompt, logprobs(model, prompt.ids), logprobs(model, prompt.near))
+        return {"distances": [p.distance for p in prompt.pairs], "copy_ratios": [c.ratio for c in score.copies],
+                "passage_ratios": [f / n for f, n in zip(score.far_loss, score.near_loss)]}
+    asked = {"tokens": tokens, "ids": list(prompt.ids), "near": list(prompt.near),
+             "pairs": [repr(p) for p in prompt.pairs]}
+    return oracle_cache.answer("context-reading", [Path(model_dir)], asked, ask)

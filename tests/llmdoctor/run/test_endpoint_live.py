@@ -6,13 +6,12 @@ that the tool names it: the right EPT id at the right severity, and no errors wh
 """
 from __future__ import annotations
 
-import json
 
 import httpx
 import pytest
 
 from checks.endpoint.reference import Reference
-from llmdoctor.run.endpoint_runner import EndpointOptions, endpoint_specs, run_endpoint
+from llmdoctor.run.endpoint_runner import EndpointOptions, run_endpoint
 from tests import endpoint_assets
 from tests.assets import or_fail
 
@@ -116,11 +115,13 @@ def test_gguf_reference_also_clean(healthy, smollm2_gguf):
 
 def test_llama_cpp_python_chain(healthy, reference):
     """llama-cpp-python 0.3.36 on SmolLM2's own template (which never renders tools): it takes `tools` and
-    tool_choice "required" and answers prose (EPT073, EPT074 warnings, true of this server), refuses a json_schema
-    response_format with HTTP 500 "validation error" (EPT082 skipped naming it), and its window of 2048 refuses
-    the long prompt (EPT083 info). No error."""
+    tool_choice "required" and answers prose (EPT073, EPT074 warnings, true of this server) and refuses a
+    json_schema response_format with HTTP 500 "validation error" (EPT082 skipped naming it). No error. EPT083
+    and EPT084 (prompt lengths, stream and cache parity: most of this run's time on a one-thread Python server)
+    are read on this server software in test_chain_live.py (test_llama_cpp_python_behind_the_proxy), healthy and
+    faulted; here, the rest of the chain."""
     report = run_endpoint(reference.path, EndpointOptions(healthy.url, timeout_s=120, deadline_s=900),
-                          reference=reference, select=["EPT07", "EPT08"])
+                          reference=reference, select=["EPT07", "EPT08"], ignore=["EPT083", "EPT084"])
     print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
     assert ids(report) == []
     assert ids(report, ("warning",)) == ["EPT073", "EPT074"]
@@ -235,20 +236,3 @@ def test_api_key_from_env_never_in_report(serve, smollm2_gguf, reference, monkey
         render(ok, "json", f)
     assert "s3cret" not in out.read_text()
 
-
-def test_triage_bundle_has_the_endpoint_section(healthy, smollm2_dir, tmp_path):
-    """`triage` with an endpoint writes every EPT check into the bundle: all of them run against the server (68 s
-    on 2 cores beside the other worker), as a user's bundle would; the checks' own behaviour is tested above and in
-    test_chain_live.py, this test is about the bundle holding the section whole."""
-    from llmdoctor.incident_bundle.bundle import run_triage
-    run_triage(smollm2_dir, tmp_path / "bundle", kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
-                        endpoint=EndpointOptions(healthy.url, timeout_s=120, deadline_s=600))
-    data = json.loads((tmp_path / "bundle" / "report.json").read_text())
-    ept = [c for c in data["checks"] if c["id"].startswith("EPT")]
-    assert len(ept) == len(endpoint_specs()) and {c["category"] for c in ept} == {"endpoint"}   # every EPT check
-    assert not [f for f in data["findings"] if f["check"].startswith("EPT") and f["severity"] == "error"]
-    # the serving chain on SmolLM2's own template: the tools it takes are never rendered (test_llama_cpp_python_chain)
-    chain = {f["check"] for f in data["findings"]
-             if f["check"][:5] in ("EPT07", "EPT08") and f["severity"] == "warning"}
-    assert chain <= {"EPT073", "EPT074"}
-    assert "EPT001" in (tmp_path / "bundle" / "report.md").read_text()

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from reference_engine.engine import Engine
-from tests import assets, assets_gguf
+from tests import assets, assets_gguf, oracle_cache
 from tests.checks.zoo_gguf import F32, export_spec, write_spec
 from tests.conftest import _asset
 from tests.reference_engine.core.gguf_family_runs import ragged_batch_equals_alone
@@ -24,22 +24,34 @@ REAL = {
 }
 
 
+def transformers_on_gguf(path) -> dict:
+    """transformers' own GGUF loader on `path`: its ids and float32 logits for each of TEXTS (tests/oracle_cache.py:
+    asked once per file and transformers version)."""
+    def ask():
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+        hf_tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        out = {}
+        for i, text in enumerate(TEXTS):
+            out[f"ids{i}"] = hf_tok(text)["input_ids"]
+            with torch.no_grad():
+                out[f"logits{i}"] = hf(torch.tensor([out[f"ids{i}"]])).logits[0].float()
+        return out
+    return oracle_cache.answer("gguf-logits", [path], {"texts": TEXTS}, ask)
+
+
 @pytest.mark.assets
 @pytest.mark.parametrize("name", REAL, ids=list(REAL))
 def test_logits_match_transformers_on_the_same_gguf(name):
-    """The engine's GGUF reading against transformers' own GGUF loader on the real files (Gemma 3 270M Q4_K_M: 48 s
-    on 2 cores, transformers dequantizing and running a 270M model in fp32 for every text; SmolLM2 ~16 s each)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """The engine's GGUF reading against transformers' own GGUF loader on the real files (Gemma 3 270M Q4_K_M: 65 s
+    in the idle suite when transformers is asked, dequantizing and running a 270M model in fp32 for every text)."""
     path = REAL[name]()
     engine = Engine.from_pretrained(path)
-    hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
-    hf_tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    for text in TEXTS:
+    oracle = transformers_on_gguf(path)
+    for i, text in enumerate(TEXTS):
         ids = engine.tokenizer.encode(text)
-        assert ids == hf_tok(text)["input_ids"], text
-        ours = engine.logits(ids)
-        with torch.no_grad():
-            ref = hf(torch.tensor([ids])).logits[0].float()
+        assert ids == oracle[f"ids{i}"], text
+        ours, ref = engine.logits(ids), oracle[f"logits{i}"]
         diff = (ours - ref).abs().max().item()
         print(f"{name}: max |logit diff| {diff:.3g} over {len(ids)} tokens")
         assert diff <= 1e-4
