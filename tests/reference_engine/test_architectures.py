@@ -105,7 +105,7 @@ def test_falcon_h1_defaults_and_multipliers_read_one_way():
     rows = falcon_h1.folds(raw, "model.layers.0.mamba.in_proj.weight")
     assert rows.shape == (dims.inner + dims.conv_dim + dims.heads, 1)
     assert falcon_h1.folds(raw, "model.layers.0.self_attn.k_proj.weight") == 6.0
-    assert families.settings(config).attn_scale == pytest.approx(2.0 / math.sqrt(16))
+    assert families.settings(config).attention.scale == pytest.approx(2.0 / math.sqrt(16))
     bad = falcon_config(key_multiplier="x")
     with pytest.raises(ModelDirError, match="'key_multiplier' must be a finite number"):
         families.settings(parse_config(bad))
