@@ -9,7 +9,7 @@ from typing import TextIO
 
 from findings import CheckRun, Finding, Report
 
-from reports.summary import compact_evidence
+from reports.summary import compact_evidence, where
 
 
 def build(report: Report) -> ET.Element:
@@ -60,6 +60,8 @@ def add_testcase(suite: ET.Element, run: CheckRun, findings: list[Finding], fail
 
 def describe(f: Finding) -> str:
     lines = [f"[{f.severity.value}] {f.check}: {f.message}"]
+    if f.location is not None and f.location.file:
+        lines.append(f"at: {where(f.location)}")
     if f.evidence:
         lines.append(f"evidence: {compact_evidence(f.evidence, limit=2000)}")
     if f.hint:

@@ -76,3 +76,10 @@ def compact_evidence(evidence: dict, limit: int = 160) -> str:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def where(location) -> str:
+    """'models/m/config.json:22 (vocab_size)', or with no line (a binary file)
+    'models/m/model.safetensors (lm_head.weight)'."""
+    text = location.file + (f":{location.line}" if location.line else "")
+    return text + (f" ({location.logical})" if location.logical else "")

@@ -14,7 +14,7 @@ from tabulate import tabulate
 from findings import Report
 
 from reports.summary import (by_category, compact_evidence, resource_line, skipped_by_reason, status_counts,
-                            summary_line, verdict)
+                            summary_line, verdict, where)
 from reports.evidence import EvidenceTable, elided, split_evidence
 
 COLOURS = {"error": "31;1", "warning": "33;1", "info": "36", "passed": "32", "failed": "31", "skipped": "2",
@@ -128,12 +128,6 @@ def check_lines(found: list, paint, width: int, per_check: int, table_rows: int 
     hints = list(dict.fromkeys(f.hint for f in found[:per_check] if f.hint))
     lines += [_wrap("hint: " + hint, width, INDENT) for hint in hints]
     return lines
-
-
-def where(location) -> str:
-    """'models/m/config.json:22 (vocab_size)'"""
-    text = location.file + (f":{location.line}" if location.line else "")
-    return text + (f" ({location.logical})" if location.logical else "")
 
 
 def table_lines(table: EvidenceTable, limit: int) -> list[str]:

@@ -1,8 +1,8 @@
 """Where a finding points, written once for every check: a config.json key or a tensor of the weights.
 
 The report (llmdoctor/reporting/locate.py) turns these into a file and line: a key's line in config.json, a tensor's
-line in the safetensors index (a binary file cannot be shown inline; with no index, config.json line 1 stands in
-and the tensor's name is kept in the logical name)."""
+line in the safetensors index, or with no index the safetensors file itself with no line (a binary file cannot
+be shown inline), the tensor's name kept as the logical name."""
 from __future__ import annotations
 
 from findings import Location

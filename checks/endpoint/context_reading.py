@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from checks.endpoint import context_echo
 from checks.catalogue.inputs import ResourceError
 from checks.endpoint.inputs import EndpointInputs, asks_server
@@ -21,6 +19,7 @@ from probes.endpoint.context_probe import (ECHO, EXPECTED_WORDS, GREEDY, MIN_MAT
 from probes.endpoint.surface import CONTEXT_ERRORS
 from probes.competence.bounds import MAX_COPY_RATIO
 from probes.competence.distance import reach
+from reference_engine.generate.sampling_params import SamplingParams
 
 CUT_FRACTION = 0.9       # a prompt counted below this share of its expected tokens was cut on the way
 NEW_TOKENS = 12
@@ -77,17 +76,13 @@ def server_readings(ctx: EndpointInputs) -> Served:
     return ctx.ask("context:server", run)
 
 
-def greedy(engine, ids: list[int], new: int) -> list[int]:
-    """Greedy continuation of ids: chunked prefill, then one decode step per token."""
+def greedy(engine, ids: list[int], new: int) -> list[int] | None:
+    """`new` greedy tokens after ids from the engine's own generate, past EOS too (the server is read for as
+    many), the prompt prefilled in chunks as the CTX run's (checks/shared/chunked_prefill.py) so no step holds
+    more than one chunk's attention block; None when the reference's KV cache cannot hold the prompt."""
     chunk = chunk_tokens(engine.config.vocab_size, bool(getattr(engine, "streaming", False)))
-    out: list[int] = []
-    with engine.scratch() as (seq,):
-        for at in range(0, len(ids), chunk):
-            logits = engine.prefill([seq], [ids[at:at + chunk]])                  # [1, vocab]: the last row
-        for _ in range(new):
-            out.append(int(torch.argmax(logits[0])))
-            logits = engine.decode([seq], [out[-1]])
-    return out
+    out = engine.generate(ids, SamplingParams(max_new_tokens=new, ignore_eos=True), max_prefill_tokens=chunk)[0]
+    return None if out.finish_reason == "kv_cache_full" else out.token_ids
 
 
 def reference_readings(ctx: EndpointInputs, served: Served) -> list[Reading]:
@@ -102,7 +97,11 @@ def reference_readings(ctx: EndpointInputs, served: Served) -> list[Reading]:
             if len(ids) + NEW_TOKENS > ref.max_context:
                 out.append(Reading(r.distance, 0, "", len(ids), error="past the checkpoint's max_position_embeddings"))
                 continue
-            text = ref.tokenizer.decode(greedy(engine, ids, NEW_TOKENS))
+            continuation = greedy(engine, ids, NEW_TOKENS)
+            if continuation is None:
+                out.append(Reading(r.distance, 0, "", len(ids), error="past the reference's KV cache"))
+                continue
+            text = ref.tokenizer.decode(continuation)
             out.append(Reading(r.distance, read_back(r.expected, text), text, len(ids)))
         return out
     if "context:reference" not in ctx.state:

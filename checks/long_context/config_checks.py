@@ -64,7 +64,7 @@ def no_rotary_layer(ctx) -> bool:
     then bound no length. A config the engine's families cannot read is judged on its rope settings."""
     try:
         config = ctx.config
-        return len(family_settings(config).nope_layers) >= config.num_hidden_layers
+        return len(family_settings(config).positions.nope_layers) >= config.num_hidden_layers
     except (ResourceError, ModelDirError):
         return False
 

@@ -3,11 +3,13 @@
 A check names the file of the model and the logical thing (`Location(file="config.json", logical="vocab_size")`);
 this module turns that into what a CI platform can show inline: the path as the user gave the model path, the
 1-based line of the key (llmdoctor/reporting/json_lines.py), the template line, or the tensor's line in the safetensors
-index. Binary files (safetensors, GGUF) cannot be shown inline, so their findings are anchored to the text file
-that declares the thing: the index for a tensor it lists, config.json line 1 otherwise, the tensor kept in the
-logical name. A finding that names no file is anchored to config.json line 1, except one about what a request
-sent to a server carried (logical name "request.<field>", no file): no file of the model holds it, so it keeps
-no file and no line.
+index. A tensor the index does not list (a model with no index: one model.safetensors, an adapter's
+adapter_model.safetensors) points at the safetensors file that holds it, with no line (a binary file has none
+to show) and the tensor's name as the logical name; a GGUF model's findings point at the GGUF file the same way.
+Other findings about a binary file are anchored to the text file that declares it (config.json line 1), the
+file kept in the logical name. A finding that names no file is anchored to config.json line 1, except one about
+what a request sent to a server carried (logical name "request.<field>", no file): no file of the model holds
+it, so it keeps no file and no line.
 
 The fingerprint is sha256 over (check, file inside the model, logical name, message without numbers or the
 model's path): the same finding on the same model gets the same fingerprint on every run and every machine.
@@ -118,6 +120,8 @@ def resolve(loc: Location, anchor: Anchor) -> tuple[str | None, int | None]:
             line = find_key_line(anchor.root / INDEX, loc.logical)
             if line is not None:
                 return INDEX, line
+        if loc.logical and rel.lower().endswith(".safetensors") and anchor.exists(rel):
+            return rel, None       # the tensor's own file: no line in a binary file, its name is the logical one
         if anchor.exists(anchor.default):
             return anchor.default, 1
     elif not anchor.exists(rel):   # a missing file cannot be shown: the model's config (or GGUF file) stands in

@@ -3,19 +3,35 @@ names it answers to, its config class's defaults, its rotary head rule, its GGUF
 family tables the static checks read. The config reader (config.py), the GGUF reader (files/gguf_arch.py), the
 engine's families (core/families/) and the checks read the tables below, each derived once from `FAMILIES`.
 
-Adding a family is one data module in the sub-package of its kind and one line in FAMILIES (docs/families.md).
+Adding a family is one data module in the sub-package of its kind and one line in REGISTRY (docs/families.md);
+the engine finds its own module for the family by the same path under core/families/.
 """
 from __future__ import annotations
 
-from reference_engine.architectures.base import ArchitectureData, GGUFArch
-from reference_engine.architectures.dense import gemma, llama, olmo, phi3, smollm3
-from reference_engine.architectures.hybrid import falcon_h1, granite, lfm2, qwen3_next
-from reference_engine.architectures.mla import deepseek
-from reference_engine.architectures.moe import glm4_moe, gpt_oss, llama4, minimax, moe
+from importlib import import_module
 
-FAMILIES: tuple[ArchitectureData, ...] = (
-    llama.DATA, gemma.DATA, phi3.DATA, moe.DATA, deepseek.DATA, glm4_moe.DATA, smollm3.DATA, olmo.DATA, minimax.DATA,
-    llama4.DATA, gpt_oss.DATA, qwen3_next.DATA, lfm2.DATA, granite.DATA, falcon_h1.DATA)
+from reference_engine.architectures.base import ArchitectureData, GGUFArch
+
+# every family, once: "<kind>.<module>" of its data module here and of its engine module under core/families/, in
+# the order errors list the architectures
+REGISTRY: tuple[str, ...] = (
+    "dense.llama",
+    "dense.gemma",
+    "dense.phi3",
+    "moe.moe",
+    "mla.deepseek",
+    "moe.glm4_moe",
+    "dense.smollm3",
+    "dense.olmo",
+    "moe.minimax",
+    "moe.llama4",
+    "moe.gpt_oss",
+    "hybrid.qwen3_next",
+    "hybrid.lfm2",
+    "hybrid.granite",
+    "hybrid.falcon_h1",
+)
+FAMILIES: tuple[ArchitectureData, ...] = tuple(import_module(f"{__name__}.{path}").DATA for path in REGISTRY)
 
 # model_type -> architecture, for configs that omit "architectures"
 MODEL_TYPES: dict[str, str] = {t: a for fam in FAMILIES for t, a in fam.model_types.items()}
@@ -40,5 +56,5 @@ ALWAYS_BIASED: frozenset[str] = frozenset(a for fam in FAMILIES for a in fam.bia
 QK_NORMED: frozenset[str] = frozenset(a for fam in FAMILIES for a in fam.qk_normed)
 
 __all__ = ["ALWAYS_BIASED", "CLASS_DEFAULTS", "DEFAULT_ROPE_THETA", "FAMILIES", "GGUF_ARCHS", "HYBRIDS", "MODEL_TYPES",
-           "NOPE_FAMILIES", "OWN_FIELDS", "QK_NORMED", "ROPE_HEAD_DIM", "WINDOW_FAMILIES", "ArchitectureData",
-           "GGUFArch"]
+           "NOPE_FAMILIES", "OWN_FIELDS", "QK_NORMED", "REGISTRY", "ROPE_HEAD_DIM", "WINDOW_FAMILIES",
+           "ArchitectureData", "GGUFArch"]

@@ -69,14 +69,14 @@ def norm(x: torch.Tensor, weight: torch.Tensor, config: ModelConfig) -> torch.Te
 def embed(tokens: torch.Tensor, table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     """tokens [T] -> [T, hidden]: the embedding rows, times sqrt(hidden) for Gemma (in the table's dtype)."""
     h = F.embedding(tokens, table)
-    scale = families.settings(config).embed_scale
+    scale = families.settings(config).scales.embed
     return h if scale is None else h * torch.tensor(scale, dtype=torch.float32).to(table.dtype)
 
 
 def final_logits(logits: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     """The LM head's output after the family's final scaling (Granite: / logits_scaling) and soft-capping
     (Gemma 2: cap * tanh(logits / cap))."""
-    s = families.settings(config)
+    s = families.settings(config).scales
     if s.logits_divisor is not None:                           # Granite: logits / logits_scaling
         logits = logits / s.logits_divisor
     cap = s.final_softcap
@@ -93,20 +93,21 @@ def emit_capture(capture: CaptureHook | None, layer: int, module: str, x: torch.
 def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, step: LayerStep) -> torch.Tensor:
     """x [num_tokens, hidden] (normed) -> attention output [num_tokens, hidden]."""
     s, layer, meta, window, linear = families.settings(config), step.layer, step.meta, step.window, step.linear
+    a = s.attention
     cos, sin, cache = step.cos, step.sin, step.cache
     heads, kv_heads, d = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     qkv = linear(x, w.qkv, w.qkv_bias)                         # [T, (heads + 2 kv_heads) * d]
     gate = None
-    if s.output_gate:                                          # Qwen3-Next: per head, the query then its gate
+    if a.output_gate:                                          # Qwen3-Next: per head, the query then its gate
         q_gate, kv = qkv.split([2 * heads * d, 2 * kv_heads * d], dim=-1)
         q, gate = q_gate.view(-1, heads, 2 * d).chunk(2, dim=-1)       # [T, heads, d] each
         qkv, gate = torch.cat([q.reshape(-1, heads * d), kv], dim=-1), gate.reshape(-1, heads * d)
-    if s.qk_norm == "full" or s.clip_qkv is not None:          # OLMoE: norms over the whole q and k
+    if a.qk_norm == "full" or a.clip_qkv is not None:          # OLMoE: norms over the whole q and k
         q, k, v = qkv.split([heads * d, kv_heads * d, kv_heads * d], dim=-1)
-        if s.qk_norm == "full":
+        if a.qk_norm == "full":
             q, k = norm(q, w.q_norm, config), norm(k, w.k_norm, config)
-        if s.clip_qkv is not None:
-            q, k, v = (t.clamp(-s.clip_qkv, s.clip_qkv) for t in (q, k, v))
+        if a.clip_qkv is not None:
+            q, k, v = (t.clamp(-a.clip_qkv, a.clip_qkv) for t in (q, k, v))
         qkv = torch.cat([q, k, v], dim=-1)
     qk, v = qkv.split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
     qk, v = qk.view(-1, heads + kv_heads, d), v.view(-1, kv_heads, d)
@@ -117,8 +118,8 @@ def attention_block(x: torch.Tensor, w: LayerWeights, config: ModelConfig, step:
     qk = positions.place(qk, heads, layer, s, cos, sin, meta.positions, config.rms_norm_eps)
     q, k = qk[:, :heads], qk[:, heads:]                        # [T, heads, d], [T, kv_heads, d]
     cache.write(layer, meta.slot_mapping, k, v)
-    chunk = s.attention_chunk if layer in s.chunked_layers else None
-    out = paged_attention(q, cache, layer, meta, window, s.attn_scale, s.attn_softcap, chunk,
+    chunk = a.chunk if layer in a.chunked_layers else None
+    out = paged_attention(q, cache, layer, meta, window, a.scale, a.softcap, chunk,
                           w.extra.get("sinks"))                # [T, heads * d]
     if gate is not None:
         out = out * torch.sigmoid(gate)
@@ -139,7 +140,7 @@ def feed_forward(x: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int, 
     s = families.settings(config)
     act = ACTIVATIONS[config.raw.get("hidden_act", "silu") if s.activation == "silu" else s.activation]
     if w.router is None:
-        return mlp_block(x, w, linear, act, s.mlp_scales)
+        return mlp_block(x, w, linear, act, s.scales.mlp)
     return moe_mlp(x, w, s.moe, act, linear, lambda r: emit_capture(capture, i, "router", r))
 
 
@@ -162,7 +163,7 @@ def decoder_layer(h: torch.Tensor, w: LayerWeights, config: ModelConfig, i: int,
     a = MIXERS[families.mixers(config)[i]](x, w, config, LayerStep(i, cache, meta, cos, sin, window, linear))
     if w.pre_ff_norm is not None or post_only:                 # Gemma sandwich, OLMo: norm the branch, then add
         a = norm(a, w.post_norm, config)
-    scale = families.settings(config).residual_scale           # Granite: residual_multiplier on each branch
+    scale = families.settings(config).scales.residual          # Granite: residual_multiplier on each branch
     if scale is not None:
         a = a * scale
     h = h + emit_capture(capture, i, "attn", a)

@@ -195,7 +195,7 @@ def load_layer_weights(weights: Weights, config: ModelConfig, n: int, device, dt
     loaded = {role: load(slot, role) for role, slot in families.layer_plan(config, n).items()}
     layer = LayerWeights(**{r: t for r, t in loaded.items() if r in LAYER_FIELDS},
                          extra={r: t for r, t in loaded.items() if r not in LAYER_FIELDS})
-    if families.settings(config).qk_norm == "head" and layer.q_norm is not None:
+    if families.settings(config).attention.qk_norm == "head" and layer.q_norm is not None:
         layer.qk_norm = torch.cat([layer.q_norm.expand(config.num_attention_heads, -1),
                                    layer.k_norm.expand(config.num_key_value_heads, -1)])
     return layer

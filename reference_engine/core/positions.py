@@ -42,10 +42,11 @@ def temperature_scale(positions: torch.Tensor, attn_scale: float, floor_scale: f
 def place(qk: torch.Tensor, heads: int, layer: int, s: Settings, cos: torch.Tensor, sin: torch.Tensor,
           positions: torch.Tensor, eps: float) -> torch.Tensor:
     """qk [T, heads + kv_heads, d] (q heads first) -> the same with the layer's position handling applied."""
-    if layer in s.nope_layers:
-        if s.temperature is None:
+    where = s.positions
+    if layer in where.nope_layers:
+        if where.temperature is None:
             return qk
-        q = (qk[:, :heads] * temperature_scale(positions, *s.temperature)).to(qk.dtype)
+        q = (qk[:, :heads] * temperature_scale(positions, *where.temperature)).to(qk.dtype)
         return torch.cat([q, qk[:, heads:]], dim=1)
-    qk = apply_rope_interleaved(qk, cos, sin) if s.rope_interleaved else apply_rope(qk, cos, sin)
-    return l2_norm(qk, eps) if s.qk_l2_norm else qk
+    qk = apply_rope_interleaved(qk, cos, sin) if where.interleaved else apply_rope(qk, cos, sin)
+    return l2_norm(qk, eps) if s.attention.qk_l2_norm else qk

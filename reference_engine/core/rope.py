@@ -39,7 +39,7 @@ def rope_parameters(config: ModelConfig, kind: str = "full_attention") -> dict:
     if isinstance(params, dict) and any(k in params for k in LAYER_KINDS):
         params = params.get(kind) or params.get("full_attention")
     elif kind == "sliding_attention":                  # Gemma 3 before transformers 5: no scaling locally
-        plain = config.family is not None and config.family.settings.local_rope_plain   # OLMo 3: same base
+        plain = config.family is not None and config.family.settings.positions.local_rope_plain   # OLMo 3: same base
         base = raw.get("rope_theta", config.rope_theta) if plain else raw.get("rope_local_base_freq", 10000.0)
         params = {"rope_type": "default", "rope_theta": base}
     if not isinstance(params, dict):
@@ -351,7 +351,7 @@ def build_rope_table(config: ModelConfig, device="cpu", dtype=torch.float32, pat
         long = _longrope(params, dim, config, path)[1]
         beyond = (params["original_max_position_embeddings"], _divided(lambda seq_len: long, factors))
     local = None
-    if kind == "full_attention" and config.family is not None and config.family.settings.local_rope:
+    if kind == "full_attention" and config.family is not None and config.family.settings.positions.local_rope:
         local = build_rope_table(config, device, dtype, path, "sliding_attention")
     restart_at = beyond[0] if params["rope_type"] == "longrope" else None
     return RopeTable(cos, sin, scaling, params["rope_type"], beyond, local, restart_at, limit, rows_for)

@@ -138,9 +138,12 @@ def _step(engine, scheduler: Scheduler, eos_ids, max_model_len: int) -> None:
         return
     ids = [r.seq_id for r in batch]
     if kind == "prefill":
-        logits = engine.prefill(ids, [r.all_ids for r in batch])          # [B, V] float32
+        logits = engine.prefill(ids, [r.chunk_ids() for r in batch])      # [B, V] float32
         for r in batch:
             r.in_cache = True
+            r.chunk_done()
+        ready = [i for i, r in enumerate(batch) if not r.prefilling]      # a chunked prefill's last chunk
+        batch, logits = [batch[i] for i in ready], logits[ready]
     else:
         logits = engine.decode(ids, [r.output_ids[-1] for r in batch])     # [B, V] float32
     for r, choice in zip(batch, _choices(batch, logits, eos_ids)):
@@ -187,7 +190,8 @@ def _prepare(engine, prompts, sampling_params, overrides):
 
 def generate(engine, prompts, sampling_params=None, *, max_num_seqs: int = 64, max_prefill_tokens: int = 4096,
              stats: SchedulerStats | None = None, **overrides) -> list[Output]:
-    """Generate for one prompt or a batch; returns one Output per prompt, in order."""
+    """Generate for one prompt or a batch; returns one Output per prompt, in order. No engine step runs more
+    than max_prefill_tokens prompt tokens: a longer prompt is prefilled in chunks through the paged cache."""
     ids, params, max_model_len = _prepare(engine, prompts, sampling_params, overrides)
     eos_ids = eos_ids_of(engine)
     outputs: dict[int, Output] = {}

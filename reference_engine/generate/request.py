@@ -47,10 +47,34 @@ class Request:
     ended_on_control: bool = False        # the last id is an EOS / stop id (kept in token_ids, not in text)
     in_cache: bool = False                # its KV lives in the engine cache (False while waiting/preempted)
     on_delta: Callable[[str], None] | None = None
+    # its prefill (chunked when longer than a step's budget): all_ids[:prefill_end] are run in steps, the
+    # scheduler sets chunk to the tokens of the next one; both are 0 when no prefill is under way
+    prefilled: int = 0
+    prefill_end: int = 0
+    chunk: int = 0
 
     @property
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
+
+    @property
+    def prefilling(self) -> bool:
+        """Admitted, and part of its prompt (all_ids when admitted) not yet run."""
+        return self.prefilled < self.prefill_end
+
+    def chunk_ids(self) -> list[int]:
+        """The ids of this step's prefill chunk."""
+        return self.all_ids[self.prefilled:self.prefilled + self.chunk]
+
+    def start_prefill(self, chunk: int) -> None:
+        self.prefilled, self.prefill_end, self.chunk = 0, len(self.all_ids), chunk
+
+    def chunk_done(self) -> None:
+        self.prefilled, self.chunk = self.prefilled + self.chunk, 0
+
+    def drop_prefill(self) -> None:
+        """Its cache was freed: a later admission runs the whole prefill again."""
+        self.prefilled = self.prefill_end = self.chunk = 0
 
     @property
     def finished(self) -> bool:

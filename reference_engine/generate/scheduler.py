@@ -1,12 +1,16 @@
 """Continuous batching: a waiting queue, a running list, and KV blocks as the currency.
 
 Each step is either a prefill (admit waiting requests, oldest first, while their blocks fit) or a decode
-(one token for every running request). When a decode step needs more blocks than are free, the youngest
-running request is preempted: its blocks are freed and it goes back to the front of the waiting queue, to be
-recomputed later from its prompt plus the tokens it already generated (recompute, as vLLM and nano-vllm do;
-the result is the same as if it had never been interrupted). A request that cannot fit even alone ends with
-finish_reason "kv_cache_full" instead of stalling the queue. Nothing here touches tensors: the generate loop
-runs the batches this hands out.
+(one token for every running request). A prefill step runs at most max_prefill_tokens prompt tokens: a prompt
+longer than that is prefilled in chunks over several steps (chunked prefill, as in vLLM), each chunk appended
+to its sequence in the paged cache, and only the last chunk's logits choose a token. A chunked prefill under
+way goes first in the next step and no decode step runs before it is done; its blocks are counted at
+admission for the whole prompt, so a later chunk never finds the pool taken. When a decode step needs more
+blocks than are free, the youngest running request is preempted: its blocks are freed and it goes back to the
+front of the waiting queue, to be recomputed later from its prompt plus the tokens it already generated
+(recompute, as vLLM and nano-vllm do; the result is the same as if it had never been interrupted). A request
+that cannot fit even alone ends with finish_reason "kv_cache_full" instead of stalling the queue. Nothing here
+touches tensors: the generate loop runs the batches this hands out.
 """
 from __future__ import annotations
 
@@ -30,8 +34,10 @@ class Scheduler:
     def __init__(self, cache, free_seq, max_num_seqs: int = 64, max_prefill_tokens: int = 4096):
         self.cache = cache                # engine.cache: blocks_needed, allocator.num_free, num_blocks
         self.free_seq = free_seq          # engine.free: releases a sequence's blocks
+        if max_prefill_tokens < 1:
+            raise ValueError(f"max_prefill_tokens must be at least 1, found {max_prefill_tokens}")
         self.max_num_seqs = max_num_seqs
-        self.max_prefill_tokens = max_prefill_tokens
+        self.max_prefill_tokens = max_prefill_tokens       # tokens one prefill step runs at most
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # admission order: the last one is the youngest
         self.stats = SchedulerStats()
@@ -44,12 +50,13 @@ class Scheduler:
         return not self.waiting and not self.running
 
     def schedule(self) -> tuple[str, list[Request]]:
-        """("prefill", newly admitted requests) when any fit, else ("decode", requests to advance)."""
-        admitted = self._admit()
-        if admitted:
+        """("prefill", requests with a chunk to run) when any prefill work is ready, else ("decode", requests to
+        advance). A prefill request's `chunk` says how many of its ids this step runs (Request.chunk_ids)."""
+        batch = self._prefill_batch()
+        if batch:
             self.stats.prefill_steps += 1
-            self.stats.prefill_tokens += sum(len(r.all_ids) for r in admitted)
-            return "prefill", admitted
+            self.stats.prefill_tokens += sum(r.chunk for r in batch)
+            return "prefill", batch
         batch = self._reserve_decode()
         if batch:
             self.stats.decode_steps += 1
@@ -75,11 +82,30 @@ class Scheduler:
         if request.in_cache:
             self.free_seq(request.seq_id)
             request.in_cache = False
+        request.drop_prefill()
 
-    def _admit(self) -> list[Request]:
+    def _prefill_batch(self) -> list[Request]:
+        """Chunked prefills under way (oldest first), then new admissions, within max_prefill_tokens tokens."""
+        budget = self.max_prefill_tokens
+        batch: list[Request] = []
+        for request in self.running:
+            if request.prefilling and budget > 0:
+                request.chunk = min(budget, request.prefill_end - request.prefilled)
+                budget -= request.chunk
+                batch.append(request)
+        return batch + self._admit(budget, first=not batch)
+
+    def _promised(self) -> int:
+        """Blocks the chunks still to run of the prefills under way will take (counted when they were admitted)."""
+        return sum(self.cache.blocks_needed(r.seq_id if r.in_cache else None, r.prefill_end - r.prefilled)
+                   for r in self.running if r.prefilling)
+
+    def _admit(self, budget: int, first: bool) -> list[Request]:
+        """Waiting requests that fit, oldest first; only the step's first one is chunked to the budget, the
+        others wait for a step with room for their whole prompt (a short prompt is never split)."""
         admitted: list[Request] = []
-        free, tokens = self.cache.allocator.num_free, 0
-        while self.waiting and len(self.running) < self.max_num_seqs:
+        free = self.cache.allocator.num_free - self._promised()
+        while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
             request = self.waiting[0]
             n = len(request.all_ids)
             need = self.cache.blocks_needed(None, n)
@@ -89,12 +115,13 @@ class Scheduler:
                 continue
             # keep one block per running request free for its next decode step, or the admission would
             # only be preempted again at once (prefill work thrown away)
-            if need > free - len(self.running) or (admitted and tokens + n > self.max_prefill_tokens):
+            if need > free - len(self.running) or (n > budget and (admitted or not first)):
                 break
             self.waiting.popleft()
+            request.start_prefill(min(n, budget))
             admitted.append(request)
             self.running.append(request)
-            free, tokens = free - need, tokens + n
+            free, budget = free - need, budget - request.chunk
         self.stats.peak_running = max(self.stats.peak_running, len(self.running))
         return admitted
 
@@ -103,8 +130,8 @@ class Scheduler:
         batch: list[Request] = []
         reserved = 0
         for request in list(self.running):
-            if request not in self.running:
-                continue  # preempted earlier in this loop
+            if request not in self.running or request.prefilling:
+                continue  # preempted earlier in this loop (a prefill under way: never here, prefills go first)
             need = self.cache.blocks_needed(request.seq_id, 1)
             while need > self.cache.allocator.num_free - reserved:
                 victim = self.running[-1]

@@ -111,7 +111,7 @@ def finish_all(source, config, lanes: list[Lane], linear=F.linear, rows: list | 
         hidden.append(h if r is None else h[r])
     # without a final soft-cap the head's output is the logits: written straight into float32 (a lower-precision
     # lane's values upcast exactly, as .float() would), so no [tokens, vocab] copy in the lane's dtype is made
-    direct = families.settings(config).final_softcap is None
+    direct = families.settings(config).scales.final_softcap is None
     out = []
     linears = [lane.linear or linear for lane in lanes]
     for lane, head in zip(lanes, source.heads(hidden, linears, torch.float32 if direct else None)):

@@ -1,6 +1,7 @@
 """A family's facts live in one module (reference_engine/architectures/<kind>/<family>.py): its architecture
-names are written there and nowhere else in the engine, the data and engine registries list the same families,
-and a value several readers need (Falcon-H1's defaults and multipliers) is read one way by all of them."""
+names are written there and nowhere else in the engine, it is registered by one line (architectures.REGISTRY)
+that gives the data and the engine registries the same families, and a value several readers need (Falcon-H1's
+defaults and multipliers) is read one way by all of them."""
 from __future__ import annotations
 
 import ast
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_engine.architectures import FAMILIES, GGUF_ARCHS
+from reference_engine.architectures import FAMILIES, GGUF_ARCHS, REGISTRY
 from reference_engine.architectures.hybrid import falcon_h1
 from reference_engine.config import parse_config
 from reference_engine.core import families
@@ -44,9 +45,10 @@ def production_files() -> tuple[Path, ...]:
 
 
 def files_knowing(family) -> list[str]:
-    """The production files that name one of the family's architectures or import its data or engine module."""
+    """The production files that name one of the family's architectures or its registry line, or import its data
+    or engine module."""
     modules = {m for m in imported_names() if m.endswith(f".{family.name}") or m.endswith(f".{family.name}.DATA")}
-    names = set(family.architectures)
+    names = set(family.architectures) | {path for path in REGISTRY if path.endswith(f".{family.name}")}
     return [str(path.relative_to(ROOT)) for path in production_files()
             if read(path)[0] & names or read(path)[1] & modules]
 
@@ -72,15 +74,17 @@ def test_each_architecture_is_named_only_in_its_data_module():
         print(f"{fam.name}: {len(known)} production files: {', '.join(known)}")
 
 
-def test_a_plain_family_is_known_by_four_files():
+def test_a_plain_family_is_known_by_three_files():
     """Phi-3 reuses the shared mixers and Settings and has no checks of its own: its data module, its engine
-    module and one line in each registry are all the production code that knows it."""
+    module and its line in the registry are all the production code that knows it."""
     assert files_knowing(next(f for f in FAMILIES if f.name == "phi3")) == [
         "reference_engine/architectures/__init__.py", "reference_engine/architectures/dense/phi3.py",
-        "reference_engine/core/families/__init__.py", "reference_engine/core/families/dense/phi3.py"]
+        "reference_engine/core/families/dense/phi3.py"]
 
 
-def test_data_and_engine_registries_list_the_same_families():
+def test_one_registry_line_gives_both_registries_the_same_families():
+    assert len(REGISTRY) == len(set(REGISTRY)) == len(FAMILIES)
+    assert [path.rsplit(".", 1)[1] for path in REGISTRY] == [f.name for f in FAMILIES]
     assert [(f.name, f.architectures) for f in FAMILIES] == \
         [(f.name, f.architectures) for f in families.FAMILIES]
     assert {arch.architecture for arch in GGUF_ARCHS.values()} <= set(families.SUPPORTED_ARCHITECTURES)
@@ -101,7 +105,7 @@ def test_falcon_h1_defaults_and_multipliers_read_one_way():
     rows = falcon_h1.folds(raw, "model.layers.0.mamba.in_proj.weight")
     assert rows.shape == (dims.inner + dims.conv_dim + dims.heads, 1)
     assert falcon_h1.folds(raw, "model.layers.0.self_attn.k_proj.weight") == 6.0
-    assert families.settings(config).attn_scale == pytest.approx(2.0 / math.sqrt(16))
+    assert families.settings(config).attention.scale == pytest.approx(2.0 / math.sqrt(16))
     bad = falcon_config(key_multiplier="x")
     with pytest.raises(ModelDirError, match="'key_multiplier' must be a finite number"):
         families.settings(parse_config(bad))

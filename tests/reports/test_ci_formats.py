@@ -137,3 +137,29 @@ def test_absolute_paths_under_the_working_directory_become_relative(tmp_path, mo
     finding = Finding("VOC002", "vocab", "error", "m", location=Location(f"{tmp_path}/models/m/config.json", 3))
     report = Report(model="m", fingerprint=None, tool_version="0", generated_at="t", findings=[finding])
     assert "models/m/config.json" in rendered(report, fmt) and str(tmp_path) not in rendered(report, fmt)
+
+
+def test_a_tensor_in_its_safetensors_file_has_no_line_in_any_format(monkeypatch):
+    """A tensor's finding on a model without an index points at model.safetensors, a binary file: no line."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    finding = Finding("WGT004", "weights", "error", "lm_head.weight holds 3 NaN", {"tensor": "lm_head.weight"},
+                      "Re-export.", location=Location("models/m/model.safetensors", None, "lm_head.weight"),
+                      fingerprint="a" * 32)
+    report = Report(model="models/m", fingerprint=None, tool_version="0", generated_at="t",
+                    checks=[CheckRun("WGT004", "weights", "failed", 0.1, "Tensors finite.")], findings=[finding])
+    sarif = json.loads(rendered(report, "sarif"))
+    jsonschema.validate(sarif, SARIF_SCHEMA)
+    (where,) = sarif["runs"][0]["results"][0]["locations"]
+    assert where["physicalLocation"] == {"artifactLocation": {"uri": "models/m/model.safetensors"}}
+    assert where["logicalLocations"][0]["fullyQualifiedName"] == "model.safetensors:lm_head.weight"
+    assert rendered(report, "github").splitlines()[0] == \
+        "::error file=models/m/model.safetensors,title=WGT004::lm_head.weight holds 3 NaN"
+    assert json.loads(rendered(report, "gitlab"))[0]["location"] == \
+        {"path": "models/m/model.safetensors", "lines": {"begin": 1}}       # GitLab requires a line
+    shown = "models/m/model.safetensors (lm_head.weight)"
+    for fmt in ("table", "junit"):
+        assert shown in rendered(report, fmt) and "model.safetensors:" not in rendered(report, fmt)
+    assert "<code>models/m/model.safetensors</code> (lm_head.weight)" in rendered(report, "html")
+    assert "`models/m/model.safetensors`" in rendered(report, "markdown")
+    assert json.loads(rendered(report, "json"))["findings"][0]["location"] == \
+        {"file": "models/m/model.safetensors", "line": None, "logical": "lm_head.weight"}

@@ -6,19 +6,18 @@ what the loader, the forward and the cache use.
 """
 from __future__ import annotations
 
+from importlib import import_module
+
+from reference_engine.architectures import REGISTRY
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import (LayerCache, bytes_per_token, dense_layout,
                                                  state_bytes_per_sequence)
-from reference_engine.core.families.dense import gemma, llama, olmo, phi3, smollm3
-from reference_engine.core.families.hybrid import falcon_h1, granite, lfm2, qwen3_next
-from reference_engine.core.families.mla import deepseek
-from reference_engine.core.families.moe import glm4_moe, gpt_oss, llama4, minimax, moe
 from reference_engine.core.families.base import Bound, Family, LayerPlan, MLASettings, MoESettings, Settings
 from reference_engine.errors import ModelDirError, UnsupportedError
 
-FAMILIES: tuple[Family, ...] = (llama.FAMILY, gemma.FAMILY, phi3.FAMILY, moe.FAMILY, deepseek.FAMILY, glm4_moe.FAMILY,
-                                smollm3.FAMILY, olmo.FAMILY, minimax.FAMILY, llama4.FAMILY, gpt_oss.FAMILY,
-                                qwen3_next.FAMILY, lfm2.FAMILY, granite.FAMILY, falcon_h1.FAMILY)
+# each registered family's engine module: core/families/<kind>/<module>.py beside architectures/<kind>/<module>.py
+# (the one registry is architectures.REGISTRY)
+FAMILIES: tuple[Family, ...] = tuple(import_module(f"{__name__}.{path}").FAMILY for path in REGISTRY)
 BY_ARCHITECTURE = {arch: fam for fam in FAMILIES for arch in fam.architectures}
 SUPPORTED_ARCHITECTURES = tuple(BY_ARCHITECTURE)
 

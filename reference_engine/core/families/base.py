@@ -105,43 +105,60 @@ class ParallelScales:
 
 
 @dataclass(frozen=True)
+class AttentionSettings:
+    """How a family's attention differs from plain scaled dot-product attention over its q, k, v."""
+    scale: float | None = None             # None: head_dim ** -0.5 (Gemma: query_pre_attn_scalar ** -0.5)
+    softcap: float | None = None           # Gemma 2: scores -> cap * tanh(scores / cap)
+    qk_norm: str | None = None             # "head": per-head RMSNorm of q, k (Qwen3, Gemma 3); "full": over
+                                           # the whole q and k projections (OLMoE)
+    qk_l2_norm: bool = False               # Llama 4: weightless RMSNorm of every q, k head after rope (rope layers)
+    clip_qkv: float | None = None          # OLMoE: q, k, v clamped to +-clip_qkv
+    output_gate: bool = False              # Qwen3-Next: q_proj also gives each head a gate, the attention
+                                           # output is multiplied by sigmoid(gate) before o_proj
+    chunked_layers: frozenset = frozenset()  # Llama 4: layers whose tokens attend only inside their chunk
+    chunk: int | None = None               # that chunk (attention_chunk_size): keys with pos // chunk == q's
+
+
+@dataclass(frozen=True)
+class PositionSettings:
+    """Which layers get which rotary embedding (core/positions.py, core/rope.py)."""
+    nope_layers: frozenset = frozenset()   # layers that get no rotary embedding at all (SmolLM3, Llama 4 NoPE)
+    temperature: tuple[float, float] | None = None   # Llama 4 NoPE layers (attn_scale, floor_scale):
+                                           # q *= 1 + attn_scale * log1p(floor((pos + 1) / floor_scale))
+    interleaved: bool = False              # Llama 4: rope turns adjacent pairs (2i, 2i+1) (complex multiply)
+    local_rope: bool = False               # Gemma 3, OLMo 3: sliding layers use their own RoPE table
+    local_rope_plain: bool = False         # OLMo 3 with a flat rope_scaling: the sliding layers' table is plain
+                                           # RoPE on rope_theta (the scaling is the full layers' only)
+
+
+@dataclass(frozen=True)
+class Scales:
+    """Constant multipliers on the residual stream, the MLP and the logits; None: no multiplier."""
+    embed: float | None = None             # Gemma: embeddings times sqrt(hidden_size); Granite, Falcon-H1
+    residual: float | None = None          # Granite: each branch times residual_multiplier before the add
+    mlp: tuple[float, float] | None = None   # Falcon-H1 mlp_multipliers: gate_proj's output times the first
+                                           # before the activation, down_proj's output times the second
+    logits_divisor: float | None = None    # Granite: logits / logits_scaling
+    final_softcap: float | None = None     # Gemma 2: logits -> cap * tanh(logits / cap)
+
+
+@dataclass(frozen=True)
 class Settings:
     family: str
     norm: str = "rms"                      # "rms": w * norm(x); "rms_plus_one": norm(x) * (1 + w) in fp32 (Gemma);
                                            # "rms_f32": w * norm(x) in fp32, then cast (gpt-oss)
     sandwich: bool = False                 # Gemma 2/3: a norm after each branch too, before the residual add
-    activation: str = "silu"               # the gated MLP's activation ("silu", "gelu_tanh", "gelu")
-    qk_norm: str | None = None             # "head": per-head RMSNorm of q, k (Qwen3, Gemma 3); "full": over
-                                           # the whole q and k projections (OLMoE)
-    clip_qkv: float | None = None          # OLMoE: q, k, v clamped to +-clip_qkv
-    attn_scale: float | None = None        # None: head_dim ** -0.5 (Gemma: query_pre_attn_scalar ** -0.5)
-    attn_softcap: float | None = None      # Gemma 2: scores -> cap * tanh(scores / cap)
-    final_softcap: float | None = None     # Gemma 2: logits -> cap * tanh(logits / cap)
-    embed_scale: float | None = None       # Gemma: embeddings multiplied by sqrt(hidden_size)
-    local_rope: bool = False               # Gemma 3: sliding layers use their own RoPE base
-    output_gate: bool = False              # Qwen3-Next: q_proj also gives each head a gate, the attention
-                                           # output is multiplied by sigmoid(gate) before o_proj
-    moe: MoESettings | None = None
-    mla: MLASettings | None = None
-    # per-layer position handling and norm placement (SmolLM3, OLMo 2/3, Llama 4)
-    nope_layers: frozenset = frozenset()   # layers that get no rotary embedding at all (SmolLM3, Llama 4 NoPE)
     post_norms: bool = False               # OLMo 2/3: no norm before a branch; post_attention_layernorm and
                                            # post_feedforward_layernorm close each branch before the residual add
-    rope_interleaved: bool = False         # Llama 4: rope turns adjacent pairs (2i, 2i+1) (complex multiply)
-    qk_l2_norm: bool = False               # Llama 4: weightless RMSNorm of every q, k head after rope (rope layers)
-    chunked_layers: frozenset = frozenset()  # Llama 4: layers whose tokens attend only inside their chunk
-    attention_chunk: int | None = None     # that chunk (attention_chunk_size): keys with pos // chunk == q's
-    temperature: tuple[float, float] | None = None   # Llama 4 NoPE layers (attn_scale, floor_scale):
-                                           # q *= 1 + attn_scale * log1p(floor((pos + 1) / floor_scale))
     final_norm: str = "model.norm.weight"  # the final norm's tensor (LFM2: model.embedding_norm.weight)
-    residual_scale: float | None = None    # Granite: each branch times residual_multiplier before the add
-    logits_divisor: float | None = None    # Granite: logits / logits_scaling
+    activation: str = "silu"               # the gated MLP's activation ("silu", "gelu_tanh", "gelu")
+    attention: AttentionSettings = field(default_factory=AttentionSettings)
+    positions: PositionSettings = field(default_factory=PositionSettings)
+    scales: Scales = field(default_factory=Scales)
+    moe: MoESettings | None = None
+    mla: MLASettings | None = None
     mamba: MambaDims | None = None         # the Mamba2 layers' sizes (core/recurrent/mamba2.py)
     parallel: ParallelScales | None = None  # Falcon-H1: attention beside Mamba2 in one layer, their multipliers
-    mlp_scales: tuple[float, float] | None = None   # Falcon-H1 mlp_multipliers: gate_proj's output times the
-                                           # first before the activation, down_proj's output times the second
-    local_rope_plain: bool = False         # OLMo 3 with a flat rope_scaling: the sliding layers' table is plain
-                                           # RoPE on rope_theta (the scaling is the full layers' only)
 
 
 def default_windows(config: ModelConfig) -> list[int | None]:

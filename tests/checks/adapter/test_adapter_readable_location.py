@@ -1,7 +1,8 @@
 """Adapter findings are located in the adapter directory: a pickle-only adapter names adapter_model.bin (the
-file present, not the adapter_model.safetensors it lacks), and a finding about a binary adapter file is
-anchored, as for model directories, at the text file that declares it (adapter_config.json line 1) with the
-file or tensor kept in the logical name."""
+file present, not the adapter_model.safetensors it lacks), anchored, as for model directories, at the text file
+that declares it (adapter_config.json line 1) with the file kept in the logical name; a finding about one of
+the adapter's tensors points at adapter_model.safetensors, with no line (a binary file) and the tensor as the
+logical name."""
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ def test_pickle_only_adapter_is_located_at_the_pickle(tmp_path, pickled):
     assert finding.location.line == 1 and finding.location.logical == pickled
 
 
-def test_binary_adapter_tensor_is_anchored_at_adapter_config(tmp_path):
+def test_an_adapter_tensor_points_at_its_safetensors_file(tmp_path):
     base = build_model_dir(tmp_path / "base", num_hidden_layers=1)
     adapter = tmp_path / "adapter"
     adapter.mkdir()
@@ -43,5 +44,5 @@ def test_binary_adapter_tensor_is_anchored_at_adapter_config(tmp_path):
                f"{prefix}.lora_B.weight": torch.zeros(64, 4)}, str(adapter / "adapter_model.safetensors"))
     report = run_checks(base, adapter=adapter, select=["LRA007"], quick=True)
     [finding] = [f for f in report.findings if f.check == "LRA007"]
-    assert finding.location.file.endswith("adapter/adapter_config.json") and finding.location.line == 1
-    assert finding.location.logical
+    assert finding.location.file.endswith("adapter/adapter_model.safetensors") and finding.location.line is None
+    assert finding.location.logical.startswith(prefix)

@@ -73,18 +73,34 @@ def test_lines_point_at_the_key_the_template_line_and_the_index(tmp_path):
     assert where == [("repo/m/config.json", 3, "vocab_size"), ("repo/m/tokenizer_config.json", 3, "eos_token"),
                      ("repo/m/chat_template.jinja", 2, "chat_template"),
                      ("repo/m/model.safetensors.index.json", 5, "lm_head.weight"),   # its line in the index
-                     ("repo/m/config.json", 1, "model.norm.weight"),   # binary, not in the index: config.json
+                     ("repo/m/model.safetensors", None, "model.norm.weight"),   # not in the index: its file
                      ("repo/m/config.json", 1, None)]                  # nothing named: config.json line 1
 
 
-def test_binary_and_missing_files_are_anchored_to_config_and_keep_their_name(tmp_path):
+def test_a_tensor_points_at_its_safetensors_file_and_a_missing_file_at_config(tmp_path):
     model = model_dir(tmp_path, sharded=False)
     tensor, missing = located(model, finding(evidence={"tensor": "lm_head.weight"}),
                               finding(location=Location("tokenizer.json")))
     assert (tensor.location.file, tensor.location.line, tensor.location.logical) == \
-        (f"{model.as_posix()}/config.json", 1, "lm_head.weight")       # inferred from the evidence
+        (f"{model.as_posix()}/model.safetensors", None, "lm_head.weight")   # inferred from the evidence
     assert (missing.location.file, missing.location.line, missing.location.logical) == \
         (f"{model.as_posix()}/config.json", 1, "tokenizer.json")
+
+
+def test_a_shard_named_by_the_check_or_none_at_all(tmp_path):
+    model = model_dir(tmp_path)
+    (model / "model.safetensors").unlink()             # sharded: only the shards and the index
+    (model / "model-00002-of-00002.safetensors").write_bytes(b"\0" * 16)
+    shard, unlisted, pickled = located(
+        model, finding(location=Location("model-00002-of-00002.safetensors", logical="model.norm.weight")),
+        finding(location=Location("model.safetensors", logical="model.norm.weight")),
+        finding(location=Location("pytorch_model.bin")))
+    assert (shard.location.file, shard.location.line) == (f"{model.as_posix()}/model-00002-of-00002.safetensors", None)
+    assert (unlisted.location.file, unlisted.location.line, unlisted.location.logical) == \
+        (f"{model.as_posix()}/config.json", 1, "model.norm.weight")      # no file holds it: config.json stands in
+    assert (pickled.location.file, pickled.location.line, pickled.location.logical) == \
+        (f"{model.as_posix()}/config.json", 1, "pytorch_model.bin")      # a missing binary file, no tensor named
+    assert len({shard.fingerprint, unlisted.fingerprint}) == 2
 
 
 def test_a_gguf_file_is_its_own_anchor(tmp_path):

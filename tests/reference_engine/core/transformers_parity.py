@@ -45,17 +45,18 @@ def check_batch_equals_alone(variant: str) -> None:
 
 
 def bite(variant: str, **changes) -> float:
-    """How far the engine's logits (100 tokens) move when its Settings lose a feature (e.g. nope_layers=
-    frozenset(): rope on every layer): the tiny model must depend on every feature it claims to test."""
+    """How far the engine's logits (100 tokens) move when its Settings lose a feature (e.g. positions=
+    {"nope_layers": frozenset()}: rope on every layer; a dict changes fields of that group of Settings): the tiny
+    model must depend on every feature it claims to test."""
     from dataclasses import replace
 
     eng, ids = core(variant), random_ids(100, seed=3)
     base = eng.logits(ids)
     bound = eng.config.family
-    moe = changes.pop("moe", None)
-    settings = replace(bound.settings, **changes)
-    if moe:
-        settings = replace(settings, moe=replace(settings.moe, **moe))
+    settings = bound.settings
+    for name, value in changes.items():
+        value = replace(getattr(settings, name), **value) if isinstance(value, dict) else value
+        settings = replace(settings, **{name: value})
     eng.config.family = replace(bound, settings=settings)
     try:
         return (eng.logits(ids) - base).abs().max().item()

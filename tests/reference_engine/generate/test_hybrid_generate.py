@@ -1,6 +1,7 @@
 """The generate stage carries a hybrid's recurrent state with each sequence: continuous batching under KV
-pressure (preempted sequences recomputed from a zero state) gives what each request gets alone, and beam search
-(forks copy the state) equals transformers' on LFM2, Granite 4 and Falcon-H1 (K/V and a state in every layer)."""
+pressure (preempted sequences recomputed from a zero state) gives what each request gets alone, a chunked
+prefill carries the state from chunk to chunk, and beam search (forks copy the state) equals transformers' on
+LFM2, Granite 4 and Falcon-H1 (K/V and a state in every layer)."""
 from __future__ import annotations
 
 import random
@@ -45,3 +46,16 @@ def test_beam_search_equals_transformers(variant):
                                               eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
     assert out.token_ids == expected
     assert eng.cache.sequences() == [] and eng.cache.states.states == {}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_chunked_prefill_carries_the_state_between_chunks(variant):
+    """A prompt prefilled 7 tokens at a time (the recurrent state carried from chunk to chunk) continues as
+    one whole prefill does."""
+    prompt = [random.Random(3).randrange(3, VOCAB) for _ in range(40)]
+    params = SamplingParams(max_new_tokens=8, ignore_eos=True)
+    eng = Engine.from_pretrained(model_dir(variant))
+    stats = SchedulerStats()
+    chunked = generate(eng, prompt, params, max_prefill_tokens=7, stats=stats)[0].token_ids
+    assert chunked == eng.generate(prompt, params)[0].token_ids
+    assert stats.prefill_steps == 6 and eng.cache.states.states == {}

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from reference_engine.architectures.dense.gemma import DATA, GEMMA3
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
-                                                 mlp_plan, norms_plan, raw_float, raw_int)
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, PositionSettings, Scales,
+                                                 Settings, attention_plan, default_windows, mlp_plan, norms_plan,
+                                                 raw_float, raw_int)
 from reference_engine.errors import UnsupportedError
 
 ARCHITECTURES = DATA.architectures
@@ -26,11 +27,12 @@ def settings(config: ModelConfig) -> Settings:
     gemma3 = is_gemma3(config)
     return Settings(
         family="gemma", norm="rms_plus_one", sandwich=True, activation=ACTIVATIONS[act],
-        qk_norm="head" if gemma3 else None, attn_scale=scalar ** -0.5,
-        attn_softcap=raw_float(config, "attn_logit_softcapping", None if gemma3 else 50.0),
-        final_softcap=raw_float(config, "final_logit_softcapping", None if gemma3 else 30.0),
+        attention=AttentionSettings(scale=scalar ** -0.5, qk_norm="head" if gemma3 else None,
+                                    softcap=raw_float(config, "attn_logit_softcapping", None if gemma3 else 50.0)),
         # transformers keeps sqrt(hidden) as a float32 buffer and casts it to the weight dtype
-        embed_scale=config.hidden_size ** 0.5, local_rope=gemma3)
+        scales=Scales(embed=config.hidden_size ** 0.5,
+                      final_softcap=raw_float(config, "final_logit_softcapping", None if gemma3 else 30.0)),
+        positions=PositionSettings(local_rope=gemma3))
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from reference_engine.architectures.dense.llama import DATA, LLAMA, MISTRAL, QWEN2, QWEN3
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
-                                                 mlp_plan, norms_plan)
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, Settings, attention_plan,
+                                                 default_windows, mlp_plan, norms_plan)
 
 ARCHITECTURES = DATA.architectures
 
@@ -21,7 +21,7 @@ def bias_layout(config: ModelConfig) -> tuple[bool, bool, bool]:
 
 
 def settings(config: ModelConfig) -> Settings:
-    return Settings(family="llama", qk_norm="head" if config.qk_norm else None)
+    return Settings(family="llama", attention=AttentionSettings(qk_norm="head" if config.qk_norm else None))
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

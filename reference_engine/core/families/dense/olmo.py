@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from reference_engine.architectures.dense.olmo import DATA, OLMO3
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import (LAYER_KINDS, Family, LayerPlan, Settings, attention_plan,
-                                                 default_windows, mlp_plan)
+from reference_engine.core.families.base import (AttentionSettings, Family, LAYER_KINDS, LayerPlan, PositionSettings,
+                                                 Settings, attention_plan, default_windows, mlp_plan)
 
 ARCHITECTURES = DATA.architectures
 
@@ -23,8 +23,9 @@ def settings(config: ModelConfig) -> Settings:
     """OLMo 3 with a flat (pre-transformers-5) rope_scaling: transformers puts it on the full layers only and
     gives the sliding ones plain RoPE on the same base; a per-kind rope_parameters says so itself."""
     flat_scaled = config.architecture == OLMO3 and not per_kind_rope(config) and bool(config.rope_scaling)
-    return Settings(family="olmo", qk_norm="full", post_norms=True, local_rope=per_kind_rope(config) or flat_scaled,
-                    local_rope_plain=flat_scaled)
+    return Settings(family="olmo", post_norms=True, attention=AttentionSettings(qk_norm="full"),
+                    positions=PositionSettings(local_rope=per_kind_rope(config) or flat_scaled,
+                                               local_rope_plain=flat_scaled))
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

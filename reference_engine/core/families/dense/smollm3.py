@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from reference_engine.architectures.dense.smollm3 import DATA
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import (Family, LayerPlan, Settings, attention_plan, default_windows,
-                                                 mlp_plan, nope_layers, norms_plan)
+from reference_engine.core.families.base import (Family, LayerPlan, PositionSettings, Settings, attention_plan,
+                                                 default_windows, mlp_plan, nope_layers, norms_plan)
 
 ARCHITECTURES = DATA.architectures
 
 
 def settings(config: ModelConfig) -> Settings:
-    return Settings(family="smollm3", nope_layers=nope_layers(config))
+    return Settings(family="smollm3", positions=PositionSettings(nope_layers=nope_layers(config)))
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

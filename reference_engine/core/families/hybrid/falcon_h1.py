@@ -25,8 +25,8 @@ from reference_engine.architectures.hybrid.falcon_h1 import DATA, SSM_SEGMENTS, 
 from reference_engine.architectures.hybrid.falcon_h1 import multiplier as read_multiplier
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache, ParallelLayout
-from reference_engine.core.families.base import (Family, LayerPlan, MambaDims, ParallelScales, Settings,
-                                                 attention_plan, mlp_plan)
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, MambaDims, ParallelScales,
+                                                 Scales, Settings, attention_plan, mlp_plan)
 from reference_engine.core.families.hybrid.mamba import mamba_dims, mamba_plan, state_layout
 from reference_engine.errors import ModelDirError
 
@@ -53,10 +53,9 @@ def settings(config: ModelConfig) -> Settings:
         raise ModelDirError("config.json", "'lm_head_multiplier' is 0: every logit would be 0")
     mlp = multipliers(config.raw, "mlp_multipliers", 2)
     return Settings(family="falcon_h1", final_norm="model.final_layernorm.weight",
-                    attn_scale=None if key == 1.0 else key / math.sqrt(config.head_dim),
-                    embed_scale=None if embed == 1.0 else embed,
-                    logits_divisor=None if head == 1.0 else 1.0 / head,
-                    mlp_scales=None if mlp == (1.0, 1.0) else mlp,
+                    attention=AttentionSettings(scale=None if key == 1.0 else key / math.sqrt(config.head_dim)),
+                    scales=Scales(embed=None if embed == 1.0 else embed, mlp=None if mlp == (1.0, 1.0) else mlp,
+                                  logits_divisor=None if head == 1.0 else 1.0 / head),
                     parallel=ParallelScales(*(multiplier(config, k) for k in (
                         "attention_in_multiplier", "attention_out_multiplier", "ssm_in_multiplier",
                         "ssm_out_multiplier"))),

@@ -14,7 +14,8 @@ from __future__ import annotations
 from reference_engine.architectures.hybrid.granite import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache
-from reference_engine.core.families.base import Family, LayerPlan, MoESettings, Settings, raw_float, raw_int
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, MoESettings, PositionSettings,
+                                                 Scales, Settings, raw_float, raw_int)
 from reference_engine.core.families.hybrid.mamba import mamba_dims, mamba_plan, state_layout
 from reference_engine.errors import ModelDirError
 
@@ -33,13 +34,14 @@ def settings(config: ModelConfig) -> Settings:
                           norm_topk_prob=True, shared_expert=True,
                           sparse_layers=frozenset(range(config.num_hidden_layers)))
     embed = raw_float(config, "embedding_multiplier", 1.0)
-    return Settings(family="granite", attn_scale=raw_float(config, "attention_multiplier", 1.0),
-                    embed_scale=None if embed == 1.0 else embed, moe=moe,
-                    # attention without positions unless position_embedding_type says "rope" (Granite 4: "nope")
-                    nope_layers=(frozenset() if config.raw.get("position_embedding_type") == "rope"
-                                 else frozenset(range(config.num_hidden_layers))),
-                    residual_scale=raw_float(config, "residual_multiplier", 1.0),
-                    logits_divisor=raw_float(config, "logits_scaling", 1.0),
+    # attention without positions unless position_embedding_type says "rope" (Granite 4: "nope")
+    nope = frozenset() if config.raw.get("position_embedding_type") == "rope" else frozenset(
+        range(config.num_hidden_layers))
+    return Settings(family="granite", attention=AttentionSettings(scale=raw_float(config, "attention_multiplier", 1.0)),
+                    scales=Scales(embed=None if embed == 1.0 else embed,
+                                  residual=raw_float(config, "residual_multiplier", 1.0),
+                                  logits_divisor=raw_float(config, "logits_scaling", 1.0)),
+                    positions=PositionSettings(nope_layers=nope), moe=moe,
                     mamba=mamba_dims(config) if "mamba2" in mixers(config) else None)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from reference_engine.architectures.hybrid.lfm2 import DATA
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache, StateLayout
-from reference_engine.core.families.base import Family, LayerPlan, Settings, raw_float, raw_int
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, Settings, raw_float, raw_int)
 from reference_engine.errors import ModelDirError
 
 ARCHITECTURES = DATA.architectures
@@ -20,7 +20,8 @@ KINDS = {"conv": "short_conv", "full_attention": "attention"}   # config.json la
 
 
 def settings(config: ModelConfig) -> Settings:
-    return Settings(family="lfm2", qk_norm="head", final_norm="model.embedding_norm.weight")
+    return Settings(family="lfm2", final_norm="model.embedding_norm.weight",
+                    attention=AttentionSettings(qk_norm="head"))
 
 
 def layer_types(config: ModelConfig) -> list[str]:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from reference_engine.architectures.hybrid.qwen3_next import DATA, DENSE, MOE, NEXT
 from reference_engine.config import ModelConfig
 from reference_engine.core.cache.layout import KVLayout, LayerCache, StateLayout
-from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
-                                                 mlp_plan, norms_plan, raw_int)
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, MoESettings, Settings,
+                                                 attention_plan, mlp_plan, norms_plan, raw_int)
 from reference_engine.core.families.moe.moe import expert_names
 from reference_engine.errors import ModelDirError
 from reference_engine.limits import MAX_HEAD_DIM, MAX_HEADS, check_size
@@ -109,7 +109,8 @@ def settings(config: ModelConfig) -> Settings:
         norm_topk = config.architecture == MOE or bool(config.raw.get("norm_topk_prob", True))
         moe = MoESettings(num_experts=experts, top_k=top_k, norm_topk_prob=norm_topk, shared_expert=True,
                           sparse_layers=sparse_layers(config))
-    return Settings(family="qwen3_next", norm="rms_plus_one", qk_norm="head", output_gate=True, moe=moe)
+    return Settings(family="qwen3_next", norm="rms_plus_one",
+                    attention=AttentionSettings(qk_norm="head", output_gate=True), moe=moe)
 
 
 def mixers(config: ModelConfig) -> list[str]:

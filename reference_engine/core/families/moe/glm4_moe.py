@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from reference_engine.architectures.moe.glm4_moe import DATA
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import Family, LayerPlan, Settings, attention_plan, norms_plan
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, Settings, attention_plan,
+                                                 norms_plan)
 from reference_engine.core.families.mla.deepseek import moe_settings, shared_moe_plan
 
 
@@ -16,7 +17,7 @@ def qk_norm(config: ModelConfig) -> str | None:
 
 
 def settings(config: ModelConfig) -> Settings:
-    return Settings(family="glm4_moe", qk_norm=qk_norm(config),
+    return Settings(family="glm4_moe", attention=AttentionSettings(qk_norm=qk_norm(config)),
                     moe=moe_settings(config, "noaux_tc", bool(config.raw.get("norm_topk_prob", True))))
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from reference_engine.architectures.moe.llama4 import DATA
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
-                                                 mlp_plan, nope_layers, norms_plan, raw_float, raw_int,
-                                                 raw_int_list)
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, MoESettings, PositionSettings,
+                                                 Settings, attention_plan, mlp_plan, nope_layers, norms_plan, raw_float,
+                                                 raw_int, raw_int_list)
 from reference_engine.errors import ModelDirError
 
 ARCHITECTURES = DATA.architectures
@@ -60,9 +60,11 @@ def settings(config: ModelConfig) -> Settings:
     chunk = chunk_size(config)
     if chunk == 0:
         raise ModelDirError("config.json", "'attention_chunk_size' must be positive or null")
-    return Settings(family="llama4", moe=moe, nope_layers=nope_layers(config), rope_interleaved=True,
-                    qk_l2_norm=bool(config.raw.get("use_qk_norm", True)), chunked_layers=chunked_layers(config),
-                    attention_chunk=chunk, temperature=temperature)
+    return Settings(family="llama4", moe=moe,
+                    attention=AttentionSettings(qk_l2_norm=bool(config.raw.get("use_qk_norm", True)),
+                                                chunked_layers=chunked_layers(config), chunk=chunk),
+                    positions=PositionSettings(nope_layers=nope_layers(config), temperature=temperature,
+                                               interleaved=True))
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

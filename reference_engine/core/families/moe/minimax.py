@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from reference_engine.architectures.moe.minimax import DATA
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
-                                                 norms_plan, raw_int)
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, MoESettings, Settings,
+                                                 attention_plan, norms_plan, raw_int)
 from reference_engine.errors import ModelDirError
 
 ARCHITECTURES = DATA.architectures
@@ -26,7 +26,7 @@ def settings(config: ModelConfig) -> Settings:
                                            f"experts ({experts})")
     moe = MoESettings(num_experts=experts, top_k=top_k, norm_topk_prob=True, cast_weights=False,
                       sparse_layers=frozenset(range(config.num_hidden_layers)), method="noaux_tc")
-    return Settings(family="minimax", qk_norm="full", moe=moe)
+    return Settings(family="minimax", attention=AttentionSettings(qk_norm="full"), moe=moe)
 
 
 def layer_plan(config: ModelConfig, n: int) -> LayerPlan:

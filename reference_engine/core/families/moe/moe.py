@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from reference_engine.architectures.moe.moe import DATA, MIXTRAL, OLMOE, QWEN2_MOE, QWEN3_MOE
 from reference_engine.config import ModelConfig
-from reference_engine.core.families.base import (Family, LayerPlan, MoESettings, Settings, attention_plan,
-                                                 mlp_plan, norms_plan, raw_float, raw_int)
+from reference_engine.core.families.base import (AttentionSettings, Family, LayerPlan, MoESettings, Settings,
+                                                 attention_plan, mlp_plan, norms_plan, raw_float, raw_int)
 from reference_engine.errors import ModelDirError
 
 ARCHITECTURES = DATA.architectures
@@ -45,7 +45,7 @@ def settings(config: ModelConfig) -> Settings:
                       sparse_layers=sparse_layers(config))
     qk_norm = {QWEN3_MOE: "head", OLMOE: "full"}.get(arch)
     clip = raw_float(config, "clip_qkv", None) if arch == OLMOE else None
-    return Settings(family="moe", qk_norm=qk_norm, clip_qkv=clip, moe=moe)
+    return Settings(family="moe", attention=AttentionSettings(qk_norm=qk_norm, clip_qkv=clip), moe=moe)
 
 
 def expert_names(arch: str, prefix: str) -> tuple[str, str, str, str]:

@@ -30,7 +30,7 @@ def test_ragged_batch_and_chunked_prefill_match_each_sequence_alone():
 def test_the_features_matter():
     """Full-projection q/k norms as per-head ones would be another model; OLMo 3's sliding layers use their own
     (unscaled) RoPE table and really have windows shorter than the sequence."""
-    assert bite("olmo2_post_norm", qk_norm=None) > 1e-2
+    assert bite("olmo2_post_norm", attention={"qk_norm": None}) > 1e-2
     eng, ids = core("olmo3_windows_yarn"), random_ids(100, seed=3)
     assert eng.windows == [20, 20, 20, None] and eng.rope.local is not None
     base = eng.logits(ids)
@@ -63,5 +63,5 @@ def test_olmo3_flat_rope_scaling_applies_to_the_full_layers_only(tmp_path):
     config["rope_theta"], config["rope_scaling"] = full.pop("rope_theta"), full
     (d / "config.json").write_text(json.dumps(config))
     eng, ids = CoreEngine.from_pretrained(d), random_ids(200, seed=1)
-    assert eng.config.family.settings.local_rope_plain and eng.rope.local.rope_type == "default"
+    assert eng.config.family.settings.positions.local_rope_plain and eng.rope.local.rope_type == "default"
     assert (eng.logits(ids) - hf_logits(load_hf(d), ids)).abs().max().item() <= TOL

@@ -25,7 +25,7 @@ def test_ragged_batch_and_chunked_prefill_match_each_sequence_alone():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_nope_layers_matter(variant):
     """Rotating the NoPE layers too (what an engine assuming RoPE everywhere does) changes the logits."""
-    assert bite(variant, nope_layers=frozenset()) > 1e-2
+    assert bite(variant, positions={"nope_layers": frozenset()}) > 1e-2
 
 
 def test_healthy_model_passes_the_static_and_engine_checks(factory_model_dir):

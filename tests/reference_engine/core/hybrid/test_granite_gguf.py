@@ -62,10 +62,10 @@ def test_gguf_logits_and_greedy_equal_safetensors_and_transformers(converted, va
     ours, ref = CoreEngine.from_pretrained(path), CoreEngine.from_pretrained(hf_dir)
     assert ours.config.raw["layer_types"] == ref.config.raw["layer_types"]
     a, b = ours.config.family.settings, ref.config.family.settings        # the multipliers, from the metadata
-    assert (a.embed_scale, a.attn_scale, a.residual_scale, a.logits_divisor) == \
-        pytest.approx((b.embed_scale, b.attn_scale, b.residual_scale, b.logits_divisor), rel=1e-6)
-    assert (a.moe, a.nope_layers, a.mamba.heads, a.mamba.groups) == \
-        (b.moe, b.nope_layers, b.mamba.heads, b.mamba.groups)
+    assert (a.scales.embed, a.attention.scale, a.scales.residual, a.scales.logits_divisor) == \
+        pytest.approx((b.scales.embed, b.attention.scale, b.scales.residual, b.scales.logits_divisor), rel=1e-6)
+    assert (a.moe, a.positions.nope_layers, a.mamba.heads, a.mamba.groups) == \
+        (b.moe, b.positions.nope_layers, b.mamba.heads, b.mamba.groups)
     ids = torch.randint(3, 49000, (120,), generator=torch.Generator().manual_seed(0)).tolist()
     x, y = ours.logits(ids), ref.logits(ids)
     hf = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()

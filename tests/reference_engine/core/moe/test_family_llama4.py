@@ -24,10 +24,11 @@ def test_ragged_batch_and_chunked_prefill_match_each_sequence_alone():
 def test_every_feature_matters():
     """Each feature turned off (or done the usual Llama way) moves the logits: the tiny model tests them all."""
     s = core(VARIANT).config.family.settings
-    assert s.nope_layers == frozenset({2}) and s.chunked_layers == frozenset({0, 1, 3})
+    assert s.positions.nope_layers == frozenset({2}) and s.attention.chunked_layers == frozenset({0, 1, 3})
     assert s.moe.sparse_layers == frozenset({1, 3})
-    for change in ({"nope_layers": frozenset()}, {"attention_chunk": None}, {"qk_l2_norm": False},
-                   {"temperature": None}, {"rope_interleaved": False}, {"moe": {"scale_input": False}}):
+    for change in ({"positions": {"nope_layers": frozenset()}}, {"attention": {"chunk": None}},
+                   {"attention": {"qk_l2_norm": False}}, {"positions": {"temperature": None}},
+                   {"positions": {"interleaved": False}}, {"moe": {"scale_input": False}}):
         assert bite(VARIANT, **change) > 1e-3, change
 
 

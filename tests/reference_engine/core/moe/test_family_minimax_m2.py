@@ -30,7 +30,7 @@ def test_the_features_matter():
     eng = core(VARIANT)
     assert eng.rope.cos.shape[-1] == 8
     assert bite(VARIANT, moe={"method": "softmax_topk"}) > 1e-2
-    assert bite(VARIANT, qk_norm=None) > 1e-2
+    assert bite(VARIANT, attention={"qk_norm": None}) > 1e-2
 
 
 def test_the_correction_bias_picks_but_does_not_weigh():
