@@ -10,7 +10,7 @@ engine and the reason.
 """
 from __future__ import annotations
 
-from checks.adapter.structure import at_config
+from checks.catalogue.locations import adapter_key
 from checks.adapter.scan import EMBEDDING_MODULES
 from checks.catalogue.registry import Problem, Skip, check
 
@@ -40,30 +40,30 @@ def vllm_serving(ctx):
         yield Problem(f"vLLM refuses adapters with modules_to_save ({saved}): merge the adapter into the base to "
                       f"serve it", severity="info",
                       evidence={"engine": "vLLM", "modules_to_save": cfg.modules_to_save},
-                      location=at_config("modules_to_save"))
+                      location=adapter_key("modules_to_save"))
     if cfg.use_dora:
         yield Problem("vLLM does not support DoRA (use_dora): merge the adapter into the base to serve it",
-                      severity="info", evidence={"engine": "vLLM"}, location=at_config("use_dora"))
+                      severity="info", evidence={"engine": "vLLM"}, location=adapter_key("use_dora"))
     if cfg.trainable_token_indices:
         yield Problem("vLLM does not load trainable tokens (trainable_token_indices): merge the adapter to serve it",
-                      severity="info", evidence={"engine": "vLLM"}, location=at_config("trainable_token_indices"))
+                      severity="info", evidence={"engine": "vLLM"}, location=adapter_key("trainable_token_indices"))
     rank = max([adapter.rank_in_tensors(m) or 0 for m in adapter.lora_modules()] + [cfg.r])
     if rank > VLLM_RANKS[-1]:
         yield Problem(f"vLLM supports LoRA ranks up to {VLLM_RANKS[-1]}; this adapter has rank {rank}",
-                      severity="info", evidence={"engine": "vLLM", "rank": rank}, location=at_config("r"))
+                      severity="info", evidence={"engine": "vLLM", "rank": rank}, location=adapter_key("r"))
     elif rank > VLLM_DEFAULT_MAX_RANK:
         need = next(r for r in VLLM_RANKS if r >= rank)
         yield Problem(f"vLLM needs --max-lora-rank {need} for this adapter's rank {rank} (default "
                       f"{VLLM_DEFAULT_MAX_RANK})", severity="info", evidence={"engine": "vLLM", "rank": rank},
-                      location=at_config("r"))
+                      location=adapter_key("r"))
     unsupported = sorted(modules - VLLM_MODULES)
     if modules and not modules & VLLM_MODULES:
         yield Problem(f"vLLM supports none of this adapter's modules ({', '.join(unsupported)}): it would load "
                       f"it and serve the base model unchanged", severity="warning",
-                      evidence={"engine": "vLLM", "modules": unsupported}, location=at_config("target_modules"))
+                      evidence={"engine": "vLLM", "modules": unsupported}, location=adapter_key("target_modules"))
     elif unsupported:
         yield Problem(f"vLLM ignores the LoRA weights of {', '.join(unsupported)}", severity="info",
-                      evidence={"engine": "vLLM", "modules": unsupported}, location=at_config("target_modules"))
+                      evidence={"engine": "vLLM", "modules": unsupported}, location=adapter_key("target_modules"))
 
 
 @check("LRA013", category="adapter", severity="info", needs=("adapter",),
@@ -82,4 +82,4 @@ def llamacpp_conversion(ctx):
         raise Skip("no embeddings in the adapter")
     yield Problem(f"llama.cpp's convert_lora_to_gguf cannot convert this adapter: it carries embeddings "
                   f"({', '.join(carried)})", evidence={"engine": "llama.cpp", "modules": carried},
-                  location=at_config("modules_to_save"))
+                  location=adapter_key("modules_to_save"))

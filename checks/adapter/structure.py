@@ -9,20 +9,12 @@ from pathlib import Path
 from checks.adapter.scan import (base_modules, expected_factor_shapes, finite_problem, layer_of,
                                           target_reach, update_ratio)
 from checks.catalogue.inputs import ResourceError
+from checks.catalogue.locations import ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_key, adapter_tensor
 from checks.catalogue.registry import Problem, check
 from findings import Location
 
-CONFIG = "adapter_config.json"
-WEIGHTS = "adapter_model.safetensors"
+CONFIG, WEIGHTS = ADAPTER_CONFIG, ADAPTER_WEIGHTS
 ROLE_NAMES = {"A": "lora_A", "B": "lora_B", "embedding_A": "lora_embedding_A", "embedding_B": "lora_embedding_B"}
-
-
-def at_config(key: str) -> Location:
-    return Location(file=CONFIG, logical=key)
-
-
-def at_tensor(name: str) -> Location:
-    return Location(file=WEIGHTS, logical=name)
 
 
 @check("LRA001", category="adapter", severity="error", needs=("adapter",),
@@ -57,21 +49,21 @@ def targets_absent(ctx):
         if not reached:
             yield Problem(f"target module {target!r} matches no module of the base: the adapter changes nothing "
                           f"there", evidence={"target": target, "base_modules_like": _similar(modules)},
-                          location=at_config("target_modules"))
+                          location=adapter_key("target_modules"))
     layers = ctx.config.num_hidden_layers
     beyond = [i for i in adapter.config.layers_to_transform or [] if not 0 <= i < layers]
     if beyond:
         yield Problem(f"layers_to_transform names layer(s) {beyond} but the base has {layers} layers",
-                      evidence={"layers": beyond, "base_layers": layers}, location=at_config("layers_to_transform"))
+                      evidence={"layers": beyond, "base_layers": layers}, location=adapter_key("layers_to_transform"))
     base = set(names)
     for module in adapter.modules.values():
         if module.weight not in base:
             key = next(iter(module.keys.values()))
             yield Problem(f"{module.name}: stored in the adapter but the base has no {module.weight}",
-                          evidence={"tensor": key}, location=at_tensor(key))
+                          evidence={"tensor": key}, location=adapter_tensor(key))
     for key in adapter.unknown:
         yield Problem(f"{key}: not a LoRA, DoRA or modules_to_save tensor; peft ignores it",
-                      severity="warning", location=at_tensor(key))
+                      severity="warning", location=adapter_tensor(key))
 
 
 def _similar(modules: list[str]) -> list[str]:
@@ -102,7 +94,7 @@ def shapes_do_not_fit(ctx):
                 yield Problem(f"{module.name}: {ROLE_NAMES[role]} {list(found)} does not fit the base weight "
                               f"{list(shape)} (expected {list(expected)})",
                               evidence={"tensor": key, "shape": found, "expected": expected, "base_shape": shape},
-                              location=at_tensor(key))
+                              location=adapter_tensor(key))
         yield from _copy_and_magnitude(adapter, module, shape)
 
 
@@ -114,13 +106,13 @@ def _copy_and_magnitude(adapter, module, shape):
             if found[1:] != shape[1:]:
                 yield Problem(f"{module.name}: saved copy {list(found)} does not fit the base weight {list(shape)}",
                               evidence={"tensor": key, "shape": found, "base_shape": shape},
-                              location=at_tensor(key))
+                              location=adapter_tensor(key))
     key = module.keys.get("magnitude")
     if key is not None:
         found = tuple(adapter.tensors.info(key).shape)
         if found not in ((shape[0],), (1, shape[0])):
             yield Problem(f"{module.name}: lora_magnitude_vector {list(found)} for {shape[0]} output rows",
-                          evidence={"tensor": key, "shape": found}, location=at_tensor(key))
+                          evidence={"tensor": key, "shape": found}, location=adapter_tensor(key))
 
 
 @check("LRA004", category="adapter", severity="error", needs=("adapter",),
@@ -140,12 +132,12 @@ def rank_mismatch(ctx):
         configured = adapter.config.rank_of(module.name)
         if a[0] != b[1]:
             yield Problem(f"{module.name}: lora_A has rank {a[0]} but lora_B rank {b[1]}",
-                          evidence={"lora_A": list(a), "lora_B": list(b)}, location=at_tensor(module.lora_a))
+                          evidence={"lora_A": list(a), "lora_B": list(b)}, location=adapter_tensor(module.lora_a))
         elif a[0] != configured:
             key = "rank_pattern" if adapter.config.pattern_key(adapter.config.rank_pattern, module.name) else "r"
             yield Problem(f"{module.name}: tensors carry rank {a[0]} but adapter_config.json says {key} = "
                           f"{configured}", evidence={"tensor_rank": a[0], "configured": configured},
-                          location=at_config(key))
+                          location=adapter_key(key))
 
 
 @check("LRA005", category="adapter", severity="error", needs=("adapter",),
@@ -161,13 +153,13 @@ def missing_partner(ctx):
         a, b, m = module.lora_a, module.lora_b, module.keys.get("magnitude")
         if (a is None) != (b is None):
             have, miss = ("lora_A", "lora_B") if a is not None else ("lora_B", "lora_A")
-            yield Problem(f"{module.name}: {have} without its {miss}", location=at_tensor(a or b))
+            yield Problem(f"{module.name}: {have} without its {miss}", location=adapter_tensor(a or b))
         if module.has_lora and dora and m is None:
             yield Problem(f"{module.name}: use_dora is true but no lora_magnitude_vector is stored",
-                          location=at_tensor(a or b))
+                          location=adapter_tensor(a or b))
         if m is not None and not dora:
             yield Problem(f"{module.name}: a lora_magnitude_vector is stored but use_dora is false: the DoRA "
-                          f"scaling would be dropped", location=at_config("use_dora"))
+                          f"scaling would be dropped", location=adapter_key("use_dora"))
 
 
 @check("LRA006", category="adapter", severity="error", needs=("adapter",),
@@ -185,7 +177,7 @@ def non_finite(ctx):
     for key in adapter.tensors.names:
         problem = finite_problem(adapter.tensors.get(key))
         if problem:
-            yield Problem(f"{key}: {problem}", location=at_tensor(key))
+            yield Problem(f"{key}: {problem}", location=adapter_tensor(key))
 
 
 @check("LRA007", category="adapter", severity="error", needs=("adapter",),
@@ -201,7 +193,7 @@ def untrained(ctx):
     keys = [m.lora_b for m in adapter.lora_modules() if m.lora_b is not None]
     if keys and all(not bool(adapter.tensors.get(k).any()) for k in keys):
         yield Problem(f"all {len(keys)} lora_B tensors are zero: the adapter changes nothing (saved before "
-                      f"training?)", evidence={"lora_B": len(keys)}, location=at_tensor(keys[0]))
+                      f"training?)", evidence={"lora_B": len(keys)}, location=adapter_tensor(keys[0]))
 
 
 @check("LRA008", category="adapter", severity="warning", needs=("adapter",),
@@ -228,7 +220,7 @@ def update_dwarfs_weight(ctx):
                       f"{module.name} ({ratio:.1f}x; scale {adapter.config.scale_of(module.name):g})",
                       evidence={"modules": [{"module": m.name, "ratio": round(r, 3)} for r, m in worst[:10]],
                                 "lora_alpha": adapter.config.lora_alpha, "r": adapter.config.r},
-                      location=at_config("lora_alpha"))
+                      location=adapter_key("lora_alpha"))
 
 
 @check("LRA011", category="adapter", severity="warning", needs=("adapter", "config"),
@@ -243,7 +235,7 @@ def declared_base_differs(ctx):
     if isinstance(declared_class, str) and declared_class != ctx.config.architecture:
         yield Problem(f"the adapter was trained on a {declared_class} but the base is a {ctx.config.architecture}",
                       evidence={"declared": declared_class, "base": ctx.config.architecture},
-                      location=at_config("auto_mapping"))
+                      location=adapter_key("auto_mapping"))
     declared = ctx.adapter.config.base_model_name_or_path
     if not declared:
         return
@@ -252,12 +244,12 @@ def declared_base_differs(ctx):
         if Path(declared).resolve() != given:
             yield Problem(f"base_model_name_or_path is {declared} but the base given is {ctx.model_dir}",
                           evidence={"declared": declared, "given": str(ctx.model_dir)},
-                          location=at_config("base_model_name_or_path"))
+                          location=adapter_key("base_model_name_or_path"))
         return
     last = declared.rstrip("/").rsplit("/", 1)[-1].lower()
     if ("bnb-4bit" in last or "4bit" in last) and not ctx.raw_config.get("quantization_config"):
         yield Problem(f"the adapter was trained on a 4-bit base ({declared}) and is run on {ctx.model_dir.name}: "
-                      f"merged into full-precision weights it behaves differently", location=at_config(
+                      f"merged into full-precision weights it behaves differently", location=adapter_key(
                           "base_model_name_or_path"), evidence={"declared": declared})
         return
     names = {p.lower() for p in given.parts} | {str(ctx.raw_config.get("_name_or_path", "")).rstrip("/")
@@ -265,4 +257,4 @@ def declared_base_differs(ctx):
     if not any(last == n or last in n.split("--") for n in names if n):
         yield Problem(f"base_model_name_or_path is {declared!r} but the base given is {ctx.model_dir}",
                       evidence={"declared": declared, "given": str(ctx.model_dir)},
-                      location=at_config("base_model_name_or_path"))
+                      location=adapter_key("base_model_name_or_path"))

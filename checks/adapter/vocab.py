@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from checks.adapter.structure import at_config, at_tensor
+from checks.catalogue.locations import adapter_key, adapter_tensor
 from checks.shared.weights.tensor_layout import EMBED, LM_HEAD
 from checks.catalogue.registry import Problem, Skip, check
 
@@ -39,7 +39,7 @@ def tokenizer_beyond_base_rows(ctx):
             yield Problem(f"the adapter's tokenizer has ids up to {top} but {module} has {rows} rows {where}",
                           evidence={"max_token_id": top, "rows": rows, "tensor": name,
                                     "in_adapter": carried, "base_rows": base.info(name).shape[0]},
-                          location=at_config("modules_to_save"))
+                          location=adapter_key("modules_to_save"))
 
 
 @check("LRA010", category="adapter", severity="warning", needs=("adapter", "config"),
@@ -66,10 +66,10 @@ def added_rows_untrained(ctx):
         if stale:
             key = module.full_copy or module.keys.get("tokens")
             yield Problem(f"{len(stale)} added token row(s) of {module.name} are untrained (ids {stale[:8]})",
-                          evidence={"ids": stale[:50], "tensor": key}, location=at_tensor(key))
+                          evidence={"ids": stale[:50], "tensor": key}, location=adapter_tensor(key))
     if not any(m in weights.modules for m in (EMBED, LM_HEAD)) and adapter.config.trainable_token_indices:
         yield Problem("trainable_token_indices is set but no trainable_tokens_delta is stored",
-                      location=at_config("trainable_token_indices"))
+                      location=adapter_key("trainable_token_indices"))
 
 
 def _stale_rows(adapter, module, new_ids: list[int], base) -> list[int]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from checks.quant.layout import groups, implied_bits, implied_group
 from checks.quant.values import g_idx_problems, read, scale_stats, stored_zero_values
 from checks.quant.view import quant_view, quantized_view
+from checks.catalogue.locations import config_key, tensor
 from checks.catalogue.registry import Problem, Skip, check
 from findings import Location
 from reference_engine.files.quant.scheme import ENGINE
 
-CONFIG = "config.json"
 SHOWN = 8                     # modules listed in a message before "and N more"
 SCALE_SUFFIXES = ("scales", "weight_scale", "weight_scale_inv", "weight_global_scale", "SCB", "weight.absmax",
                   "weight.nested_absmax")
@@ -23,13 +23,14 @@ NVFP4_MAX_ABS = 100.0         # a linear weight beyond this dequantized magnitud
 
 
 def at_key(key: str) -> Location:
-    return Location(file=CONFIG, logical=f"quantization_config.{key}" if key else "quantization_config")
+    """A key of config.json's quantization_config."""
+    return config_key(f"quantization_config.{key}" if key else "quantization_config")
 
 
 def at_tensor(raw, name: str) -> Location:
+    """A tensor, in the shard that holds it."""
     info = raw.info(name) if name in raw else None
-    file = info.file.name if info is not None else None
-    return Location(file=file, logical=name)
+    return tensor(name, info.file.name if info is not None else None)
 
 
 def _listed(names: list[str]) -> str:
