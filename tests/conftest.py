@@ -50,16 +50,17 @@ def pytest_configure(config):
 # once and what a module keeps in memory serves all its tests (test_chain_live.py's replayed answers, tests/
 # chain_faults.py: spread over both workers, each fault asked llama-server its 4k-token prompts again, 55 s instead
 # of 5-9 s). LONGEST modules start first, so that no long one is left for the end.
-LONGEST = ["tests/llmdoctor/run/test_chain_live.py", "tests/llmdoctor/run/test_endpoint_live.py",
+LONGEST = ["tests/llmdoctor/run/test_chain_live.py", "tests/llmdoctor/run/test_vllm_live.py",
+           "tests/llmdoctor/run/test_endpoint_live.py",
            "tests/checks/endpoint/test_context_reading.py", "tests/probes/load/test_load_live.py",
            "tests/checks/endpoint/test_endpoint_competence_live.py", "tests/checks/long_context/test_reading.py",
            "tests/reference_engine/core/dense/test_engine_gemma3.py",
            "tests/reference_engine/core/engine/test_gguf_engine.py"]
 
 
-# ... and the files that wait on a server launched in the background at collection (tests/session_servers.py)
-# go LAST: it starts (a minute or two idle, far longer on a busy box) while the rest of the suite runs
-LAST = ["tests/llmdoctor/run/test_vllm_live.py"]
+# test_vllm_live.py waits on the vLLMs launched at collection (tests/session_servers.py), so it starts on the
+# second worker at once: the wait overlaps their startup (which keeps the cores busy) instead of its one-thread
+# server being the only work left at the suite's end (as when it ran last).
 
 
 def _module(nodeid: str) -> str:
@@ -71,7 +72,7 @@ session_servers.register(vllm_launch.GENCONFIG_FIXTURE, vllm_launch.genconfig_la
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {path: i for i, path in enumerate(LONGEST)} | {path: len(LONGEST) + 1 + i for i, path in enumerate(LAST)}
+    rank = {path: i for i, path in enumerate(LONGEST)}
     items.sort(key=lambda item: rank.get(_module(item.nodeid), len(LONGEST)))  # stable: the rest keep their order
 
 

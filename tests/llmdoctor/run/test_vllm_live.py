@@ -6,7 +6,8 @@ directory), so a healthy vLLM must be quiet; each fault planted in front of it (
 What vLLM gives that llama.cpp does not, and which checks read it, is docs/servers.md. Cost, measured with
 --durations=0 under a load average of ~6: 16 tests, ~230 s of calls (the healthy probe 94 s, --context 1024 25 s,
 EPT084's stream fault 23 s, the rest 1-15 s each), plus the wait for a server still starting; the two vLLMs (3.3 GB
-each) start in the background at collection, 60-100 s each, and this file runs last (tests/conftest.py LAST).
+each) start in the background at collection, 60-100 s each, and this file starts early on the second worker,
+its wait overlapping their startup (tests/conftest.py LONGEST).
 """
 from __future__ import annotations
 
@@ -61,8 +62,9 @@ def test_healthy_vllm_is_quiet_and_its_triage_bundle_holds_every_endpoint_check(
     from llmdoctor.incident_bundle.bundle import run_triage
     from llmdoctor.run.endpoint_runner import endpoint_specs
     bundle = tmp_path / "bundle"
-    result = run_triage(reference.path, bundle, kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
-                        endpoint=EndpointOptions(vllm_server.url, timeout_s=300, deadline_s=1500))
+    with ChainProxy(vllm_server.url) as proxy:      # transparent: its answers are replayed to the faults below
+        result = run_triage(reference.path, bundle, kv_requests=200, bandwidth_bytes=2**20, run_checks=False,
+                            endpoint=EndpointOptions(proxy.url, timeout_s=300, deadline_s=1500))
     report = result.report
     print("\n".join(f"{f.check} {f.severity.value}: {f.message}" for f in report.findings))
     data = json.loads((bundle / "report.json").read_text())
