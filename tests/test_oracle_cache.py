@@ -22,6 +22,7 @@ def test_same_bytes_are_asked_once_and_any_change_asks_again(tmp_path, monkeypat
     first = oracle_cache.answer("q", [model], {"texts": ["a"]}, asker(log))
     again = oracle_cache.answer("q", [model], {"texts": ["a"]}, asker(log))
     assert len(log) == 1
+    # the same stored bytes read back (safetensors), no arithmetic on either side: bit-identity is the claim
     assert torch.equal(first["logits"], again["logits"]) and again["ids"] == [1, 2, 3] and again["loss"] == 0.25
     oracle_cache.answer("q", [model], {"texts": ["b"]}, asker(log))                 # another parameter
     oracle_cache.answer("other", [model], {"texts": ["a"]}, asker(log))             # another question

@@ -33,6 +33,20 @@ class ThresholdError(ValueError):
     """A per-check threshold in the configuration file has the wrong type."""
 
 
+def remembered(store: dict, key: Any, build: Callable[[], Any], kept: type[Exception]) -> Any:
+    """build()'s value, made once per run and kept in `store`; a `kept` error is remembered and raised again, so
+    every check that asks after a failure gets the same reason without asking again."""
+    if key not in store:
+        try:
+            store[key] = build()
+        except kept as e:
+            store[key] = e
+    value = store[key]
+    if isinstance(value, kept):
+        raise value
+    return value
+
+
 class CheckInputs:
     """What a check run hands each check: the model's resources (built lazily, at most once) and the run's
     choices, every one given to the constructor by the runner (tests give only what they need)."""

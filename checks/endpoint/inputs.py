@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from checks.shared.chat.conversations import CONVERSATIONS   # the conversation shapes the EPT checks send
-from checks.catalogue.inputs import ResourceError
+from checks.catalogue.inputs import ResourceError, remembered
 from checks.endpoint.reference import Reference
 from checks.catalogue.registry import Problem, Skip
 from probes.endpoint import Connection, EndpointError
@@ -70,15 +70,7 @@ class EndpointInputs:
 
     def ask(self, key: str, request: Callable[[], Any]) -> Any:
         """The server's answer to `request`, asked once; an EndpointError is remembered and raised again."""
-        if key not in self._answers:
-            try:
-                self._answers[key] = request()
-            except EndpointError as e:
-                self._answers[key] = e
-        value = self._answers[key]
-        if isinstance(value, EndpointError):
-            raise value
-        return value
+        return remembered(self._answers, key, request, EndpointError)
 
     def engine(self):
         started = time.perf_counter()

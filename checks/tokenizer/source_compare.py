@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from checks.catalogue.inputs import remembered
 from reference_engine.errors import ModelDirError
 from reference_engine.tokenizer.models.pieces import CONTROL, SPACE, UNKNOWN
 from reference_engine.tokenizer.pipeline.pre_tokenizers import UNICODE_TO_BYTES
@@ -115,16 +116,7 @@ def json_tokenizer(ctx):
 def _cached(ctx, name: str, build):
     """The source, built once per run in ctx.state (where every check keeps what it shares); a source that
     cannot be read is kept as its ModelDirError and raised again."""
-    key = ("tokenizer source", name)
-    if key not in ctx.state:
-        try:
-            ctx.state[key] = build()
-        except ModelDirError as e:
-            ctx.state[key] = e
-    value = ctx.state[key]
-    if isinstance(value, ModelDirError):
-        raise value
-    return value
+    return remembered(ctx.state, ("tokenizer source", name), build, ModelDirError)
 
 
 def json_token_bytes(token: str, byte_level: bool) -> bytes:
